@@ -1,0 +1,210 @@
+"""`create_app(settings)`: the ASGI application, assembled top to bottom.
+
+Global middleware, outermost first: errors -> request id -> body limit -> Origin/CORS.
+The MCP endpoint adds route middleware: Host -> auth -> protocol version. Probes, the service
+page and the discovery documents stay outside MCP auth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.tokens import JwtVerifier, TokenVerifier
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.middleware.auth import AuthMiddleware
+from aql_mcp.middleware.errors import ServerErrorMiddleware
+from aql_mcp.middleware.host import HostMiddleware
+from aql_mcp.middleware.limits import BodyLimitMiddleware
+from aql_mcp.middleware.origin import OriginMiddleware
+from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
+from aql_mcp.middleware.request_id import RequestIdMiddleware
+from aql_mcp.page import ServicePage
+from aql_mcp.plugins.loader import load_plugins
+from aql_mcp.probes import Probes
+from aql_mcp.protocol.methods import build_dispatcher
+from aql_mcp.registry import Kind, Registry
+from aql_mcp.sessions import SessionManager
+from aql_mcp.settings import Settings
+from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.transport import StreamableHTTPEndpoint
+
+log = structlog.get_logger("aql_mcp.app")
+HOUSEKEEPING_SECONDS = 30.0
+Endpoint = Callable[[Request], Awaitable[Response]]
+LIST_CHANGED = {"tool": "notifications/tools/list_changed", "prompt": "notifications/prompts/list_changed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the app is made of, reachable from tests and the CLI as `app.state.services`."""
+
+    settings: Settings
+    registry: Registry
+    sessions: SessionManager
+    endpoint: StreamableHTTPEndpoint
+    probes: Probes
+    dev_issuer: DevIssuer | None
+
+
+def create_app(settings: Settings) -> Starlette:
+    registry = Registry()
+    load_plugins(settings.plugin_paths, registry)
+    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
+    sessions = SessionManager(
+        store,
+        idle_seconds=settings.sessions.idle_seconds,
+        max_open=settings.sessions.max_open,
+        retry_after=settings.sessions.retry_after_seconds,
+    )
+    endpoint = StreamableHTTPEndpoint(
+        sessions=sessions,
+        dispatcher=build_dispatcher(registry, page_size=settings.streams.page_size),
+        hub=sessions,
+        server_name=settings.server.name,
+        instructions=instructions(settings),
+        retry_ms=settings.streams.retry_ms,
+        log_level=settings.logging.level,
+    )
+    issuer = (
+        DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+        if settings.server.dev
+        else None
+    )
+    services = Services(settings, registry, sessions, endpoint, Probes(store), issuer)
+    mcp_middleware = [
+        Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
+        Middleware(
+            AuthMiddleware,
+            verifier=verifier(settings, issuer),
+            realm=settings.server.name,
+            resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
+        ),
+        Middleware(ProtocolVersionMiddleware),
+    ]
+    routes = [
+        Route("/mcp", endpoint, middleware=mcp_middleware),
+        Route("/health", services.probes.health, methods=["GET"]),
+        Route("/ready", services.probes.ready, methods=["GET"]),
+        Route(
+            "/",
+            ServicePage(name=settings.server.name, dev=settings.server.dev),
+            methods=["GET"],
+            middleware=[Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)],
+        ),
+        Route("/.well-known/oauth-protected-resource", protected_resource(settings), methods=["GET"]),
+    ]
+    if issuer is not None:
+        routes.append(Route("/.well-known/jwks.json", jwks(issuer), methods=["GET"]))
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(ServerErrorMiddleware),
+            Middleware(RequestIdMiddleware),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes),
+            Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
+        ],
+        lifespan=lifespan(services, store),
+    )
+    app.state.services = services
+    return app
+
+
+def verifier(settings: Settings, issuer: DevIssuer | None) -> TokenVerifier:
+    if issuer is None:
+        raise ConfigError("server.dev (AQL_MCP_SERVER__DEV): no production token source is configured")
+    return JwtVerifier(keys={issuer.kid: issuer.public_key}, issuer=issuer.issuer, audience=issuer.audience)
+
+
+def instructions(settings: Settings) -> str:
+    return (
+        f"{settings.server.name} serves tools, prompts and resources registered by its plugins. "
+        "Call tools/list to see the tools; every tool states its side effects and risk level."
+    )
+
+
+def protected_resource(settings: Settings) -> Endpoint:
+    document = {
+        "resource": settings.audience,
+        "authorization_servers": [settings.issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": settings.server.name,
+    }
+
+    async def handler(request: Request) -> Response:
+        return JSONResponse(document)
+
+    return handler
+
+
+def jwks(issuer: DevIssuer) -> Endpoint:
+    document = issuer.jwks()
+
+    async def handler(request: Request) -> Response:
+        return JSONResponse(document, headers={"cache-control": "public, max-age=300"})
+
+    return handler
+
+
+def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def run(app: Starlette) -> AsyncIterator[None]:
+        await store.open()
+        changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
+        services.registry.on_change(lambda kind: _offer(changes_in, kind))
+        async with anyio.create_task_group() as group:
+            group.start_soon(_housekeeping, services)
+            group.start_soon(_keepalive, services)
+            group.start_soon(_announce_changes, services, changes_out)
+            log.info("service_started", name=services.settings.server.name, dev=services.settings.server.dev)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+        await services.sessions.close_all()
+        await store.close()
+
+    return run
+
+
+def _offer(stream: MemoryObjectSendStream[Kind], kind: Kind) -> None:
+    # A burst of changes fills the queue: the notifications already queued say the same.
+    with contextlib.suppress(anyio.WouldBlock):
+        stream.send_nowait(kind)
+
+
+async def _announce_changes(services: Services, changes: MemoryObjectReceiveStream[Kind]) -> None:
+    async for kind in changes:
+        method = LIST_CHANGED.get(kind, "notifications/resources/list_changed")
+        await services.sessions.broadcast(method)
+
+
+async def _housekeeping(services: Services) -> None:
+    retention = services.settings.streams.event_retention_seconds
+    while True:
+        await anyio.sleep(HOUSEKEEPING_SECONDS)
+        try:
+            await services.sessions.sweep()
+            await services.sessions.store.purge_events(time.time() - retention)
+        except Exception:
+            log.exception("housekeeping_failed")
+
+
+async def _keepalive(services: Services) -> None:
+    idle = services.settings.streams.keepalive_seconds
+    while True:
+        await anyio.sleep(idle / 2)
+        await services.endpoint.keepalive(idle)

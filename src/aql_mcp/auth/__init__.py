@@ -1,0 +1,1 @@
+"""Token verification and the identities it yields."""

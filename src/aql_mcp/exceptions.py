@@ -1,0 +1,188 @@
+"""The one error tree of the service.
+
+Every error that can reach the wire carries its HTTP status (used only when the error ends the
+HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate standard Appendix B).
+`responses.error_object` is the one function that turns any exception into a wire error.
+
+    AqlMcpError
+    ├── ConfigError                     startup only, never on the wire
+    └── WireError                       status, code, safe message, data
+        ├── ParseError                  400  -32700
+        ├── InvalidRequest              400  -32600
+        │   ├── BatchNotSupported
+        │   ├── MissingSession
+        │   ├── UnsupportedProtocolVersion
+        │   └── SessionAlreadyInitialized
+        ├── MethodNotFound              404  -32601
+        ├── InvalidParams               400  -32602
+        │   └── UnknownTool
+        ├── InternalError               500  -32603
+        ├── ResourceNotFound            404  -32002
+        ├── PayloadTooLarge             413  -32005
+        ├── UpstreamUnavailable         503  -32006
+        │   └── SessionLimitReached
+        ├── Conflict                    409  -32007
+        ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
+        ├── NotAcceptable               406  -32600
+        ├── UnsupportedMediaType        415  -32600
+        ├── Forbidden                   403  -32600
+        │   ├── OriginNotAllowed
+        │   └── HostNotAllowed      421   (Misdirected Request)
+        └── AuthError                   401  -32000   (HTTP 401 is the signal, corporate §7.4)
+            ├── MissingToken
+            └── InvalidToken
+    ToolError                           a tool's own failure: an `isError: true` result, not a wire error
+    CapabilityNotDeclared (ToolError)   the client did not declare sampling / elicitation
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000
+SESSION_NOT_FOUND = -32001
+RESOURCE_NOT_FOUND = -32002
+RATE_LIMITED = -32003
+TIMEOUT = -32004
+PAYLOAD_TOO_LARGE = -32005
+UPSTREAM_UNAVAILABLE = -32006
+CONFLICT = -32007
+
+
+class AqlMcpError(Exception):
+    """Base of every error the service raises on purpose."""
+
+
+class ConfigError(AqlMcpError):
+    """A setting is missing, malformed or unsafe; the message names the setting and its variable."""
+
+
+class WireError(AqlMcpError):
+    """An error with a safe message that may be sent to the client as is."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[int] = INTERNAL_ERROR
+    message: ClassVar[str] = "Internal error"
+
+    def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(detail or self.message)
+        self.detail = detail or self.message
+        self.data = data or {}
+        self.headers: dict[str, str] = {}
+
+
+class ParseError(WireError):
+    status, code, message = 400, PARSE_ERROR, "Parse error: the body is not valid UTF-8 JSON"
+
+
+class InvalidRequest(WireError):
+    status, code, message = 400, INVALID_REQUEST, "Invalid request"
+
+
+class BatchNotSupported(InvalidRequest):
+    message = "Invalid request: JSON-RPC batches are not accepted; send one message per POST"
+
+
+class MissingSession(InvalidRequest):
+    message = "Bad request: MCP-Session-Id header is required; send initialize first"
+
+
+class UnsupportedProtocolVersion(InvalidRequest):
+    message = "Bad request: unsupported MCP-Protocol-Version"
+
+
+class SessionAlreadyInitialized(InvalidRequest):
+    message = "Invalid request: initialize must be sent without MCP-Session-Id"
+
+
+class MethodNotFound(WireError):
+    status, code, message = 404, METHOD_NOT_FOUND, "Method not found"
+
+
+class InvalidParams(WireError):
+    status, code, message = 400, INVALID_PARAMS, "Invalid params"
+
+
+class UnknownTool(InvalidParams):
+    message = "Unknown tool"
+
+
+class InternalError(WireError):
+    status, code, message = 500, INTERNAL_ERROR, "Internal error"
+
+
+class ResourceNotFound(WireError):
+    status, code, message = 404, RESOURCE_NOT_FOUND, "Resource not found"
+
+
+class PayloadTooLarge(WireError):
+    status, code, message = 413, PAYLOAD_TOO_LARGE, "Payload too large"
+
+
+class UpstreamUnavailable(WireError):
+    status, code, message = 503, UPSTREAM_UNAVAILABLE, "Service unavailable"
+
+
+class SessionLimitReached(UpstreamUnavailable):
+    message = "Too many open sessions; retry later"
+
+
+class Conflict(WireError):
+    status, code, message = 409, CONFLICT, "Conflict"
+
+
+class SessionNotFound(WireError):
+    status, code, message = 404, SESSION_NOT_FOUND, "Session not found; start a new session with initialize"
+
+
+class NotAcceptable(WireError):
+    status, code, message = 406, INVALID_REQUEST, "Not acceptable"
+
+
+class UnsupportedMediaType(WireError):
+    status, code, message = (
+        415,
+        INVALID_REQUEST,
+        "Unsupported media type: Content-Type must be application/json",
+    )
+
+
+class Forbidden(WireError):
+    status, code, message = 403, INVALID_REQUEST, "Forbidden"
+
+
+class OriginNotAllowed(Forbidden):
+    message = "Forbidden: Origin not allowed"
+
+
+class HostNotAllowed(Forbidden):
+    status = 421
+    message = "Misdirected request: Host not allowed"
+
+
+class AuthError(WireError):
+    status, code, message = 401, SERVER_ERROR, "Unauthorized"
+    reason: ClassVar[str] = "invalid_token"
+
+
+class MissingToken(AuthError):
+    message = "Unauthorized: a bearer token is required"
+    reason = "missing_token"
+
+
+class InvalidToken(AuthError):
+    message = "Unauthorized: the bearer token is invalid or expired"
+    reason = "invalid_token"
+
+
+class ToolError(AqlMcpError):
+    """Raised by a tool handler for a failure the model can act on: becomes `isError: true`."""
+
+
+class CapabilityNotDeclared(ToolError):
+    """The handler needs a client capability (sampling, elicitation) the client did not declare."""

@@ -1,0 +1,126 @@
+"""The `aql-mcp` command: serve, dev-token, check-config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from aql_mcp import __version__
+from aql_mcp.app import create_app
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.logging import configure_logging
+from aql_mcp.settings import Settings, load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except ConfigError as exc:
+        print(f"aql-mcp: configuration refused: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="aql-mcp", description="Corporate-profile Streamable HTTP MCP server")
+    root.add_argument("--version", action="version", version=f"aql-mcp {__version__}")
+    commands = root.add_subparsers(required=True, metavar="COMMAND")
+
+    serve_cmd = commands.add_parser("serve", help="run the service")
+    serve_cmd.add_argument("--config", type=Path, help="YAML config file (see config/default.yaml)")
+    serve_cmd.add_argument("--dev", action="store_true", default=None, help="development mode (dev token issuer)")
+    serve_cmd.add_argument("--host")
+    serve_cmd.add_argument("--port", type=int)
+    serve_cmd.set_defaults(run=serve)
+
+    token_cmd = commands.add_parser("dev-token", help="mint a development bearer token")
+    token_cmd.add_argument("--config", type=Path)
+    token_cmd.add_argument("--host", help="the host the service runs on (part of the token's audience)")
+    token_cmd.add_argument("--port", type=int, help="the port the service runs on (part of the token's audience)")
+    token_cmd.add_argument("--sub", default="developer", help="subject (default: developer)")
+    token_cmd.add_argument("--scope", default="mcp", help='space-separated scopes (default: "mcp")')
+    token_cmd.add_argument("--ttl", type=int, help="lifetime in seconds (default: auth.dev_token_ttl_seconds)")
+    token_cmd.set_defaults(run=dev_token)
+
+    check_cmd = commands.add_parser("check-config", help="validate settings and exit")
+    check_cmd.add_argument("--config", type=Path)
+    check_cmd.add_argument("--dev", action="store_true", default=None)
+    check_cmd.set_defaults(run=check_config)
+    return root
+
+
+def _settings(args: argparse.Namespace, *, dev: bool | None = None) -> Settings:
+    server: dict[str, Any] = {}
+    if getattr(args, "dev", None) or dev:
+        server["dev"] = True
+    if getattr(args, "host", None):
+        server["host"] = args.host
+    if getattr(args, "port", None):
+        server["port"] = args.port
+    return load_settings(args.config, overrides={"server": server} if server else None)
+
+
+def serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    configure_logging(level=settings.logging.level, console=settings.server.dev and sys.stdout.isatty())
+    app = create_app(settings)
+    if settings.server.dev:
+        _print_banner(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan="on",
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+def dev_token(args: argparse.Namespace) -> int:
+    settings = _settings(args, dev=True)
+    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    ttl = args.ttl or settings.auth.dev_token_ttl_seconds
+    print(issuer.mint(subject=args.sub, scopes=args.scope.split(), ttl=ttl))
+    return 0
+
+
+def check_config(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    print(
+        f"configuration ok: {settings.server.name} on {settings.server.host}:{settings.server.port}, "
+        f"dev={settings.server.dev}, plugins={list(settings.plugin_paths)}"
+    )
+    return 0
+
+
+def _print_banner(settings: Settings) -> None:
+    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    token = issuer.mint(subject="developer", scopes=["mcp"], ttl=settings.auth.dev_token_ttl_seconds)
+    url = f"{settings.base_url}/mcp"
+    # Printed to the terminal once, on purpose, in development mode only; never through the logger.
+    print(
+        f"\naql-mcp {__version__} in DEVELOPMENT mode on {url}\n"
+        f"Bearer token (valid {settings.auth.dev_token_ttl_seconds}s; more with `aql-mcp dev-token`):\n\n"
+        f"  export MCP_TOKEN={token}\n\n"
+        "Example call:\n\n"
+        f"  curl -s {url} -H \"Authorization: Bearer $MCP_TOKEN\" -H 'Content-Type: application/json' \\\n"
+        "    -H 'Accept: application/json, text/event-stream' \\\n"
+        '    -d \'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}\' -i\n',
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

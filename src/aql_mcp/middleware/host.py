@@ -1,0 +1,31 @@
+"""Host allow-list, the second half of the DNS-rebinding defence (2025-11-25 transports).
+
+Route middleware on the MCP endpoint and the service page only: health probes reach the pod by
+its IP, so the probes are never subject to it. A refused Host is 421 Misdirected Request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aql_mcp.exceptions import HostNotAllowed
+from aql_mcp.responses import send_error
+from aql_mcp.scope import header, request_id_of
+
+
+class HostMiddleware:
+    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(h.lower() for h in allowed_hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.allowed:
+            await self.app(scope, receive, send)
+            return
+        host = (header(scope, b"host") or "").lower()
+        if host not in self.allowed:
+            await send_error(send, HostNotAllowed(), request_id=request_id_of(scope))
+            return
+        await self.app(scope, receive, send)

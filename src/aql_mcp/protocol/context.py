@@ -1,0 +1,147 @@
+"""What a handler receives: who asks, in which session, and how to talk back while it works.
+
+The transport provides the `Outbound` side (which stream a message travels on, SSE or not);
+handlers only call the methods here, so they never know about HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from aql_mcp.auth.principal import Principal
+from aql_mcp.exceptions import CapabilityNotDeclared
+
+RequestId = str | int
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+# At most one progress notification per this many seconds, except the last (corporate §8.6).
+PROGRESS_INTERVAL = 0.02
+
+
+class Peer(Protocol):
+    """The session as a handler sees it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def protocol_version(self) -> str: ...
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]: ...
+    @property
+    def log_level(self) -> str: ...
+    async def set_log_level(self, level: str) -> None: ...
+    def subscribe(self, uri: str) -> None: ...
+    def unsubscribe(self, uri: str) -> None: ...
+
+
+class Outbound(Protocol):
+    """Messages from the server during one request, on that request's stream."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+    async def close_connection(self) -> None: ...
+
+
+class ResourceHub(Protocol):
+    async def resource_updated(self, uri: str) -> None: ...
+
+
+class Context:
+    """Per-request handle given to every tool, prompt, resource and completion handler."""
+
+    __slots__ = (
+        "_hub",
+        "_last_progress",
+        "_outbound",
+        "message_id",
+        "peer",
+        "principal",
+        "progress_token",
+        "request_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        message_id: RequestId | None,
+        peer: Peer | None,
+        principal: Principal | None,
+        outbound: Outbound,
+        hub: ResourceHub,
+        progress_token: str | int | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.message_id = message_id
+        self.peer = peer
+        self.principal = principal
+        self.progress_token = progress_token
+        self._outbound = outbound
+        self._hub = hub
+        self._last_progress: tuple[float, float] | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.peer.id if self.peer else None
+
+    def has_client_capability(self, name: str) -> bool:
+        return self.peer is not None and name in self.peer.client_capabilities
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress if the caller asked for it; values must increase (MCP progress)."""
+        if self.progress_token is None:
+            return
+        now = time.monotonic()
+        if self._last_progress is not None:
+            last_value, last_time = self._last_progress
+            if progress <= last_value:
+                return
+            if now - last_time < PROGRESS_INTERVAL and (total is None or progress < total):
+                return
+        self._last_progress = (progress, now)
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._outbound.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send `notifications/message` if the session's level lets it through."""
+        threshold = self.peer.log_level if self.peer else "info"
+        if LOG_RANK.get(level, 0) < LOG_RANK.get(threshold, 1):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger:
+            params["logger"] = logger
+        await self._outbound.notify("notifications/message", params)
+
+    async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Ask the client's model (`sampling/createMessage`); only if the client declared sampling."""
+        if not self.has_client_capability("sampling"):
+            raise CapabilityNotDeclared("the client did not declare the sampling capability")
+        return await self._outbound.request("sampling/createMessage", params)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the human through the client (`elicitation/create`, form mode)."""
+        if not self.has_client_capability("elicitation"):
+            raise CapabilityNotDeclared("the client did not declare the elicitation capability")
+        params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
+        if self.peer is not None and self.peer.protocol_version < "2025-11-25":
+            del params["mode"]
+        return await self._outbound.request("elicitation/create", params)
+
+    async def resource_updated(self, uri: str) -> None:
+        """Tell every session subscribed to `uri` that it changed."""
+        await self._hub.resource_updated(uri)
+
+    async def close_connection(self) -> None:
+        """End this request's HTTP connection but not its SSE stream; the client resumes with GET.
+
+        The 2025-11-25 transport lets a server close the connection after an event with an id
+        ("polling"); the rest of the stream is replayed from the event log on resumption.
+        """
+        await self._outbound.close_connection()

@@ -1,0 +1,57 @@
+"""The MCP method table: which handler answers which method, for the legacy era."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aql_mcp.exceptions import InvalidParams
+from aql_mcp.jsonrpc.dispatcher import Dispatcher
+from aql_mcp.protocol.completion import CompletionMethods
+from aql_mcp.protocol.context import LOG_LEVELS, Context
+from aql_mcp.protocol.prompts import PromptMethods
+from aql_mcp.protocol.resources import ResourceMethods
+from aql_mcp.protocol.tools import ToolMethods
+from aql_mcp.registry import Registry
+
+
+async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return {}
+
+
+async def set_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise InvalidParams(data={"field": "level", "reason": "enum"})
+    if ctx.peer is not None:
+        await ctx.peer.set_log_level(str(level))
+    return {}
+
+
+async def initialized(params: dict[str, Any], ctx: Context) -> None:
+    return None
+
+
+def build_dispatcher(registry: Registry, *, page_size: int) -> Dispatcher[Context]:
+    """Every MCP method the server declares in its capabilities, and nothing else."""
+    tools = ToolMethods(registry, page_size=page_size)
+    prompts = PromptMethods(registry, page_size=page_size)
+    resources = ResourceMethods(registry, page_size=page_size)
+    completion = CompletionMethods(registry)
+    return Dispatcher(
+        {
+            "ping": ping,
+            "tools/list": tools.list,
+            "tools/call": tools.call,
+            "prompts/list": prompts.list,
+            "prompts/get": prompts.get,
+            "resources/list": resources.list,
+            "resources/read": resources.read,
+            "resources/templates/list": resources.templates,
+            "resources/subscribe": resources.subscribe,
+            "resources/unsubscribe": resources.unsubscribe,
+            "completion/complete": completion.complete,
+            "logging/setLevel": set_level,
+        },
+        # notifications/cancelled is handled by the transport, which owns the requests in flight.
+        {"notifications/initialized": initialized},
+    )

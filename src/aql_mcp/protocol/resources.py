@@ -1,0 +1,66 @@
+"""Resources: list, read, templates and subscriptions (MCP 2025-11-25 server/resources)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aql_mcp.exceptions import InvalidParams, ResourceNotFound
+from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.pagination import paginate
+from aql_mcp.registry import Registry, Resource
+
+
+class ResourceMethods:
+    def __init__(self, registry: Registry, *, page_size: int) -> None:
+        self._registry = registry
+        self._page_size = page_size
+
+    async def list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        listing = [resource.to_wire() for resource in self._registry.resources()]
+        page, next_cursor = paginate(listing, params, self._page_size)
+        result: dict[str, Any] = {"resources": page}
+        if next_cursor:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def templates(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        listing = [template.to_wire() for template in self._registry.templates()]
+        page, next_cursor = paginate(listing, params, self._page_size)
+        result: dict[str, Any] = {"resourceTemplates": page}
+        if next_cursor:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def read(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        uri = _uri(params)
+        found = self._registry.resolve(uri)
+        if found is None:
+            # -32002 in the legacy era (DESIGN.md); the URI is the caller's own, safe to return.
+            raise ResourceNotFound(data={"uri": uri})
+        target, variables = found
+        if isinstance(target, Resource):
+            contents = await target.reader(uri, ctx)
+        else:
+            contents = await target.reader(uri, variables, ctx)
+        return {"contents": contents}
+
+    async def subscribe(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        uri = _uri(params)
+        if self._registry.resolve(uri) is None:
+            raise ResourceNotFound(data={"uri": uri})
+        if ctx.peer is not None:
+            ctx.peer.subscribe(uri)
+        return {}
+
+    async def unsubscribe(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        uri = _uri(params)
+        if ctx.peer is not None:
+            ctx.peer.unsubscribe(uri)
+        return {}
+
+
+def _uri(params: dict[str, Any]) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri or len(uri) > 2048:
+        raise InvalidParams(data={"field": "uri", "reason": "required"})
+    return uri

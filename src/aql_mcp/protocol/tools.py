@@ -1,0 +1,96 @@
+"""`tools/list` and `tools/call` (MCP 2025-11-25 server/tools; corporate §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from jsonschema.exceptions import ValidationError
+
+from aql_mcp.content import text
+from aql_mcp.exceptions import InvalidParams, ToolError, UnknownTool, WireError
+from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.pagination import paginate
+from aql_mcp.registry import Registry, ToolOutput, ToolResult
+
+log = structlog.get_logger("aql_mcp.tools")
+
+
+class ToolMethods:
+    """The tools family, over the registry; the wire list is built once per registry change."""
+
+    def __init__(self, registry: Registry, *, page_size: int) -> None:
+        self._registry = registry
+        self._page_size = page_size
+        self._listing: list[dict[str, Any]] | None = None
+        registry.on_change(self._forget)
+
+    def _forget(self, kind: str) -> None:
+        if kind == "tool":
+            self._listing = None
+
+    async def list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        if self._listing is None:
+            self._listing = [tool.to_wire() for tool in self._registry.tools()]
+        page, next_cursor = paginate(self._listing, params, self._page_size)
+        result: dict[str, Any] = {"tools": page}
+        if next_cursor:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        name = params.get("name")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(name, str):
+            raise InvalidParams(data={"field": "name", "reason": "required"})
+        if not isinstance(arguments, dict):
+            raise InvalidParams(data={"field": "arguments", "reason": "type"})
+        entry = self._registry.tool(name)
+        if entry is None:
+            raise UnknownTool(data={"field": "name", "reason": "unknown"})
+        error = next(iter(entry.validator.iter_errors(arguments)), None)
+        if error is not None:
+            # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
+            return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
+        return await run_tool(entry.tool.handler, arguments, ctx, name)
+
+
+async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: str) -> dict[str, Any]:
+    try:
+        output: ToolOutput = await handler(arguments, ctx)
+    except ToolError as exc:
+        return ToolResult([text(str(exc) or "The tool failed")], is_error=True).to_wire()
+    except WireError:
+        raise
+    except Exception:
+        # A crash inside a tool is a tool execution error the caller sees without internals.
+        log.exception("tool_failed", tool=name, request_id=ctx.request_id)
+        message = f"The tool failed with an internal error (request id {ctx.request_id})"
+        return ToolResult([text(message)], is_error=True).to_wire()
+    return to_result(output)
+
+
+def to_result(output: ToolOutput) -> dict[str, Any]:
+    if isinstance(output, ToolResult):
+        return output.to_wire()
+    if isinstance(output, str):
+        return {"content": [text(output)]}
+    return {"content": output}
+
+
+def describe(error: ValidationError) -> str:
+    """A schema violation in words that name the field and the rule, never echoing the value."""
+    path = "arguments" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    if error.validator == "type":
+        return f"{path} must be of type {error.validator_value}"
+    if error.validator in ("enum", "const"):
+        return f"{path} must be one of {error.validator_value}"
+    if error.validator == "required":
+        required = error.validator_value if isinstance(error.validator_value, list) else []
+        missing = [r for r in required if isinstance(error.instance, dict) and r not in error.instance]
+        return f"{path} is missing required field(s): {', '.join(missing)}"
+    if error.validator == "additionalProperties":
+        return f"{path} has properties the schema does not allow"
+    return f"{path} violates '{error.validator}' ({error.validator_value})"

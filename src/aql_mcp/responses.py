@@ -1,0 +1,67 @@
+"""The one translation ladder from exceptions to wire errors, and the raw ASGI senders.
+
+Handlers raise; the edges call `error_object` and send what it returns. An exception that is
+not a `WireError` becomes a generic -32603 whose full context goes only to the internal log,
+tied to the request id (corporate §13.3, §15.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import structlog
+from starlette.types import Send
+
+from aql_mcp.exceptions import InternalError, WireError
+from aql_mcp.jsonrpc.messages import RequestId, encode_error
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+log = structlog.get_logger("aql_mcp.errors")
+
+
+def error_object(exc: BaseException, request_id: str) -> tuple[WireError, dict[str, Any]]:
+    """The wire error for `exc`, and the JSON-RPC `error` member that describes it."""
+    if not isinstance(exc, WireError):
+        log.error("internal_error", request_id=request_id, exc_info=exc)
+        exc = InternalError()
+    error: dict[str, Any] = {
+        "code": exc.code,
+        "message": exc.detail,
+        "data": {**exc.data, "requestId": request_id},
+    }
+    return exc, error
+
+
+async def send_error(send: Send, exc: BaseException, *, request_id: str, message_id: RequestId | None = None) -> None:
+    """Answer the HTTP exchange with the error's status and a JSON-RPC error body."""
+    wire, error = error_object(exc, request_id)
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+    await send_body(send, wire.status, encode_error(message_id, error), headers)
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send_body(send, status, orjson.dumps(payload), headers)
+
+
+async def send_body(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    content_type: bytes = b"application/json",
+) -> None:
+    raw = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(headers or ())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(send: Send, status: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", b"0"), *(headers or ())],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})

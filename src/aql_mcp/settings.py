@@ -1,0 +1,295 @@
+"""Typed, frozen settings: built once from the config file and an environment mapping.
+
+Precedence, highest first: environment (`AQL_MCP_<SECTION>__<NAME>`, lists and mappings as
+JSON), the YAML config file, the defaults below. `config/default.yaml` documents every field;
+a test keeps it equal to these models. This is the only module that reads the environment.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from aql_mcp.exceptions import ConfigError
+
+ENV_PREFIX = "AQL_MCP_"
+BUILTIN_PLUGINS: tuple[str, ...] = ()
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerSettings(_Section):
+    name: str = "aql-mcp"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    public_url: str | None = None
+    dev: bool = False
+    plugins: tuple[str, ...] = ()
+    builtin_plugins: tuple[str, ...] = BUILTIN_PLUGINS
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_uri_scheme(cls, value: str) -> str:
+        # The name is also the `<service>://` resource scheme (corporate §11.1), so RFC 3986 §3.1.
+        if not _SCHEME.match(value):
+            raise ValueError("must be a lower-case URI scheme: a letter, then letters, digits, '+', '-' or '.'")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/") if value else value
+
+
+class StoreSettings(_Section):
+    path: Path = Path("state")
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class HttpSettings(_Section):
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_exact(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if origin == "*":
+                continue
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port])")
+        return value
+
+
+class AuthSettings(_Section):
+    issuer: str | None = None
+    audience: str | None = None
+    dev_token_ttl_seconds: int = Field(default=3600, ge=60, le=86_400 * 30)
+
+
+class SessionSettings(_Section):
+    idle_seconds: int = Field(default=3600, ge=10)
+    max_open: int = Field(default=10_000, ge=1)
+    retry_after_seconds: int = Field(default=30, ge=1)
+
+
+class StreamSettings(_Section):
+    retry_ms: int = Field(default=1000, ge=100)
+    keepalive_seconds: float = Field(default=15.0, gt=0)
+    event_retention_seconds: int = Field(default=600, ge=10)
+    page_size: int = Field(default=100, ge=1, le=1000)
+
+
+class Settings(BaseSettings):
+    """Every setting of the service, grouped in sections as in `config/default.yaml`."""
+
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False
+    )
+
+    server: ServerSettings = ServerSettings()
+    store: StoreSettings = StoreSettings()
+    logging: LoggingSettings = LoggingSettings()
+    http: HttpSettings = HttpSettings()
+    auth: AuthSettings = AuthSettings()
+    sessions: SessionSettings = SessionSettings()
+    streams: StreamSettings = StreamSettings()
+
+    @property
+    def base_url(self) -> str:
+        if self.server.public_url:
+            return self.server.public_url
+        host = self.server.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.server.port}"
+
+    @property
+    def issuer(self) -> str:
+        return self.auth.issuer or self.base_url
+
+    @property
+    def audience(self) -> str:
+        return self.auth.audience or f"{self.base_url}/mcp"
+
+    @property
+    def plugin_paths(self) -> tuple[str, ...]:
+        return self.server.builtin_plugins + tuple(
+            p for p in self.server.plugins if p not in self.server.builtin_plugins
+        )
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """The Host allow-list; in development mode the loopback names and the port by default."""
+        if self.http.allowed_hosts or not self.server.dev:
+            return self.http.allowed_hosts
+        port = self.server.port
+        return tuple(h for name in LOOPBACK_HOSTS for h in (name, f"{name}:{port}"))
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """The Origin allow-list; in development mode the loopback origins on the port by default."""
+        if self.http.allowed_origins or not self.server.dev:
+            return self.http.allowed_origins
+        return tuple(f"http://{name}:{self.server.port}" for name in LOOPBACK_HOSTS)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Sources are passed in through `init_settings`; see `load_settings`.
+        return (init_settings,)
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """The environment source, reading an injected mapping instead of `os.environ`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = {k.lower(): v for k, v in environ.items() if k.upper().startswith(ENV_PREFIX)}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._environ
+
+
+def load_settings(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Settings:
+    """Build settings from the file, then the environment, then CLI overrides; raise ConfigError."""
+    data = _read_yaml(config_file) if config_file else {}
+    env = os.environ if environ is None else environ
+    try:
+        env_data = _MappingEnvSource(Settings, env)()
+    except Exception as exc:  # pydantic-settings raises SettingsError for JSON it cannot decode
+        raise ConfigError(f"{_name_in_message(str(exc))}: {exc.__cause__ or exc}") from None
+    merged = _deep_merge(_deep_merge(data, env_data), {k: dict(v) for k, v in (overrides or {}).items()})
+    try:
+        settings = Settings(**merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, env, config_file)) from None
+    check_safety(settings)
+    return settings
+
+
+def check_safety(settings: Settings) -> None:
+    """Refuse configurations that are only safe on a developer's machine (corporate §6, §7)."""
+    if not settings.server.dev and "*" in settings.http.allowed_origins:
+        raise ConfigError(
+            "http.allowed_origins (AQL_MCP_HTTP__ALLOWED_ORIGINS): '*' is refused outside development mode; "
+            "list the exact origins"
+        )
+    if not settings.server.dev:
+        # The production token sources (JWKS, opaque tokens) come with the security layer; until
+        # then only the development issuer exists, and it is never trusted outside development mode.
+        raise ConfigError(
+            "server.dev (AQL_MCP_SERVER__DEV): no production token source is configured, and the "
+            "development issuer is refused outside development mode; start with --dev on a workstation"
+        )
+    if settings.server.dev and not _is_loopback(settings.server.host):
+        raise ConfigError(
+            f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
+        )
+
+
+def env_name(loc: tuple[str | int, ...]) -> str:
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not valid YAML ({exc})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
+    return loaded
+
+
+def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(exc: ValidationError, environ: Mapping[str, str], config_file: Path | None) -> str:
+    lines = []
+    upper = {k.upper() for k in environ}
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        field = ".".join(str(p) for p in loc)
+        variable = env_name(loc[:2])
+        source = "environment" if variable in upper else (f"config file {config_file}" if config_file else "default")
+        lines.append(f"{field} ({variable}, from {source}): {error['msg']}")
+    return "invalid settings:\n  " + "\n  ".join(lines)
+
+
+def _name_in_message(message: str) -> str:
+    match = re.search(r'"([a-z_]+)"', message)
+    if match is None:
+        return "environment"
+    return f"{match.group(1)} ({env_name((match.group(1),))})"
+
+
+def field_defaults() -> dict[str, dict[str, Any]]:
+    """Every section's fields and their defaults, as `config/default.yaml` must list them."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, info in Settings.model_fields.items():
+        model = info.annotation
+        assert isinstance(model, type)
+        assert issubclass(model, BaseModel)
+        out[section] = {name: _plain(f) for name, f in model.model_fields.items()}
+    return out
+
+
+def _plain(field: FieldInfo) -> Any:
+    value = field.get_default()
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value

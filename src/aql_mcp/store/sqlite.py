@@ -1,0 +1,162 @@
+"""The embedded store: SQLite through the standard library, one writer, WAL journal.
+
+Schema changes are numbered migrations applied in order inside one transaction each and
+recorded in `schema_version`, so a store written by an older release is upgraded in place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+
+from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.store.base import SessionRecord, StoredEvent
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sessions and the SSE event log (resumability, MCP 2025-11-25 transports)
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        protocol_version TEXT NOT NULL,
+        client_info BLOB NOT NULL,
+        client_capabilities BLOB NOT NULL,
+        log_level TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_seen REAL NOT NULL
+    );
+    CREATE INDEX sessions_last_seen ON sessions (last_seen);
+    CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        stream_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (session_id, stream_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX events_created_at ON events (created_at);
+    """,
+)
+
+
+class SqliteStore:
+    """`Store` on a SQLite file in the state directory."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise UpstreamUnavailable("store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=5000")
+        migrate(db)
+        self._db = db
+
+    async def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def is_ready(self) -> bool:
+        try:
+            self.db.execute("SELECT 1").fetchone()
+        except (sqlite3.Error, UpstreamUnavailable):
+            return False
+        return True
+
+    async def create_session(self, record: SessionRecord, *, max_open: int) -> bool:
+        # One statement, so the cap check and the insert cannot interleave with another writer.
+        cursor = self.db.execute(
+            "INSERT INTO sessions SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM sessions) < ?",
+            (
+                record.id,
+                record.owner,
+                record.protocol_version,
+                orjson.dumps(record.client_info),
+                orjson.dumps(record.client_capabilities),
+                record.log_level,
+                record.created_at,
+                record.last_seen,
+                max_open,
+            ),
+        )
+        return cursor.rowcount == 1
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        row = self.db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        return SessionRecord(
+            id=row[0],
+            owner=row[1],
+            protocol_version=row[2],
+            client_info=orjson.loads(row[3]),
+            client_capabilities=orjson.loads(row[4]),
+            log_level=row[5],
+            created_at=row[6],
+            last_seen=row[7],
+        )
+
+    async def touch_session(self, session_id: str, now: float) -> None:
+        self.db.execute("UPDATE sessions SET last_seen = ? WHERE id = ?", (now, session_id))
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        self.db.execute("UPDATE sessions SET log_level = ? WHERE id = ?", (level, session_id))
+
+    async def delete_session(self, session_id: str) -> bool:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+            cursor = self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return cursor.rowcount == 1
+
+    async def expire_sessions(self, idle_before: float) -> list[str]:
+        with self.db:
+            self.db.execute("BEGIN")
+            ids = [r[0] for r in self.db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
+            self.db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in ids])
+            self.db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
+        return ids
+
+    async def count_sessions(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM sessions").fetchone()[0])
+
+    async def append_event(self, session_id: str, stream_id: str, seq: int, data: bytes, now: float) -> None:
+        self.db.execute("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", (session_id, stream_id, seq, data, now))
+
+    async def events_after(self, session_id: str, stream_id: str, seq: int) -> list[StoredEvent]:
+        rows = self.db.execute(
+            "SELECT seq, data FROM events WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq",
+            (session_id, stream_id, seq),
+        )
+        return [StoredEvent(seq=r[0], data=r[1]) for r in rows]
+
+    async def purge_events(self, before: float) -> int:
+        return self.db.execute("DELETE FROM events WHERE created_at < ?", (before,)).rowcount
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply the migrations this file is newer by; return the schema version reached."""
+    db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+    current = row[0] or 0
+    for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+        statements = [s for s in script.split(";") if s.strip()]
+        with db:
+            db.execute("BEGIN")
+            for statement in statements:
+                db.execute(statement)
+            db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    return len(MIGRATIONS)

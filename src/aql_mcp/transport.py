@@ -1,0 +1,328 @@
+"""The MCP endpoint: Streamable HTTP, legacy era (MCP 2025-11-25 `basic/transports`).
+
+POST carries one JSON-RPC message; GET opens the session's stream for server-initiated
+messages, or resumes any stream with `Last-Event-ID`; DELETE ends the session. Errors raised
+before the response starts are answered here with their HTTP status; once a request is being
+dispatched, its JSON-RPC errors travel with 200 or in its stream (DESIGN.md, "HTTP status").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import structlog
+from starlette.types import Receive, Scope, Send
+
+from aql_mcp.auth.principal import Principal
+from aql_mcp.events import STANDALONE, format_event, parse_event_id
+from aql_mcp.exceptions import (
+    Conflict,
+    InvalidRequest,
+    MissingSession,
+    NotAcceptable,
+    SessionAlreadyInitialized,
+    UnsupportedMediaType,
+    WireError,
+)
+from aql_mcp.exchange import Connection, PostExchange
+from aql_mcp.jsonrpc.dispatcher import Dispatcher
+from aql_mcp.jsonrpc.messages import (
+    Message,
+    Notification,
+    Request,
+    Response,
+    encode_error,
+    parse_message,
+    peek_id,
+)
+from aql_mcp.protocol import lifecycle
+from aql_mcp.protocol.context import Context, ResourceHub
+from aql_mcp.responses import error_object, send_body, send_empty, send_error
+from aql_mcp.scope import header, principal_of, request_id_of
+from aql_mcp.sessions import Session, SessionManager
+
+SESSION_HEADER = b"mcp-session-id"
+LAST_EVENT_HEADER = b"last-event-id"
+ALLOW = [(b"allow", b"GET, POST, DELETE")]
+
+log = structlog.get_logger("aql_mcp.transport")
+
+
+class StreamableHTTPEndpoint:
+    """ASGI app for `/mcp`; route middleware in front of it has authenticated the caller."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionManager,
+        dispatcher: Dispatcher[Context],
+        hub: ResourceHub,
+        server_name: str,
+        instructions: str,
+        retry_ms: int,
+        log_level: str,
+    ) -> None:
+        self._sessions = sessions
+        self._dispatcher = dispatcher
+        self._hub = hub
+        self._name = server_name
+        self._instructions = instructions
+        self._retry_ms = retry_ms
+        self._log_level = log_level
+        self.connections: set[Connection] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"]
+        try:
+            if method == "POST":
+                await self._post(scope, receive, send)
+            elif method == "GET":
+                await self._get(scope, receive, send)
+            elif method == "DELETE":
+                await self._delete(scope, send)
+            else:
+                await send_empty(send, 405, ALLOW)
+        except WireError as exc:
+            # Raised before the response started; later failures are answered in-band.
+            await send_error(send, exc, request_id=request_id_of(scope))
+
+    async def keepalive(self, idle: float) -> None:
+        """Write a comment on every SSE connection idle for `idle` seconds (proxies drop silent ones)."""
+        for connection in list(self.connections):
+            if connection.ended.is_set():
+                self.connections.discard(connection)
+            else:
+                await connection.keepalive(idle)
+
+    # POST ---------------------------------------------------------------------------------
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        _check_content_type(scope)
+        _check_accept(scope, post=True)
+        body = await _read_body(receive)
+        try:
+            message = parse_message(body)
+        except WireError as exc:
+            await send_error(send, exc, request_id=request_id_of(scope), message_id=peek_id(body))
+            return
+        principal = principal_of(scope)
+        session_id = header(scope, SESSION_HEADER)
+        if isinstance(message, Request) and message.method == "initialize":
+            if session_id is not None:
+                raise SessionAlreadyInitialized()
+            await self._initialize(scope, send, message, principal)
+            return
+        if session_id is None:
+            if isinstance(message, Request) and message.method == "ping":
+                await self._run(scope, send, message, None)
+                return
+            raise MissingSession()
+        session = await self._sessions.get(session_id, owner=_owner(principal))
+        await self._deliver(scope, send, message, session)
+
+    async def _deliver(self, scope: Scope, send: Send, message: Message, session: Session) -> None:
+        if isinstance(message, Request):
+            await self._run(scope, send, message, session)
+            return
+        if isinstance(message, Response):
+            session.resolve(message.id, message.result, message.error)
+        elif message.method == "notifications/cancelled":
+            _cancel(session, message)
+        else:
+            await self._dispatcher.notify(message, self._context(scope, None, session, _NoOutbound()))
+        await send_empty(send, 202)
+
+    async def _initialize(self, scope: Scope, send: Send, message: Request, principal: Principal | None) -> None:
+        params = message.params
+        try:
+            info, caps = lifecycle.client_info(params)
+        except WireError as exc:
+            _, error = error_object(exc, request_id_of(scope))
+            await send_body(send, 200, encode_error(message.id, error))
+            return
+        version = lifecycle.negotiate(params.get("protocolVersion"))
+        session = await self._sessions.create(
+            owner=_owner(principal),
+            protocol_version=version,
+            client_info=info,
+            capabilities=caps,
+            log_level=self._log_level,
+        )
+        result = lifecycle.initialize_result(
+            version=version, name=self._name, title=self._name, instructions=self._instructions
+        )
+        log.info("session_created", session_id=session.id[:8], protocol_version=version, client=info.get("name"))
+        headers = [(SESSION_HEADER, session.id.encode("ascii"))]
+        exchange = PostExchange(
+            send=send, session=session, message_id=message.id, retry_ms=None, connections=self.connections
+        )
+        await exchange.respond(result, headers)
+
+    async def _run(self, scope: Scope, send: Send, request: Request, session: Session | None) -> None:
+        # The negotiated version says what the client implementation understands; the header
+        # may name an older one (the conformance suite sends 2025-03-26 after 2025-11-25).
+        version = session.protocol_version if session else lifecycle.DEFAULT_HEADER_VERSION
+        priming = self._retry_ms if version >= lifecycle.PRIMING_SINCE else None
+        exchange = PostExchange(
+            send=send, session=session, message_id=request.id, retry_ms=priming, connections=self.connections
+        )
+        ctx = self._context(scope, request, session, exchange)
+        in_flight = session.in_flight if session is not None else {}
+        with anyio.CancelScope() as cancel_scope:
+            in_flight[request.id] = cancel_scope
+            try:
+                result = await self._dispatcher.call(request, ctx)
+            except Exception as exc:
+                _, error = error_object(exc, ctx.request_id)
+                await exchange.finish(encode_error(request.id, error), [])
+                return
+            finally:
+                in_flight.pop(request.id, None)
+            await exchange.respond(result, [])
+            return
+        # Cancelled (notifications/cancelled): no response is sent for the request. A JSON
+        # exchange that has not started ends with 202 and no body; a stream ends without it.
+        with anyio.CancelScope(shield=True):
+            if exchange.started:
+                await exchange.abandon()
+            else:
+                await send_empty(send, 202)
+
+    def _context(self, scope: Scope, request: Request | None, session: Session | None, outbound: Any) -> Context:
+        meta = request.params.get("_meta") if request is not None else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        return Context(
+            request_id=request_id_of(scope),
+            message_id=request.id if request is not None else None,
+            peer=session,
+            principal=principal_of(scope),
+            outbound=outbound,
+            hub=self._hub,
+            progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+        )
+
+    # GET ----------------------------------------------------------------------------------
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        _check_accept(scope, post=False)
+        session_id = header(scope, SESSION_HEADER)
+        if session_id is None:
+            raise MissingSession()
+        session = await self._sessions.get(session_id, owner=_owner(principal_of(scope)))
+        last_event = header(scope, LAST_EVENT_HEADER)
+        resume = parse_event_id(last_event) if last_event else None
+        if last_event and resume is None:
+            raise InvalidRequest("Invalid request: malformed Last-Event-ID", data={"field": "Last-Event-ID"})
+        connection = Connection(send)
+        if resume is not None:
+            await self._resume(session, connection, *resume)
+        else:
+            standalone = session.standalone()
+            if standalone.sink is not None:
+                raise Conflict("Conflict: a GET stream is already open for this session")
+            await connection.start([])
+            await standalone.attach(connection, after=None, retry_ms=self._retry_ms)
+        await self._hold(receive, connection, session)
+
+    async def _resume(self, session: Session, connection: Connection, stream_id: str, seq: int) -> None:
+        """Replay what the client missed on `stream_id`, then keep it live if it still is."""
+        live = session.streams.get(stream_id)
+        await connection.start([])
+        if live is not None:
+            await live.attach(connection, after=seq, retry_ms=self._retry_ms)
+            return
+        for event in await self._sessions.store.events_after(session.id, stream_id, seq):
+            await connection.write(format_event(f"{stream_id}-{event.seq}", event.data))
+        if stream_id.startswith(STANDALONE):
+            # A GET stream from before a restart: what it missed, then the session's current one.
+            await session.standalone().attach(connection, after=None, retry_ms=self._retry_ms)
+            return
+        await connection.end()
+
+    async def _hold(self, receive: Receive, connection: Connection, session: Session) -> None:
+        """Keep the GET exchange open until its stream ends it or the client goes away."""
+        self.connections.add(connection)
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def watch_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()
+
+                group.start_soon(watch_disconnect)
+                await connection.ended.wait()
+                group.cancel_scope.cancel()
+        finally:
+            self.connections.discard(connection)
+            for stream in list(session.streams.values()):
+                if stream.sink is connection:
+                    with anyio.CancelScope(shield=True):
+                        await stream.detach(connection)
+
+    # DELETE -------------------------------------------------------------------------------
+
+    async def _delete(self, scope: Scope, send: Send) -> None:
+        session_id = header(scope, SESSION_HEADER)
+        if session_id is None:
+            raise MissingSession()
+        session = await self._sessions.get(session_id, owner=_owner(principal_of(scope)))
+        await self._sessions.delete(session)
+        log.info("session_deleted", session_id=session_id[:8])
+        await send_empty(send, 204)
+
+
+class _NoOutbound:
+    """Notifications get no stream: nothing may be sent in answer to them."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise InvalidRequest()
+
+    async def close_connection(self) -> None:
+        return None
+
+
+def _owner(principal: Principal | None) -> str:
+    return principal.digest if principal is not None else "anonymous"
+
+
+def _cancel(session: Session, message: Notification) -> None:
+    request_id = message.params.get("requestId")
+    scope = session.in_flight.get(request_id) if isinstance(request_id, str | int) else None
+    if scope is not None:
+        log.info("request_cancelled", session_id=session.id[:8], reason=str(message.params.get("reason", ""))[:100])
+        scope.cancel()
+
+
+def _check_content_type(scope: Scope) -> None:
+    value = header(scope, b"content-type") or ""
+    if value.split(";", 1)[0].strip().lower() != "application/json":
+        raise UnsupportedMediaType()
+
+
+def _check_accept(scope: Scope, *, post: bool) -> None:
+    """POST must accept JSON and SSE, GET must accept SSE (2025-11-25 transports; corporate §6)."""
+    accept = {part.split(";", 1)[0].strip().lower() for part in (header(scope, b"accept") or "").split(",")}
+    if "*/*" in accept:
+        return
+    sse = "text/event-stream" in accept or "text/*" in accept
+    json = "application/json" in accept or "application/*" in accept
+    if not sse or (post and not json):
+        needed = "application/json and text/event-stream" if post else "text/event-stream"
+        raise NotAcceptable(f"Not acceptable: Accept must include {needed}")
+
+
+async def _read_body(receive: Receive) -> bytes:
+    # The body-limit middleware in front has already capped what `receive` can deliver.
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidRequest("Invalid request: the client went away")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

@@ -1,0 +1,92 @@
+"""A real `aql-mcp serve` process on 127.0.0.1, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from aql_mcp.auth.dev_issuer import DevIssuer
+from tests.support.asgi import CONFORMANCE
+
+STARTUP_SECONDS = 20.0
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[bytes]
+    port: int
+    state: Path
+    log_path: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+    def token(self, subject: str = "tester", scopes: tuple[str, ...] = ("mcp",), ttl: int = 600) -> str:
+        issuer = DevIssuer(state_dir=self.state, issuer=self.base, audience=self.url)
+        return issuer.mint(subject=subject, scopes=list(scopes), ttl=ttl)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def start_server(
+    state: Path, env: Mapping[str, str] | None = None, plugins: tuple[str, ...] = (CONFORMANCE,)
+) -> Iterator[ServerProcess]:
+    port = free_port()
+    log_path = state / "server.log"
+    environ = {
+        **os.environ,
+        "AQL_MCP_STORE__PATH": str(state),
+        "AQL_MCP_SERVER__PLUGINS": "[" + ",".join(f'"{p}"' for p in plugins) + "]",
+        "AQL_MCP_LOGGING__LEVEL": "info",
+        **(env or {}),
+    }
+    command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(port)]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, env=environ, stdout=log, stderr=subprocess.STDOUT)
+    server = ServerProcess(process, port, state, log_path)
+    try:
+        _wait_healthy(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_healthy(server: ServerProcess) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{server.log_text()}")
+        try:
+            if httpx.get(f"{server.base}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server not healthy within {STARTUP_SECONDS}s:\n{server.log_text()}")
