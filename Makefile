@@ -33,5 +33,9 @@ test: lint typecheck unit
 conformance: $(STAMP)
 	scripts/conformance.sh --serve
 
+# Load benchmark against the official SDK and a bare Starlette ceiling (bench/README.md); REPS=3 optional.
+bench: $(STAMP)
+	bench/run.sh
+
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache state

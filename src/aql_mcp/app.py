@@ -1,6 +1,7 @@
 """`create_app(settings)`: the ASGI application, assembled top to bottom.
 
-Global middleware, outermost first: errors -> request id -> body limit -> Origin/CORS.
+Global middleware, outermost first: request id -> errors -> body limit -> Origin/CORS (the
+request id is outermost so that even a 500 carries it).
 The MCP endpoint adds route middleware: Host -> auth -> protocol version. Probes, the service
 page and the discovery documents stay outside MCP auth.
 """
@@ -101,7 +102,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/ready", services.probes.ready, methods=["GET"]),
         Route(
             "/",
-            ServicePage(name=settings.server.name, dev=settings.server.dev),
+            ServicePage(name=settings.server.name, dev=settings.server.dev).render,
             methods=["GET"],
             middleware=[Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)],
         ),
@@ -112,8 +113,8 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(ServerErrorMiddleware),
             Middleware(RequestIdMiddleware),
+            Middleware(ServerErrorMiddleware),
             Middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],

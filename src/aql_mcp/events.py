@@ -77,10 +77,12 @@ class EventStream:
         """Make `sink` the live connection, after replaying what came after event `after`."""
         async with self._lock:
             await self._detach()
-            priming_seq = self.seq if after is None else after
-            if retry_ms is not None:
+            if retry_ms is not None and after is None:
                 # Priming event: an id and empty data, so the client can resume from here (§ Sending Messages 6).
-                await sink.write(format_event(f"{self.id}-{priming_seq}", b"", retry_ms))
+                await sink.write(format_event(f"{self.id}-{self.seq}", b"", retry_ms))
+            elif retry_ms is not None:
+                # Resuming: the retry hint alone; an id here would repeat one already delivered.
+                await sink.write(b"retry: " + str(retry_ms).encode("ascii") + b"\n\n")
             if after is not None:
                 for event in await self._store.events_after(self.session_id, self.id, after):
                     await sink.write(format_event(f"{self.id}-{event.seq}", event.data))

@@ -20,9 +20,11 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── ResourceNotFound            404  -32002
         ├── PayloadTooLarge             413  -32005
         ├── UpstreamUnavailable         503  -32006
+        │   ├── StoreError          (a store engine failed; its detail stays in the log)
         │   └── SessionLimitReached
         ├── Conflict                    409  -32007
         ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
+        ├── StreamGone                  410  -32600   (resuming a stream that has ended)
         ├── NotAcceptable               406  -32600
         ├── UnsupportedMediaType        415  -32600
         ├── Forbidden                   403  -32600
@@ -128,12 +130,20 @@ class UpstreamUnavailable(WireError):
     status, code, message = 503, UPSTREAM_UNAVAILABLE, "Service unavailable"
 
 
+class StoreError(UpstreamUnavailable):
+    message = "Service unavailable: the store could not complete the operation"
+
+
 class SessionLimitReached(UpstreamUnavailable):
     message = "Too many open sessions; retry later"
 
 
 class Conflict(WireError):
     status, code, message = 409, CONFLICT, "Conflict"
+
+
+class StreamGone(WireError):
+    status, code, message = 410, INVALID_REQUEST, "Gone: nothing more will be sent on that stream"
 
 
 class SessionNotFound(WireError):

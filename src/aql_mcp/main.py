@@ -46,7 +46,9 @@ def parser() -> argparse.ArgumentParser:
     token_cmd.add_argument("--port", type=int, help="the port the service runs on (part of the token's audience)")
     token_cmd.add_argument("--sub", default="developer", help="subject (default: developer)")
     token_cmd.add_argument("--scope", default="mcp", help='space-separated scopes (default: "mcp")')
-    token_cmd.add_argument("--ttl", type=int, help="lifetime in seconds (default: auth.dev_token_ttl_seconds)")
+    token_cmd.add_argument(
+        "--ttl", type=_ttl, help="lifetime in seconds, 60 to 2592000 (default: auth.dev_token_ttl_seconds)"
+    )
     token_cmd.set_defaults(run=dev_token)
 
     check_cmd = commands.add_parser("check-config", help="validate settings and exit")
@@ -54,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("--dev", action="store_true", default=None)
     check_cmd.set_defaults(run=check_config)
     return root
+
+
+def _ttl(value: str) -> int:
+    seconds = int(value) if value.isdigit() else -1
+    if not 60 <= seconds <= 86_400 * 30:
+        raise argparse.ArgumentTypeError("must be a whole number of seconds from 60 to 2592000")
+    return seconds
 
 
 def _settings(args: argparse.Namespace, *, dev: bool | None = None) -> Settings:
@@ -81,6 +90,8 @@ def serve(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         lifespan="on",
+        # Open SSE streams would otherwise hold shutdown forever (graceful drain: deployment issue).
+        timeout_graceful_shutdown=5,
     )
     uvicorn.Server(config).run()
     return 0

@@ -36,5 +36,5 @@ class ServicePage:
             "</body></html>"
         )
 
-    async def __call__(self, request: Request) -> Response:
+    async def render(self, request: Request) -> Response:
         return HTMLResponse(self.html)

@@ -157,7 +157,7 @@ class ResourceTemplate:
     def pattern(self) -> re.Pattern[str]:
         parts = re.split(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}", self.uri_template)
         regex = "".join(f"(?P<{part}>[^/?#]+)" if index % 2 else re.escape(part) for index, part in enumerate(parts))
-        return re.compile(f"^{regex}$")
+        return re.compile(regex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ class Registry:
         self.plugin = "core"
 
     def add_tool(self, tool: Tool) -> None:
-        if not TOOL_NAME.match(tool.name):
+        if not TOOL_NAME.fullmatch(tool.name):
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
         self._claim("tool", tool.name)
         self._tools[tool.name] = RegisteredTool(tool, _compile(tool))
@@ -236,7 +236,7 @@ class Registry:
         if resource is not None:
             return resource, {}
         for template, pattern in self._templates.values():
-            match = pattern.match(uri)
+            match = pattern.fullmatch(uri)
             if match:
                 return template, match.groupdict()
         return None

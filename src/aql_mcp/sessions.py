@@ -202,11 +202,13 @@ class SessionManager:
         await self.store.delete_session(session.id)
 
     async def sweep(self) -> int:
-        """Expire idle sessions and old events; run periodically by the app's lifespan."""
+        """Expire idle sessions, here and in the store; return how many ended."""
         now = self._clock()
+        ended = 0
         for session in list(self._live.values()):
             if now - session.last_seen > self._idle:
                 await self.delete(session)
+                ended += 1
             elif session.last_seen > session.last_persisted:
                 session.last_persisted = session.last_seen
                 await self.store.touch_session(session.id, session.last_seen)
@@ -215,10 +217,13 @@ class SessionManager:
             live = self._live.pop(session_id, None)
             if live is not None:
                 await live.close()
-        return len(expired)
+        return ended + len(expired)
 
     async def close_all(self) -> None:
+        """On shutdown: persist the last use held back by touch coalescing, then close."""
         for session in list(self._live.values()):
+            if session.last_seen > session.last_persisted:
+                await self.store.touch_session(session.id, session.last_seen)
             await session.close()
         self._live.clear()
 

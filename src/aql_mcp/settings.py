@@ -8,6 +8,7 @@ a test keeps it equal to these models. This is the only module that reads the en
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -45,7 +46,7 @@ class ServerSettings(_Section):
     @classmethod
     def _name_is_uri_scheme(cls, value: str) -> str:
         # The name is also the `<service>://` resource scheme (corporate §11.1), so RFC 3986 §3.1.
-        if not _SCHEME.match(value):
+        if not _SCHEME.fullmatch(value):
             raise ValueError("must be a lower-case URI scheme: a letter, then letters, digits, '+', '-' or '.'")
         return value
 
@@ -121,7 +122,7 @@ class Settings(BaseSettings):
         if self.server.public_url:
             return self.server.public_url
         host = self.server.host
-        if ":" in host:
+        if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         return f"http://{host}:{self.server.port}"
 
@@ -135,9 +136,7 @@ class Settings(BaseSettings):
 
     @property
     def plugin_paths(self) -> tuple[str, ...]:
-        return self.server.builtin_plugins + tuple(
-            p for p in self.server.plugins if p not in self.server.builtin_plugins
-        )
+        return tuple(dict.fromkeys(self.server.builtin_plugins + self.server.plugins))
 
     @property
     def allowed_hosts(self) -> tuple[str, ...]:
@@ -188,8 +187,8 @@ def load_settings(
     env = os.environ if environ is None else environ
     try:
         env_data = _MappingEnvSource(Settings, env)()
-    except Exception as exc:  # pydantic-settings raises SettingsError for JSON it cannot decode
-        raise ConfigError(f"{_name_in_message(str(exc))}: {exc.__cause__ or exc}") from None
+    except Exception:  # pydantic-settings raises SettingsError for JSON it cannot decode
+        raise ConfigError(f"{_undecodable(env)}: not valid JSON (lists and mappings are JSON arrays/objects)") from None
     merged = _deep_merge(_deep_merge(data, env_data), {k: dict(v) for k, v in (overrides or {}).items()})
     try:
         settings = Settings(**merged)
@@ -268,11 +267,16 @@ def _describe(exc: ValidationError, environ: Mapping[str, str], config_file: Pat
     return "invalid settings:\n  " + "\n  ".join(lines)
 
 
-def _name_in_message(message: str) -> str:
-    match = re.search(r'"([a-z_]+)"', message)
-    if match is None:
-        return "environment"
-    return f"{match.group(1)} ({env_name((match.group(1),))})"
+def _undecodable(environ: Mapping[str, str]) -> str:
+    """The variable whose JSON the environment source could not decode, for the error message."""
+    for name, value in environ.items():
+        if not name.upper().startswith(ENV_PREFIX) or not value.strip().startswith(("[", "{")):
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            return name.upper()
+    return "environment"
 
 
 def field_defaults() -> dict[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from aql_mcp.exceptions import (
     MissingSession,
     NotAcceptable,
     SessionAlreadyInitialized,
+    StreamGone,
     UnsupportedMediaType,
     WireError,
 )
@@ -106,6 +107,14 @@ class StreamableHTTPEndpoint:
         except WireError as exc:
             await send_error(send, exc, request_id=request_id_of(scope), message_id=peek_id(body))
             return
+        try:
+            await self._route(scope, send, message)
+        except WireError as exc:
+            # A readable request's rejection carries its id (JSON-RPC 2.0 §5).
+            message_id = message.id if isinstance(message, Request) else None
+            await send_error(send, exc, request_id=request_id_of(scope), message_id=message_id)
+
+    async def _route(self, scope: Scope, send: Send, message: Message) -> None:
         principal = principal_of(scope)
         session_id = header(scope, SESSION_HEADER)
         if isinstance(message, Request) and message.method == "initialize":
@@ -160,12 +169,12 @@ class StreamableHTTPEndpoint:
         await exchange.respond(result, headers)
 
     async def _run(self, scope: Scope, send: Send, request: Request, session: Session | None) -> None:
-        # The negotiated version says what the client implementation understands; the header
-        # may name an older one (the conformance suite sends 2025-03-26 after 2025-11-25).
-        version = session.protocol_version if session else lifecycle.DEFAULT_HEADER_VERSION
-        priming = self._retry_ms if version >= lifecycle.PRIMING_SINCE else None
         exchange = PostExchange(
-            send=send, session=session, message_id=request.id, retry_ms=priming, connections=self.connections
+            send=send,
+            session=session,
+            message_id=request.id,
+            retry_ms=self._priming(session),
+            connections=self.connections,
         )
         ctx = self._context(scope, request, session, exchange)
         in_flight = session.in_flight if session is not None else {}
@@ -181,13 +190,26 @@ class StreamableHTTPEndpoint:
                 in_flight.pop(request.id, None)
             await exchange.respond(result, [])
             return
-        # Cancelled (notifications/cancelled): no response is sent for the request. A JSON
-        # exchange that has not started ends with 202 and no body; a stream ends without it.
+        # Cancelled (notifications/cancelled): no response is sent for the request (MCP
+        # cancellation), yet a request must be answered with JSON or SSE (transports, "Sending
+        # Messages" 5): an exchange not yet started becomes an SSE stream that ends empty, one
+        # already streaming ends without the response.
         with anyio.CancelScope(shield=True):
             if exchange.started:
                 await exchange.abandon()
             else:
-                await send_empty(send, 202)
+                empty = Connection(send)
+                await empty.start([])
+                await empty.end()
+
+    def _priming(self, session: Session | None) -> int | None:
+        """The `retry` hint that comes with a priming event, or None where priming is not understood.
+
+        The negotiated version says what the client implementation understands; the header may
+        name an older one (the conformance suite sends 2025-03-26 after negotiating 2025-11-25).
+        """
+        version = session.protocol_version if session else lifecycle.DEFAULT_HEADER_VERSION
+        return self._retry_ms if version >= lifecycle.PRIMING_SINCE else None
 
     def _context(self, scope: Scope, request: Request | None, session: Session | None, outbound: Any) -> Context:
         meta = request.params.get("_meta") if request is not None else None
@@ -222,21 +244,27 @@ class StreamableHTTPEndpoint:
             if standalone.sink is not None:
                 raise Conflict("Conflict: a GET stream is already open for this session")
             await connection.start([])
-            await standalone.attach(connection, after=None, retry_ms=self._retry_ms)
+            await standalone.attach(connection, after=None, retry_ms=self._priming(session))
         await self._hold(receive, connection, session)
 
     async def _resume(self, session: Session, connection: Connection, stream_id: str, seq: int) -> None:
         """Replay what the client missed on `stream_id`, then keep it live if it still is."""
         live = session.streams.get(stream_id)
-        await connection.start([])
         if live is not None:
-            await live.attach(connection, after=seq, retry_ms=self._retry_ms)
+            await connection.start([])
+            await live.attach(connection, after=seq, retry_ms=self._priming(session))
             return
-        for event in await self._sessions.store.events_after(session.id, stream_id, seq):
+        missed = await self._sessions.store.events_after(session.id, stream_id, seq)
+        if not missed and not stream_id.startswith(STANDALONE):
+            # Finished, cancelled, or past retention: nothing will ever come on it. 410, not an
+            # empty 200, so a client stops polling it (and not 404, which means "session gone").
+            raise StreamGone()
+        await connection.start([])
+        for event in missed:
             await connection.write(format_event(f"{stream_id}-{event.seq}", event.data))
         if stream_id.startswith(STANDALONE):
             # A GET stream from before a restart: what it missed, then the session's current one.
-            await session.standalone().attach(connection, after=None, retry_ms=self._retry_ms)
+            await session.standalone().attach(connection, after=None, retry_ms=self._priming(session))
             return
         await connection.end()
 

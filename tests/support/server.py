@@ -81,12 +81,15 @@ def start_server(
 def _wait_healthy(server: ServerProcess) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{server.log_text()}")
         try:
             if httpx.get(f"{server.base}/health", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.05)
+        try:
+            # Waiting on the process itself: returns at once if it died, else after the interval.
+            server.process.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        raise RuntimeError(f"server exited early:\n{server.log_text()}")
     raise RuntimeError(f"server not healthy within {STARTUP_SECONDS}s:\n{server.log_text()}")

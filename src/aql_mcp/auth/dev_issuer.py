@@ -20,6 +20,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from aql_mcp.exceptions import ConfigError
+
 KEY_FILE = "dev-issuer-es256.pem"
 
 
@@ -58,9 +60,15 @@ class DevIssuer:
 
 def _load_or_create(path: Path) -> ec.EllipticCurvePrivateKey:
     if path.exists():
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        try:
+            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        except (ValueError, TypeError):
+            key = None
         if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise ValueError(f"{path.name} does not hold an EC private key")
+            raise ConfigError(
+                f"store.path (AQL_MCP_STORE__PATH): {path.name} does not hold an EC private key; "
+                "delete it to have a new development key made"
+            )
         return key
     path.parent.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())

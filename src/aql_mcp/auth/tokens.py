@@ -71,12 +71,30 @@ class JwtVerifier:
                 algorithms=self._algorithms,
                 audience=self._audience,
                 issuer=self._issuer,
-                leeway=self._leeway,
-                options={"require": ["exp", "iss", "aud", "sub"]},
+                # Times are checked below against the injected clock, the same one the cache uses.
+                options={
+                    "require": ["exp", "iss", "aud", "sub"],
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                },
             )
         except jwt.PyJWTError:
             raise InvalidToken() from None
+        check_times(claims, now=self._clock(), leeway=self._leeway)
         return principal_from(claims)
+
+
+def check_times(claims: dict[str, Any], *, now: float, leeway: float) -> None:
+    """`exp` required, `nbf` and `iat` checked when present, with the clock-skew allowance (Appendix A.1)."""
+    try:
+        exp = float(claims["exp"])
+        nbf = float(claims.get("nbf", now))
+        iat = float(claims.get("iat", now))
+    except (TypeError, ValueError):
+        raise InvalidToken() from None
+    if exp <= now - leeway or nbf > now + leeway or iat > now + leeway:
+        raise InvalidToken()
 
 
 def principal_from(claims: dict[str, Any]) -> Principal:

@@ -97,6 +97,10 @@ def encode_result(message_id: RequestId, result: dict[str, Any]) -> bytes:
 
 
 def encode_error(message_id: RequestId | None, error: dict[str, Any]) -> bytes:
+    # An error for a message whose id could not be read has no id (2025-11-25 transports; the
+    # MCP schema has no null id).
+    if message_id is None:
+        return orjson.dumps({"jsonrpc": "2.0", "error": error})
     return orjson.dumps({"jsonrpc": "2.0", "id": message_id, "error": error})
 
 

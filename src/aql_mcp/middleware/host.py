@@ -2,6 +2,8 @@
 
 Route middleware on the MCP endpoint and the service page only: health probes reach the pod by
 its IP, so the probes are never subject to it. A refused Host is 421 Misdirected Request.
+An entry without a port accepts that name on any port (the gateway may or may not add `:443`);
+an entry with a port accepts only that port.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ class HostMiddleware:
             await self.app(scope, receive, send)
             return
         host = (header(scope, b"host") or "").lower()
-        if host not in self.allowed:
+        if host not in self.allowed and _name(host) not in self.allowed:
             await send_error(send, HostNotAllowed(), request_id=request_id_of(scope))
             return
         await self.app(scope, receive, send)
+
+
+def _name(host: str) -> str:
+    """The host name without its port (`[::1]:8000` -> `[::1]`)."""
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if host.count(":") == 1 else host

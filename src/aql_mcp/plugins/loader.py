@@ -23,7 +23,12 @@ def import_plugin(path: str) -> Plugin:
     if candidate is None:
         raise ConfigError(f"plugin {path!r}: {module_name} has no attribute {attribute!r}")
     if not isinstance(candidate, Plugin) and callable(candidate):
-        candidate = candidate()
+        try:
+            candidate = candidate()
+        except Exception as exc:
+            raise ConfigError(
+                f"plugin {path!r}: calling {attribute} did not make a plugin ({type(exc).__name__})"
+            ) from exc
     if not isinstance(candidate, Plugin):
         raise ConfigError(f"plugin {path!r}: not a plugin (needs a `name` and `register(registry)`)")
     return candidate

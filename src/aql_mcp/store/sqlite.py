@@ -7,12 +7,17 @@ recorded in `schema_version`, so a store written by an older release is upgraded
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
+import structlog
 
-from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.base import SessionRecord, StoredEvent
+
+log = structlog.get_logger("aql_mcp.store")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: sessions and the SSE event log (resumability, MCP 2025-11-25 transports)
@@ -51,8 +56,17 @@ class SqliteStore:
     @property
     def db(self) -> sqlite3.Connection:
         if self._db is None:
-            raise UpstreamUnavailable("store is not open")
+            raise UpstreamUnavailable("Service unavailable: the store is not open")
         return self._db
+
+    @contextmanager
+    def _guard(self) -> Iterator[sqlite3.Connection]:
+        """The connection, with SQLite's errors translated where they enter (no SQL on the wire)."""
+        try:
+            yield self.db
+        except sqlite3.Error as exc:
+            log.error("store_error", error=type(exc).__name__, detail=str(exc))
+            raise StoreError() from exc
 
     async def open(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,74 +91,84 @@ class SqliteStore:
         return True
 
     async def create_session(self, record: SessionRecord, *, max_open: int) -> bool:
-        # One statement, so the cap check and the insert cannot interleave with another writer.
-        cursor = self.db.execute(
-            "INSERT INTO sessions SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM sessions) < ?",
-            (
-                record.id,
-                record.owner,
-                record.protocol_version,
-                orjson.dumps(record.client_info),
-                orjson.dumps(record.client_capabilities),
-                record.log_level,
-                record.created_at,
-                record.last_seen,
-                max_open,
-            ),
-        )
-        return cursor.rowcount == 1
+        with self._guard() as db:
+            # One statement, so the cap check and the insert cannot interleave with another writer.
+            cursor = db.execute(
+                "INSERT INTO sessions SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM sessions) < ?",
+                (
+                    record.id,
+                    record.owner,
+                    record.protocol_version,
+                    orjson.dumps(record.client_info),
+                    orjson.dumps(record.client_capabilities),
+                    record.log_level,
+                    record.created_at,
+                    record.last_seen,
+                    max_open,
+                ),
+            )
+            return cursor.rowcount == 1
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        row = self.db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
-            return None
-        return SessionRecord(
-            id=row[0],
-            owner=row[1],
-            protocol_version=row[2],
-            client_info=orjson.loads(row[3]),
-            client_capabilities=orjson.loads(row[4]),
-            log_level=row[5],
-            created_at=row[6],
-            last_seen=row[7],
-        )
+        with self._guard() as db:
+            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                return None
+            return SessionRecord(
+                id=row[0],
+                owner=row[1],
+                protocol_version=row[2],
+                client_info=orjson.loads(row[3]),
+                client_capabilities=orjson.loads(row[4]),
+                log_level=row[5],
+                created_at=row[6],
+                last_seen=row[7],
+            )
 
     async def touch_session(self, session_id: str, now: float) -> None:
-        self.db.execute("UPDATE sessions SET last_seen = ? WHERE id = ?", (now, session_id))
+        with self._guard() as db:
+            db.execute("UPDATE sessions SET last_seen = ? WHERE id = ?", (now, session_id))
 
     async def set_log_level(self, session_id: str, level: str) -> None:
-        self.db.execute("UPDATE sessions SET log_level = ? WHERE id = ?", (level, session_id))
+        with self._guard() as db:
+            db.execute("UPDATE sessions SET log_level = ? WHERE id = ?", (level, session_id))
 
     async def delete_session(self, session_id: str) -> bool:
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-            cursor = self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        return cursor.rowcount == 1
+        with self._guard() as db:
+            with db:
+                db.execute("BEGIN")
+                db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+                cursor = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount == 1
 
     async def expire_sessions(self, idle_before: float) -> list[str]:
-        with self.db:
-            self.db.execute("BEGIN")
-            ids = [r[0] for r in self.db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
-            self.db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in ids])
-            self.db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
-        return ids
+        with self._guard() as db:
+            with db:
+                db.execute("BEGIN")
+                ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
+                db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in ids])
+                db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
+            return ids
 
     async def count_sessions(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM sessions").fetchone()[0])
+        with self._guard() as db:
+            return int(db.execute("SELECT count(*) FROM sessions").fetchone()[0])
 
     async def append_event(self, session_id: str, stream_id: str, seq: int, data: bytes, now: float) -> None:
-        self.db.execute("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", (session_id, stream_id, seq, data, now))
+        with self._guard() as db:
+            db.execute("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", (session_id, stream_id, seq, data, now))
 
     async def events_after(self, session_id: str, stream_id: str, seq: int) -> list[StoredEvent]:
-        rows = self.db.execute(
-            "SELECT seq, data FROM events WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq",
-            (session_id, stream_id, seq),
-        )
-        return [StoredEvent(seq=r[0], data=r[1]) for r in rows]
+        with self._guard() as db:
+            rows = db.execute(
+                "SELECT seq, data FROM events WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq",
+                (session_id, stream_id, seq),
+            )
+            return [StoredEvent(seq=r[0], data=r[1]) for r in rows]
 
     async def purge_events(self, before: float) -> int:
-        return self.db.execute("DELETE FROM events WHERE created_at < ?", (before,)).rowcount
+        with self._guard() as db:
+            return db.execute("DELETE FROM events WHERE created_at < ?", (before,)).rowcount
 
 
 def migrate(db: sqlite3.Connection) -> int:

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Profile aql-mcp under c=64 load with py-spy and write bench/PROFILE.md (per-layer time).
+#
+#   bench/profile.sh                   # 20 s at 200 Hz, c=64
+#   DURATION=30 RATE=100 bench/profile.sh
+#
+# py-spy goes into its own venv under .tools/ (gitignored) the first time; it needs root (ptrace).
+# The service runs as in `make bench` (bench/service.yaml) on CPU 0; wrk and py-spy on CPU 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+SPY_VENV=${SPY_VENV:-.tools/py-spy}
+OUT=${OUT:-bench/results/profile-$(date -u +%Y%m%d-%H%M%S)}
+
+if ! command -v wrk >/dev/null; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
+fi
+if [ ! -x "$SPY_VENV/bin/py-spy" ]; then
+  python3 -m venv "$SPY_VENV"
+  "$SPY_VENV/bin/pip" install -q py-spy
+fi
+
+"$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \
+  --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
+  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --output "${PROFILE:-bench/PROFILE.md}"
+echo "profile: raw stacks in $OUT/profile.raw.txt; summary in ${PROFILE:-bench/PROFILE.md}"

@@ -1,0 +1,242 @@
+"""RESULTS.md from one or more run directories: medians over repetitions, the targets, the noise.
+
+Each run directory holds `results.jsonl` (one row per measured run or session phase),
+`versions.json` and `commands.json`, as `driver.py run` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from stacks import NOTES_MARKER
+
+SERVICE = "aql-mcp"
+REFERENCE = "sdk-stateless-json"
+ORDER = ("aql-mcp", "sdk-stateless-json", "sdk-stateful-sse", "ceiling")
+GOAL_SPEEDUP = 4.0
+GOAL_P99_MS = 40.0
+GOAL_KB_PER_SESSION = 4.0
+GOAL_HANDSHAKE_CPU_MS = 1.0
+LOAD_COLUMNS = (
+    "| target | c | calls/s | p50 ms | p99 ms | server CPU µs/call | server CPU busy | bad | others on server CPU |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+)
+SESSION_COLUMNS = (
+    "| target | handshake p50 ms | p99 ms | server CPU ms/handshake | RSS idle MiB | RSS with 1,000 open MiB "
+    "| KiB per open idle session |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+)
+
+
+def load_rows(runs: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for run in runs:
+        for line in (run / "results.jsonl").read_text().splitlines():
+            rows.append({**json.loads(line), "run": run.name})
+    return rows
+
+
+def median(rows: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def grouped(rows: list[dict[str, Any]], phase: str) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["phase"] == phase:
+            groups[(row["target"], row.get("conc", 0))].append(row)
+    return dict(sorted(groups.items(), key=lambda item: (_rank(item[0][0]), item[0][1])))
+
+
+def _rank(target: str) -> int:
+    return ORDER.index(target) if target in ORDER else len(ORDER)
+
+
+def load_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = list(LOAD_COLUMNS)
+    for (target, conc), group in grouped(rows, "load").items():
+        m = {k: median(group, k) for k in ("calls_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call",
+                                            "server_cpu_share", "others_on_server_cpu")}  # fmt: skip
+        bad = sum(r["bad"] + r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"] for r in group)
+        lines.append(
+            f"| {target} | {conc} | {m['calls_per_s']:.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.1f} | "
+            f"{m['server_cpu_us_per_call']:.0f} | {m['server_cpu_share']:.0%} | {bad} | {m['others_on_server_cpu']:.0%} |"
+        )
+    return lines
+
+
+def session_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = list(SESSION_COLUMNS)
+    for (target, _), group in grouped(rows, "sessions").items():
+        per_session = median(group, "kib_per_session")
+        lines.append(
+            f"| {target} | {median(group, 'handshake_p50_ms'):.2f} | {median(group, 'handshake_p99_ms'):.2f} | "
+            f"{median(group, 'server_cpu_ms_per_handshake'):.2f} | {median(group, 'rss_before_kib') / 1024:.1f} | "
+            f"{median(group, 'rss_after_kib') / 1024:.1f} | "
+            f"{'n/a (stateless)' if per_session is None else f'**{per_session:.1f}**'} |"
+        )
+    return lines
+
+
+def goals(rows: list[dict[str, Any]]) -> list[str]:
+    load, sessions = grouped(rows, "load"), grouped(rows, "sessions")
+    ours, reference = load.get((SERVICE, 64), []), load.get((REFERENCE, 64), [])
+    ours_rps, reference_rps = median(ours, "calls_per_s"), median(reference, "calls_per_s")
+    p99 = median(ours, "p99_ms")
+    per_session = median(sessions.get((SERVICE, 0), []), "kib_per_session")
+    handshake = median(sessions.get((SERVICE, 0), []), "server_cpu_ms_per_handshake")
+    speedup = ours_rps / reference_rps if ours_rps and reference_rps else None
+    checks = [
+        ("tools/call throughput at c=64, × the SDK's stateless JSON server (same run)", speedup, "×", f"≥ {GOAL_SPEEDUP:g}×",
+         speedup is not None and speedup >= GOAL_SPEEDUP),
+        ("p99 latency at c=64", p99, " ms", f"< {GOAL_P99_MS:g} ms", p99 is not None and p99 < GOAL_P99_MS),
+        ("memory per open idle session", per_session, " KiB", f"≤ {GOAL_KB_PER_SESSION:g} KB (4,096 B)",
+         per_session is not None and per_session <= GOAL_KB_PER_SESSION),
+        ("server CPU per handshake", handshake, " ms", f"< {GOAL_HANDSHAKE_CPU_MS:g} ms",
+         handshake is not None and handshake < GOAL_HANDSHAKE_CPU_MS),
+    ]  # fmt: skip
+    lines = ["| measure (aql-mcp) | measured | goal | met |", "|---|---:|---|---|"]
+    for name, value, unit, goal, met in checks:
+        shown = "n/a" if value is None else f"{value:.2f}{unit}"
+        lines.append(f"| {name} | {shown} | {goal} | {'yes' if met else '**no**'} |")
+    return lines
+
+
+def ratios(rows: list[dict[str, Any]]) -> list[str]:
+    """aql-mcp against every other target at each concurrency: throughput and CPU per call."""
+    load = grouped(rows, "load")
+    lines = ["| c | vs | calls/s ratio | CPU per call ratio (theirs / ours) |", "|---:|---|---:|---:|"]
+    for (target, conc), group in load.items():
+        ours = load.get((SERVICE, conc))
+        if target == SERVICE or not ours:
+            continue
+        rps = median(ours, "calls_per_s") / median(group, "calls_per_s")  # type: ignore[operator]
+        cpu = median(group, "server_cpu_us_per_call") / median(ours, "server_cpu_us_per_call")  # type: ignore[operator]
+        lines.append(f"| {conc} | {target} | {rps:.2f}× | {cpu:.2f}× |")
+    return lines
+
+
+def versions_table(runs: list[Path]) -> list[str]:
+    found = json.loads((runs[-1] / "versions.json").read_text())
+    return ["| component | version |", "|---|---|", *(f"| {k} | {v} |" for k, v in found.items())]
+
+
+def commands_block(runs: list[Path]) -> list[str]:
+    found = json.loads((runs[-1] / "commands.json").read_text())
+    lines = ["```sh"]
+    for target, argv in found.items():
+        lines += [f"# {target}: server, then the measured wrk run at c=64", _shell(argv["server"]), _shell(argv["wrk"])]
+    return [*lines, "```"]
+
+
+def _shell(argv: list[str]) -> str:
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    quoted = [f'"{a}"' if " " in a else a for a in argv]
+    return " ".join(quoted).replace(root, "")
+
+
+def noise(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[str]:
+    load = [r for r in rows if r["phase"] == "load"]
+    reruns = sum(r.get("attempts", 1) - 1 for r in load)
+    gave_up = sum(1 for r in rows if (r.get("quiet_wait_s") or 0) < 0)
+    worst = max(load, key=lambda r: r["others_on_server_cpu"], default=None)
+    lines = [
+        f"- Before each measured run the driver waits (at most {options['quiet_wait']:g} s) for one second in which "
+        f"other processes use at most {options['quiet']:.0%} of either CPU, and reruns (at most {options['retries']} "
+        f"time(s)) a run in which they took more than {options['disturbed']:.0%} of the server CPU.",
+        f"- {len(load)} measured wrk runs; {reruns} rerun(s); {gave_up} run(s) or session phase(s) started without "
+        "a quiet second.",
+    ]
+    if worst is not None:
+        lines.append(
+            f"- Most disturbed kept run: {worst['target']} c={worst['conc']} (rep {worst['rep']}), others used "
+            f"{worst['others_on_server_cpu']:.0%} of the server CPU and {worst['others_on_load_cpu']:.0%} of the load CPU."
+        )
+    wrk_max = max((r["wrk_cpu_share"] for r in load), default=0.0)
+    lines.append(f"- wrk used at most {wrk_max:.0%} of the load CPU: the load generator was not the bottleneck.")
+    return lines
+
+
+def service_log(rows: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for row in rows:
+        log = row.get("log")
+        if row["target"] != SERVICE or not log:
+            continue
+        statuses = ", ".join(f"{count} × {status}" for status, count in sorted(log["http_status"].items()))
+        lines.append(f"- {row['phase']} phase, rep {row['rep']}: `http_request` lines {statuses or 'none'}; "
+                     f"{log['problem_lines']} lines at warning or above.")  # fmt: skip
+        lines += [f"  - `{p[:300]}`" for p in log["problems"][:5]]
+    for row in rows:
+        if row["target"] != SERVICE and row.get("log", {}).get("problem_lines"):
+            lines.append(f"- {row['target']} ({row['phase']}, rep {row['rep']}) logged: `{row['log']['problems'][0][:300]}`")
+    return lines
+
+
+def render(runs: list[Path]) -> list[str]:
+    rows = load_rows(runs)
+    reps = max(r["rep"] for r in rows)
+    return [
+        "# Benchmark results",
+        "",
+        f"Written by `make bench` (`bench/run.sh`) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from "
+        f"{', '.join(f'`bench/results/{r.name}`' for r in runs)} ({reps} repetition(s) of every target; values are "
+        "medians over repetitions). How it measures: `bench/README.md`.",
+        "",
+        "## Against the targets",
+        "",
+        *goals(rows),
+        "",
+        "## tools/call: throughput, latency, server CPU",
+        "",
+        "Closed loop, one wrk thread, 3 s warm-up then 10 s measured per concurrency; server CPU = the server "
+        "process's utime+stime over the measured window / calls. \"bad\" counts responses that failed the check "
+        "(HTTP 200, JSON or SSE framing, echoed text, no `\"isError\":true`) plus socket errors and timeouts.",
+        "",
+        *load_table(rows),
+        "",
+        "aql-mcp against the others:",
+        "",
+        *ratios(rows),
+        "",
+        "## Handshakes and memory",
+        "",
+        "1,000 sequential initialize + notifications/initialized on one keep-alive connection (stdlib client on "
+        "CPU 1), sessions left open; RSS from /proc/<pid>/status before and 1 s after; server CPU over the loop.",
+        "",
+        *session_table(rows),
+        "",
+        "## Noise",
+        "",
+        *noise(rows, json.loads((runs[-1] / "options.json").read_text())),
+        "",
+        "## Service log",
+        "",
+        *service_log(rows),
+        "",
+        "## Versions",
+        "",
+        *versions_table(runs),
+        "",
+        "## Commands",
+        "",
+        "`make bench` (= `bench/run.sh`; `REPS=3 make bench` for 3 repetitions). Per target, as run "
+        "(`$TOKEN` from `aql-mcp dev-token --config bench/service.yaml --port 18201`, same `AQL_MCP_STORE__PATH`):",
+        "",
+        *commands_block(runs),
+        "",
+    ]
+
+
+def write_report(runs: list[Path], output: Path) -> None:
+    notes = ""
+    if output.exists() and NOTES_MARKER in output.read_text():
+        notes = output.read_text().split(NOTES_MARKER, 1)[1]
+    output.write_text("\n".join([*render(runs), NOTES_MARKER]) + (notes or "\n"))
+    print(f"[bench] wrote {output}")

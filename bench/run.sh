@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `make bench`: aql-mcp against the official SDK and a bare Starlette ceiling, in one run.
+#
+#   bench/run.sh                       # 1 repetition: about 5 minutes on 2 cores
+#   REPS=3 bench/run.sh                # 3 repetitions, target order rotated
+#   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh
+#
+# Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
+# the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
+# bench/results/<time>/ (gitignored); the table to bench/RESULTS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+OUT=${OUT:-bench/results/$(date -u +%Y%m%d-%H%M%S)}
+
+if ! command -v wrk >/dev/null; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
+fi
+if [ "$(nproc)" -lt 2 ]; then
+  echo "bench: needs 2 CPUs (server and load generator pinned apart); this machine has $(nproc)" >&2
+  exit 1
+fi
+
+"$PYTHON" bench/driver.py run --out "$OUT" \
+  --targets "${TARGETS:-aql-mcp,sdk-stateless-json,sdk-stateful-sse,ceiling}" \
+  --reps "${REPS:-1}" --conc "${CONC:-1,16,64}" --duration "${DURATION:-10}" --warmup "${WARMUP:-3}" \
+  --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}"
+"$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"
+ln -sfn "$(basename "$OUT")" bench/results/latest
+echo "bench: raw results in $OUT"

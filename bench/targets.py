@@ -1,0 +1,136 @@
+"""The servers under test, and starting and stopping them pinned to the server CPU.
+
+Every server is one uvicorn worker on 127.0.0.1 with uvloop and httptools, started directly
+under `taskset` (which execs it), so the process we start is the one that serves: its pid is
+the one whose CPU time and RSS are read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+BIN = Path(sys.executable).parent
+UVICORN_OPTS = "--host 127.0.0.1 --workers 1 --loop uvloop --http httptools --log-level warning --no-access-log"
+SERVICE_CONFIG = BENCH / "service.yaml"
+READY_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    port: int
+    stateful: bool
+    argv: tuple[str, ...]
+    authenticated: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+
+def _uvicorn(factory: str, port: int) -> tuple[str, ...]:
+    return (str(BIN / "uvicorn"), "--app-dir", str(BENCH / "servers"), "--factory", factory,
+            *UVICORN_OPTS.split(), "--port", str(port))  # fmt: skip
+
+
+TARGETS = (
+    # The service as an operator runs it: `aql-mcp serve`, which builds uvicorn.Config with loop and
+    # http "auto", i.e. uvloop and httptools when installed (the driver checks they are loaded).
+    Target("aql-mcp", 18201, True, (str(BIN / "aql-mcp"), "serve", "--config", str(SERVICE_CONFIG),
+                                    "--port", "18201"), authenticated=True),  # fmt: skip
+    Target("sdk-stateless-json", 18202, False, _uvicorn("sdk_echo:stateless_json", 18202)),
+    Target("sdk-stateful-sse", 18203, True, _uvicorn("sdk_echo:stateful_sse", 18203)),
+    Target("ceiling", 18204, False, _uvicorn("ceiling:create_app", 18204)),
+)
+
+
+@dataclass
+class Server:
+    target: Target
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def start(target: Target, *, cpu: int, run_dir: Path, label: str) -> Server:
+    """Start `target` on `cpu` with a fresh state directory; return once it answers."""
+    if is_listening(target.port):
+        raise RuntimeError(f"port {target.port} is already in use: stop what listens there first")
+    state = run_dir / "state" / f"{target.name}-{label}"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    env = {**os.environ, "AQL_MCP_STORE__PATH": str(state), "PYTHONDONTWRITEBYTECODE": "1"}
+    headers = {"Authorization": f"Bearer {mint_token(target, env)}"} if target.authenticated else {}
+    log_path = run_dir / "logs" / f"{target.name}-{label}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(  # noqa: S603 - fixed argv from TARGETS
+            ["taskset", "-c", str(cpu), *target.argv], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        )
+    server = Server(target, process, log_path, headers)
+    try:
+        wait_ready(server)
+    except BaseException:
+        stop(server)
+        raise
+    return server
+
+
+def mint_token(target: Target, env: dict[str, str]) -> str:
+    argv = [str(BIN / "aql-mcp"), "dev-token", "--config", str(SERVICE_CONFIG), "--port", str(target.port)]
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)  # noqa: S603
+    return done.stdout.strip()
+
+
+def is_listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_ready(server: Server) -> None:
+    """Poll until the port accepts HTTP (any status); bounded by READY_SECONDS."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.target.name} exited with {server.process.returncode}; see {server.log_path}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.target.port}/", timeout=1).close()  # noqa: S310
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{server.target.name} did not answer within {READY_SECONDS}s; see {server.log_path}")
+
+
+def stop(server: Server) -> None:
+    """SIGTERM, then SIGKILL after 10 s: only the process this module started, by its pid."""
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            server.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait(timeout=10)
+
+
+def loaded_modules(pid: int) -> set[str]:
+    """Which of uvloop and httptools the process has mapped (the event loop and parser in use)."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {name for name in ("uvloop", "httptools") if f"/{name}/" in maps}

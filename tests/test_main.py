@@ -1,0 +1,136 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.principal import Principal
+from aql_mcp.auth.tokens import JwtVerifier
+from aql_mcp.exceptions import InvalidToken
+from aql_mcp.main import main
+from aql_mcp.settings import Settings, load_settings
+
+
+def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("AQL_MCP_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private state directory in the environment the CLI reads, and no other AQL_MCP_ variable."""
+    clear_environ(monkeypatch)
+    path = tmp_path / "state"
+    monkeypatch.setenv("AQL_MCP_STORE__PATH", str(path))
+    return path
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def dev_settings_for(state: Path, **server: object) -> Settings:
+    return load_settings(None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, **server}})
+
+
+def verifier_for(settings: Settings) -> JwtVerifier:
+    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    return JwtVerifier(keys={issuer.kid: issuer.public_key}, issuer=settings.issuer, audience=settings.audience)
+
+
+def minted(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["dev-token", *args]) == 0
+    return capsys.readouterr().out.strip()
+
+
+def test_check_config_accepts_a_good_file(state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, "server:\n  port: 9001\nlogging:\n  level: debug\n")
+    assert main(["check-config", "--dev", "--config", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "9001" in captured.out
+    assert captured.err == ""
+
+
+def test_check_config_refuses_a_bad_file_naming_the_setting(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "server:\n  port: abc\n")
+    assert main(["check-config", "--dev", "--config", str(config)]) == 2
+    captured = capsys.readouterr()
+    assert "server.port" in captured.err
+    assert "AQL_MCP_SERVER__PORT" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_check_config_refuses_a_bad_environment_variable(
+    state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AQL_MCP_SERVER__PORT", "70000")
+    assert main(["check-config", "--dev"]) == 2
+    assert "AQL_MCP_SERVER__PORT" in capsys.readouterr().err
+
+
+def test_check_config_without_dev_is_refused(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config"]) == 2
+    assert "AQL_MCP_SERVER__DEV" in capsys.readouterr().err
+
+
+def test_unknown_command_exits_with_usage_error(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["no-such-command"])
+    assert caught.value.code == 2
+
+
+def test_dev_token_is_accepted_by_the_verifier_of_the_same_settings(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = minted(capsys)
+    settings = dev_settings_for(state)
+    principal = verifier_for(settings).verify(token)
+    assert principal.subject == "developer"
+    assert principal.scopes == frozenset({"mcp"})
+    assert principal.claims["exp"] - principal.claims["iat"] == settings.auth.dev_token_ttl_seconds
+
+
+def test_dev_token_honours_sub_scope_and_ttl(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = minted(capsys, "--sub", "alice", "--scope", "a b", "--ttl", "120")
+    principal: Principal = verifier_for(dev_settings_for(state)).verify(token)
+    assert principal.subject == "alice"
+    assert principal.scopes == frozenset({"a", "b"})
+    assert principal.claims["exp"] - principal.claims["iat"] == 120
+
+
+def test_dev_token_reads_the_state_dir_and_ttl_from_a_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clear_environ(monkeypatch)
+    state = tmp_path / "from-file"
+    config = write_config(tmp_path, f"store:\n  path: {state}\nauth:\n  dev_token_ttl_seconds: 300\n")
+    token = minted(capsys, "--config", str(config))
+    principal = verifier_for(dev_settings_for(state)).verify(token)
+    assert principal.claims["exp"] - principal.claims["iat"] == 300
+
+
+def test_dev_token_audience_follows_the_port(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = minted(capsys, "--port", "9555")
+    assert verifier_for(dev_settings_for(state, port=9555)).verify(token).subject == "developer"
+    with pytest.raises(InvalidToken):
+        verifier_for(dev_settings_for(state)).verify(token)
+
+
+def test_dev_token_key_is_the_one_the_service_uses(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = minted(capsys)
+    second = minted(capsys)
+    verifier = verifier_for(dev_settings_for(state))
+    assert verifier.verify(first).subject == verifier.verify(second).subject == "developer"
+
+
+def test_dev_token_refuses_a_ttl_that_is_not_positive(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["dev-token", "--ttl", "-60"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2

@@ -1,0 +1,250 @@
+import re
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.settings import Settings, field_defaults, load_settings
+
+DEV: dict[str, dict[str, Any]] = {"server": {"dev": True}}
+DEFAULT_YAML = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
+SETTING_KEY = re.compile(r"^(?P<indent>\s+)(?P<key>[a-z_]+):")
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    config_file: Path | None = None,
+) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_file, environ or {}, overrides)
+    return str(caught.value)
+
+
+def test_file_values_are_read(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "server:\n  dev: true\n  port: 9001\nlogging:\n  level: debug\n")
+    settings = load_settings(config, {})
+    assert settings.server.port == 9001
+    assert settings.logging.level == "debug"
+
+
+def test_environment_values_are_read_with_lists_as_json_arrays() -> None:
+    environ = {"AQL_MCP_SERVER__PORT": "9002", "AQL_MCP_HTTP__ALLOWED_ORIGINS": '["https://a.example"]'}
+    settings = load_settings(None, environ, DEV)
+    assert settings.server.port == 9002
+    assert settings.http.allowed_origins == ("https://a.example",)
+
+
+def test_environment_beats_the_file(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "server:\n  dev: true\n  port: 9000\n  name: from-file\n")
+    settings = load_settings(config, {"AQL_MCP_SERVER__PORT": "9100"})
+    assert settings.server.port == 9100
+    assert settings.server.name == "from-file"
+
+
+def test_overrides_beat_the_environment() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PORT": "9100"}, {"server": {"dev": True, "port": 9200}})
+    assert settings.server.port == 9200
+
+
+def test_unrelated_environment_variables_are_ignored() -> None:
+    # Kubernetes injects <SERVICE>_PORT / <SERVICE>_SERVICE_HOST for a Service named aql-mcp.
+    environ = {"AQL_MCP_PORT": "tcp://10.0.0.1:8000", "AQL_MCP_SERVICE_HOST": "10.0.0.1", "HOME": "/root"}
+    assert load_settings(None, environ, DEV).server.port == 8000
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings(None, {}, DEV)
+    with pytest.raises(ValidationError):
+        settings.server = settings.server  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("port", ["abc", "70000", "0"])
+def test_bad_port_is_refused_naming_the_setting_and_its_variable(port: str) -> None:
+    message = refusal({"AQL_MCP_SERVER__PORT": port}, DEV)
+    assert "server.port" in message
+    assert "AQL_MCP_SERVER__PORT" in message
+
+
+def test_bad_port_in_the_file_is_refused_naming_the_setting_and_its_variable(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "server:\n  dev: true\n  port: abc\n")
+    message = refusal(config_file=config)
+    assert "server.port" in message
+    assert "AQL_MCP_SERVER__PORT" in message
+
+
+@pytest.mark.parametrize("name", ["Bad Name", "1abc", "aql_mcp", "Aql", ""])
+def test_server_name_that_is_not_a_uri_scheme_is_refused(name: str) -> None:
+    message = refusal({"AQL_MCP_SERVER__NAME": name}, DEV)
+    assert "server.name" in message
+    assert "AQL_MCP_SERVER__NAME" in message
+
+
+def test_server_name_with_a_trailing_newline_is_refused() -> None:
+    refusal({"AQL_MCP_SERVER__NAME": "aql-mcp\n"}, DEV)
+
+
+@pytest.mark.parametrize("name", ["aql-mcp", "corp.agents", "x+y", "a1"])
+def test_server_name_that_is_a_uri_scheme_is_accepted(name: str) -> None:
+    assert load_settings(None, {"AQL_MCP_SERVER__NAME": name}, DEV).server.name == name
+
+
+def test_malformed_json_list_in_the_environment_is_refused() -> None:
+    message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": '["https://a.example"'}, DEV)
+    assert "AQL_MCP_HTTP" in message
+
+
+def test_malformed_json_list_in_the_environment_is_refused_naming_its_variable() -> None:
+    message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": "[not json"}, DEV)
+    assert "AQL_MCP_HTTP__ALLOWED_ORIGINS" in message
+
+
+def test_origin_that_is_not_scheme_host_port_is_refused() -> None:
+    message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": '["https://a.example/path"]'}, DEV)
+    assert "AQL_MCP_HTTP__ALLOWED_ORIGINS" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("server:\n  dev: true\n  colour: red\n", "server.colour"),
+        ("server:\n  dev: true\nbogus:\n  a: 1\n", "bogus"),
+    ],
+)
+def test_unknown_key_in_the_file_is_refused_naming_it(tmp_path: Path, text: str, key: str) -> None:
+    message = refusal(config_file=write_config(tmp_path, text))
+    assert key in message
+
+
+def test_unknown_setting_in_the_environment_is_refused() -> None:
+    message = refusal({"AQL_MCP_SERVER__COLOUR": "red"}, DEV)
+    assert "AQL_MCP_SERVER__COLOUR" in message
+
+
+def test_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+    refusal(config_file=write_config(tmp_path, "- server\n"))
+
+
+def test_file_that_is_not_yaml_is_refused(tmp_path: Path) -> None:
+    refusal(config_file=write_config(tmp_path, "server: [unclosed\n"))
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    refusal(overrides=DEV, config_file=tmp_path / "missing.yaml")
+
+
+def test_empty_file_means_defaults(tmp_path: Path) -> None:
+    settings = load_settings(write_config(tmp_path, ""), {}, DEV)
+    assert settings.server.port == 8000
+
+
+def test_production_mode_is_refused_naming_the_dev_variable() -> None:
+    message = refusal({})
+    assert "AQL_MCP_SERVER__DEV" in message
+
+
+def test_wildcard_origin_is_refused_outside_development_mode() -> None:
+    message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": '["*"]'})
+    assert "AQL_MCP_HTTP__ALLOWED_ORIGINS" in message
+
+
+def test_wildcard_origin_is_accepted_in_development_mode() -> None:
+    settings = load_settings(None, {"AQL_MCP_HTTP__ALLOWED_ORIGINS": '["*"]'}, DEV)
+    assert settings.allowed_origins == ("*",)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "agents.example.com"])
+def test_development_mode_on_a_non_loopback_host_is_refused(host: str) -> None:
+    message = refusal({"AQL_MCP_SERVER__HOST": host}, DEV)
+    assert "AQL_MCP_SERVER__HOST" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
+def test_development_mode_on_a_loopback_host_is_accepted(host: str) -> None:
+    assert load_settings(None, {"AQL_MCP_SERVER__HOST": host}, DEV).server.host == host
+
+
+def test_development_mode_defaults_allowed_hosts_to_loopback_with_the_port() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PORT": "9123"}, DEV)
+    assert set(settings.allowed_hosts) == {
+        "127.0.0.1",
+        "127.0.0.1:9123",
+        "localhost",
+        "localhost:9123",
+        "[::1]",
+        "[::1]:9123",
+    }
+
+
+def test_development_mode_defaults_allowed_origins_to_loopback_on_the_port() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PORT": "9123"}, DEV)
+    assert set(settings.allowed_origins) == {"http://127.0.0.1:9123", "http://localhost:9123", "http://[::1]:9123"}
+
+
+def test_configured_allow_lists_replace_the_development_defaults() -> None:
+    environ = {
+        "AQL_MCP_HTTP__ALLOWED_ORIGINS": '["https://a.example"]',
+        "AQL_MCP_HTTP__ALLOWED_HOSTS": '["a.example"]',
+    }
+    settings = load_settings(None, environ, DEV)
+    assert settings.allowed_origins == ("https://a.example",)
+    assert settings.allowed_hosts == ("a.example",)
+
+
+def test_issuer_and_audience_default_to_the_base_url() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PORT": "9123"}, DEV)
+    assert settings.issuer == "http://127.0.0.1:9123"
+    assert settings.audience == "http://127.0.0.1:9123/mcp"
+
+
+def test_public_url_sets_the_base_url_without_a_trailing_slash() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PUBLIC_URL": "https://agents.example.com/"}, DEV)
+    assert settings.base_url == "https://agents.example.com"
+    assert settings.audience == "https://agents.example.com/mcp"
+
+
+def test_plugin_paths_are_builtin_then_extra_without_duplicates() -> None:
+    environ = {
+        "AQL_MCP_SERVER__BUILTIN_PLUGINS": '["pkg.a:plugin", "pkg.b:plugin"]',
+        "AQL_MCP_SERVER__PLUGINS": '["pkg.c:plugin", "pkg.a:plugin"]',
+    }
+    settings = load_settings(None, environ, DEV)
+    assert settings.plugin_paths == ("pkg.a:plugin", "pkg.b:plugin", "pkg.c:plugin")
+
+
+def test_plugin_listed_twice_among_the_extras_is_loaded_once() -> None:
+    settings = load_settings(None, {"AQL_MCP_SERVER__PLUGINS": '["pkg.c:plugin", "pkg.c:plugin"]'}, DEV)
+    assert settings.plugin_paths == ("pkg.c:plugin",)
+
+
+def test_default_yaml_lists_every_setting_with_its_default() -> None:
+    documented = yaml.safe_load(DEFAULT_YAML.read_text(encoding="utf-8"))
+    assert documented == field_defaults()
+    assert list(documented) == list(Settings.model_fields)
+
+
+def test_default_yaml_comments_every_setting() -> None:
+    lines = DEFAULT_YAML.read_text(encoding="utf-8").splitlines()
+    uncommented = [
+        match["key"]
+        for previous, line in pairwise(lines)
+        if (match := SETTING_KEY.match(line)) and not previous.strip().startswith("#")
+    ]
+    keys = [m["key"] for line in lines if (m := SETTING_KEY.match(line))]
+    assert sum(len(section) for section in field_defaults().values()) == len(keys)
+    assert uncommented == []
+
+
+def test_default_yaml_is_a_valid_configuration_in_development_mode() -> None:
+    settings = load_settings(DEFAULT_YAML, {}, DEV)
+    assert settings.server.name == "aql-mcp"
