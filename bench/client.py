@@ -57,7 +57,11 @@ class McpClient:
 
     def handshake(self) -> str | None:
         """initialize + notifications/initialized; the session id (None from a stateless server)."""
-        params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        }
         headers, _ = self.call("initialize", params, session=None)
         session = headers.get("mcp-session-id")
         status, _, body = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session)

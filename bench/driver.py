@@ -18,7 +18,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
@@ -31,8 +31,21 @@ from report import write_report
 from stacks import write_profile
 from targets import ROOT, TARGETS, Server, Target, loaded_modules, start, stop
 
-PACKAGES = ("aql-mcp", "mcp", "uvicorn", "starlette", "uvloop", "httptools", "anyio", "pydantic", "orjson",
-            "structlog", "jsonschema", "pyjwt", "sse-starlette")  # fmt: skip
+PACKAGES = (
+    "aql-mcp",
+    "mcp",
+    "uvicorn",
+    "starlette",
+    "uvloop",
+    "httptools",
+    "anyio",
+    "pydantic",
+    "orjson",
+    "structlog",
+    "jsonschema",
+    "pyjwt",
+    "sse-starlette",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,6 +120,7 @@ def run(args: argparse.Namespace) -> None:
         for target in targets[rep % len(targets) :] + targets[: rep % len(targets)]:
             print(f"[bench] rep {rep + 1}/{args.reps}: {target.name}", file=sys.stderr, flush=True)
             for row in measure_target(target, rep + 1, concurrencies, args.sessions, options, out):
+                # Written as each phase ends, so a later failure keeps what was measured.
                 with (out / "results.jsonl").open("a") as results:
                     results.write(json.dumps(row) + "\n")
                 print(f"[bench]   {summary_line(row)}", file=sys.stderr, flush=True)
@@ -122,22 +136,25 @@ def select(names: str) -> list[Target]:
 
 def measure_target(
     target: Target, rep: int, concurrencies: list[int], sessions: int, options: LoadOptions, out: Path
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     base = {"target": target.name, "rep": rep}
     server = start(target, cpu=options.server_cpu, run_dir=out, label=f"load-r{rep}")
     try:
         modules = sorted(loaded_modules(server.pid))
-        rows = [{**base, "phase": "load", "modules": modules, **r} for r in load_phase(server, concurrencies, options, out)]
+        rows = [
+            {**base, "phase": "load", "modules": modules, **r} for r in load_phase(server, concurrencies, options, out)
+        ]
     finally:
         stop(server)
     rows[-1]["log"] = log_summary(server)
+    yield from rows
     server = start(target, cpu=options.server_cpu, run_dir=out, label=f"sessions-r{rep}")
     try:
         row = {**base, "phase": "sessions", **session_phase(server, count=sessions, deadline=120.0, options=options)}
     finally:
         stop(server)
     row["log"] = log_summary(server)
-    return [*rows, row]
+    yield row
 
 
 def log_summary(server: Server) -> dict[str, Any]:
@@ -211,7 +228,7 @@ def machine() -> str:
 
 def _first_line(argv: list[str]) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)  # noqa: S603
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
     except OSError:
         return "not found"
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else "unknown"
@@ -225,7 +242,9 @@ def commands(targets: list[Target], options: LoadOptions) -> dict[str, Any]:
         sessions = Path(f"sessions-{target.name}-c64.txt") if target.stateful else None
         out[target.name] = {
             "server": ["taskset", "-c", str(options.server_cpu), *target.argv],
-            "wrk": wrk_argv(target.url, headers, conc=64, duration=options.duration, sessions=sessions, cpu=options.load_cpu),
+            "wrk": wrk_argv(
+                target.url, headers, conc=64, duration=options.duration, sessions=sessions, cpu=options.load_cpu
+            ),
         }
     return out
 
@@ -233,7 +252,8 @@ def commands(targets: list[Target], options: LoadOptions) -> dict[str, Any]:
 def summary_line(row: dict[str, Any]) -> str:
     if row["phase"] == "load":
         return (
-            f"c={row['conc']}: {row['calls_per_s']:.0f} calls/s, p50 {row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, "
+            f"c={row['conc']}: {row['calls_per_s']:.0f} calls/s, "
+            f"p50 {row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, "
             f"{row['server_cpu_us_per_call']:.0f} us CPU/call, bad {row['bad']}, others on server CPU "
             f"{row['others_on_server_cpu']:.0%}"
         )

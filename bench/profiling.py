@@ -31,15 +31,35 @@ def profile_service(
         url, headers, cpu = SERVICE.url, server.headers, options.load_cpu
         run_wrk(wrk_argv(url, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup)
         waited = wait_quiet(server.pid, options)
-        spy = subprocess.Popen(  # noqa: S603 - fixed argv
-            ["taskset", "-c", str(cpu), py_spy, "record", "--pid", str(server.pid), "--rate", str(rate),
-             "--duration", str(options.duration + 2), "--format", "raw", "--output", str(raw)],
-            stdout=subprocess.DEVNULL, stderr=(out / "py-spy.log").open("wb"),
-        )  # fmt: skip
+        spy = subprocess.Popen(
+            [
+                "taskset",
+                "-c",
+                str(cpu),
+                py_spy,
+                "record",
+                "--pid",
+                str(server.pid),
+                "--rate",
+                str(rate),
+                "--duration",
+                str(options.duration + 2),
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(out / "py-spy.log").open("wb"),
+        )
         try:
             time.sleep(ATTACH_SECONDS)
-            row = measure_once(server, wrk_argv(url, headers, conc=conc, duration=options.duration,
-                                                sessions=sessions, cpu=cpu), options, quiet=False)  # fmt: skip
+            row = measure_once(
+                server,
+                wrk_argv(url, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
+                options,
+                quiet=False,
+            )
             spy.wait(timeout=options.duration + 60)
         finally:
             if spy.poll() is None:

@@ -27,7 +27,7 @@ LOAD_COLUMNS = (
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
 )
 SESSION_COLUMNS = (
-    "| target | handshake p50 ms | p99 ms | server CPU ms/handshake | RSS idle MiB | RSS with 1,000 open MiB "
+    "| target | handshake p50 ms | p99 ms | server CPU ms/handshake | RSS idle MiB | RSS with the sessions open MiB "
     "| KiB per open idle session |",
     "|---|---:|---:|---:|---:|---:|---:|",
 )
@@ -61,12 +61,22 @@ def _rank(target: str) -> int:
 def load_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = list(LOAD_COLUMNS)
     for (target, conc), group in grouped(rows, "load").items():
-        m = {k: median(group, k) for k in ("calls_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call",
-                                            "server_cpu_share", "others_on_server_cpu")}  # fmt: skip
+        m = {
+            k: median(group, k)
+            for k in (
+                "calls_per_s",
+                "p50_ms",
+                "p99_ms",
+                "server_cpu_us_per_call",
+                "server_cpu_share",
+                "others_on_server_cpu",
+            )
+        }
         bad = sum(r["bad"] + r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"] for r in group)
         lines.append(
             f"| {target} | {conc} | {m['calls_per_s']:.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.1f} | "
-            f"{m['server_cpu_us_per_call']:.0f} | {m['server_cpu_share']:.0%} | {bad} | {m['others_on_server_cpu']:.0%} |"
+            f"{m['server_cpu_us_per_call']:.0f} | {m['server_cpu_share']:.0%} | {bad} | "
+            f"{m['others_on_server_cpu']:.0%} |"
         )
     return lines
 
@@ -75,10 +85,13 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = list(SESSION_COLUMNS)
     for (target, _), group in grouped(rows, "sessions").items():
         per_session = median(group, "kib_per_session")
+        rss_before, rss_after = (
+            (median(group, "rss_before_kib") or 0) / 1024,
+            (median(group, "rss_after_kib") or 0) / 1024,
+        )
         lines.append(
             f"| {target} | {median(group, 'handshake_p50_ms'):.2f} | {median(group, 'handshake_p99_ms'):.2f} | "
-            f"{median(group, 'server_cpu_ms_per_handshake'):.2f} | {median(group, 'rss_before_kib') / 1024:.1f} | "
-            f"{median(group, 'rss_after_kib') / 1024:.1f} | "
+            f"{median(group, 'server_cpu_ms_per_handshake'):.2f} | {rss_before:.1f} | {rss_after:.1f} | "
             f"{'n/a (stateless)' if per_session is None else f'**{per_session:.1f}**'} |"
         )
     return lines
@@ -93,14 +106,29 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
     handshake = median(sessions.get((SERVICE, 0), []), "server_cpu_ms_per_handshake")
     speedup = ours_rps / reference_rps if ours_rps and reference_rps else None
     checks = [
-        ("tools/call throughput at c=64, × the SDK's stateless JSON server (same run)", speedup, "×", f"≥ {GOAL_SPEEDUP:g}×",
-         speedup is not None and speedup >= GOAL_SPEEDUP),
+        (
+            "tools/call throughput at c=64, x the SDK's stateless JSON server (same run)",
+            speedup,
+            "x",
+            f"≥ {GOAL_SPEEDUP:g}x",
+            speedup is not None and speedup >= GOAL_SPEEDUP,
+        ),
         ("p99 latency at c=64", p99, " ms", f"< {GOAL_P99_MS:g} ms", p99 is not None and p99 < GOAL_P99_MS),
-        ("memory per open idle session", per_session, " KiB", f"≤ {GOAL_KB_PER_SESSION:g} KB (4,096 B)",
-         per_session is not None and per_session <= GOAL_KB_PER_SESSION),
-        ("server CPU per handshake", handshake, " ms", f"< {GOAL_HANDSHAKE_CPU_MS:g} ms",
-         handshake is not None and handshake < GOAL_HANDSHAKE_CPU_MS),
-    ]  # fmt: skip
+        (
+            "memory per open idle session",
+            per_session,
+            " KiB",
+            f"≤ {GOAL_KB_PER_SESSION:g} KB (4,096 B)",
+            per_session is not None and per_session <= GOAL_KB_PER_SESSION,
+        ),
+        (
+            "server CPU per handshake",
+            handshake,
+            " ms",
+            f"< {GOAL_HANDSHAKE_CPU_MS:g} ms",
+            handshake is not None and handshake < GOAL_HANDSHAKE_CPU_MS,
+        ),
+    ]
     lines = ["| measure (aql-mcp) | measured | goal | met |", "|---|---:|---|---|"]
     for name, value, unit, goal, met in checks:
         shown = "n/a" if value is None else f"{value:.2f}{unit}"
@@ -118,7 +146,7 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
             continue
         rps = median(ours, "calls_per_s") / median(group, "calls_per_s")  # type: ignore[operator]
         cpu = median(group, "server_cpu_us_per_call") / median(ours, "server_cpu_us_per_call")  # type: ignore[operator]
-        lines.append(f"| {conc} | {target} | {rps:.2f}× | {cpu:.2f}× |")
+        lines.append(f"| {conc} | {target} | {rps:.2f}x | {cpu:.2f}x |")
     return lines
 
 
@@ -156,7 +184,8 @@ def noise(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[str]:
     if worst is not None:
         lines.append(
             f"- Most disturbed kept run: {worst['target']} c={worst['conc']} (rep {worst['rep']}), others used "
-            f"{worst['others_on_server_cpu']:.0%} of the server CPU and {worst['others_on_load_cpu']:.0%} of the load CPU."
+            f"{worst['others_on_server_cpu']:.0%} of the server CPU and {worst['others_on_load_cpu']:.0%} of the "
+            "load CPU."
         )
     wrk_max = max((r["wrk_cpu_share"] for r in load), default=0.0)
     lines.append(f"- wrk used at most {wrk_max:.0%} of the load CPU: the load generator was not the bottleneck.")
@@ -169,19 +198,24 @@ def service_log(rows: list[dict[str, Any]]) -> list[str]:
         log = row.get("log")
         if row["target"] != SERVICE or not log:
             continue
-        statuses = ", ".join(f"{count} × {status}" for status, count in sorted(log["http_status"].items()))
-        lines.append(f"- {row['phase']} phase, rep {row['rep']}: `http_request` lines {statuses or 'none'}; "
-                     f"{log['problem_lines']} lines at warning or above.")  # fmt: skip
+        statuses = ", ".join(f"{count} x {status}" for status, count in sorted(log["http_status"].items()))
+        lines.append(
+            f"- {row['phase']} phase, rep {row['rep']}: `http_request` lines {statuses or 'none'}; "
+            f"{log['problem_lines']} lines at warning or above."
+        )
         lines += [f"  - `{p[:300]}`" for p in log["problems"][:5]]
     for row in rows:
         if row["target"] != SERVICE and row.get("log", {}).get("problem_lines"):
-            lines.append(f"- {row['target']} ({row['phase']}, rep {row['rep']}) logged: `{row['log']['problems'][0][:300]}`")
+            lines.append(
+                f"- {row['target']} ({row['phase']}, rep {row['rep']}) logged: `{row['log']['problems'][0][:300]}`"
+            )
     return lines
 
 
 def render(runs: list[Path]) -> list[str]:
     rows = load_rows(runs)
     reps = max(r["rep"] for r in rows)
+    options = json.loads((runs[-1] / "options.json").read_text())
     return [
         "# Benchmark results",
         "",
@@ -195,9 +229,10 @@ def render(runs: list[Path]) -> list[str]:
         "",
         "## tools/call: throughput, latency, server CPU",
         "",
-        "Closed loop, one wrk thread, 3 s warm-up then 10 s measured per concurrency; server CPU = the server "
-        "process's utime+stime over the measured window / calls. \"bad\" counts responses that failed the check "
-        "(HTTP 200, JSON or SSE framing, echoed text, no `\"isError\":true`) plus socket errors and timeouts.",
+        f"Closed loop, one wrk thread, {options['warmup']} s warm-up then {options['duration']} s measured per "
+        "concurrency; server CPU = the server "
+        'process\'s utime+stime over the measured window / calls. "bad" counts responses that failed the check '
+        '(HTTP 200, JSON or SSE framing, echoed text, no `"isError":true`) plus socket errors and timeouts.',
         "",
         *load_table(rows),
         "",
@@ -207,14 +242,15 @@ def render(runs: list[Path]) -> list[str]:
         "",
         "## Handshakes and memory",
         "",
-        "1,000 sequential initialize + notifications/initialized on one keep-alive connection (stdlib client on "
+        f"{options['sessions']:,} sequential initialize + notifications/initialized on one keep-alive connection "
+        "(stdlib client on "
         "CPU 1), sessions left open; RSS from /proc/<pid>/status before and 1 s after; server CPU over the loop.",
         "",
         *session_table(rows),
         "",
         "## Noise",
         "",
-        *noise(rows, json.loads((runs[-1] / "options.json").read_text())),
+        *noise(rows, options),
         "",
         "## Service log",
         "",

@@ -26,5 +26,5 @@ fi
   --reps "${REPS:-1}" --conc "${CONC:-1,16,64}" --duration "${DURATION:-10}" --warmup "${WARMUP:-3}" \
   --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}"
 "$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"
-ln -sfn "$(basename "$OUT")" bench/results/latest
+case "$OUT" in bench/results/*) ln -sfn "$(basename "$OUT")" bench/results/latest ;; esac
 echo "bench: raw results in $OUT"

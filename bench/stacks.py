@@ -145,7 +145,12 @@ def c_library_called(frame: Frame) -> str | None:
 
 
 def tally(stacks: list[tuple[list[Frame], int]]) -> dict[str, Counter[str]]:
-    tables: dict[str, Counter[str]] = {"layer": Counter(), "owner": Counter(), "inclusive": Counter(), "leaf": Counter()}
+    tables: dict[str, Counter[str]] = {
+        "layer": Counter(),
+        "owner": Counter(),
+        "inclusive": Counter(),
+        "leaf": Counter(),
+    }
     for frames, count in stacks:
         tables["layer"][layer_of(frames)] += count
         tables["owner"][owner_of(frames)] += count
@@ -176,7 +181,8 @@ def render(raw: Path, row: dict[str, Any], versions: dict[str, str]) -> list[str
         "`bench/service.yaml` configuration of `make bench`), server on CPU 0, wrk and py-spy on CPU 1. "
         f"Raw stacks: `{raw}` (gitignored).",
         "",
-        f"During the profile: {row['calls_per_s']:.0f} calls/s, p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
+        f"During the profile: {row['calls_per_s']:.0f} calls/s, "
+        f"p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
         f"{row['server_cpu_us_per_call']:.0f} µs of server CPU per call, {row['bad']} bad responses; the server used "
         f"{row['server_cpu_share']:.0%} of its CPU and other processes {row['others_on_server_cpu']:.0%}. py-spy "
         "pauses the process for each sample, so throughput here is below `make bench`'s.",

@@ -1,11 +1,14 @@
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.principal import Principal
-from aql_mcp.auth.tokens import JwtVerifier
+from aql_mcp.auth.principal import Principal as _Principal
+from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.main import main
 from aql_mcp.settings import Settings, load_settings
@@ -36,9 +39,20 @@ def dev_settings_for(state: Path, **server: object) -> Settings:
     return load_settings(None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, **server}})
 
 
-def verifier_for(settings: Settings) -> JwtVerifier:
+class SyncVerifier:
+    """The async verifier, driven from these synchronous CLI tests."""
+
+    def __init__(self, verifier: BearerVerifier) -> None:
+        self._verifier = verifier
+
+    def verify(self, token: str) -> _Principal:
+        return anyio.run(self._verifier.verify, token)
+
+
+def verifier_for(settings: Settings) -> SyncVerifier:
     issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
-    return JwtVerifier(keys={issuer.kid: issuer.public_key}, issuer=settings.issuer, audience=settings.audience)
+    keys = {issuer.kid: SigningKey(issuer.kid, "ES256", issuer.public_key)}
+    return SyncVerifier(BearerVerifier(static_keys=keys, issuer=settings.issuer, audience=settings.audience))
 
 
 def minted(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -75,7 +89,7 @@ def test_check_config_refuses_a_bad_environment_variable(
 
 def test_check_config_without_dev_is_refused(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config"]) == 2
-    assert "AQL_MCP_SERVER__DEV" in capsys.readouterr().err
+    assert "AQL_MCP_AUTH__JWKS_URL" in capsys.readouterr().err
 
 
 def test_unknown_command_exits_with_usage_error(state: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from aql_mcp.settings import Settings, field_defaults, load_settings
 
 DEV: dict[str, dict[str, Any]] = {"server": {"dev": True}}
 DEFAULT_YAML = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
-SETTING_KEY = re.compile(r"^(?P<indent>\s+)(?P<key>[a-z_]+):")
+SETTING_KEY = re.compile(r"^(?P<indent>\s+)(?P<key>[a-z0-9_]+):")
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -148,9 +148,42 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
     assert settings.server.port == 8000
 
 
-def test_production_mode_is_refused_naming_the_dev_variable() -> None:
+def test_production_mode_without_a_token_source_is_refused_naming_the_jwks_variable() -> None:
     message = refusal({})
-    assert "AQL_MCP_SERVER__DEV" in message
+    assert "AQL_MCP_AUTH__JWKS_URL" in message
+
+
+def test_production_mode_starts_with_the_four_operator_settings() -> None:
+    """Issue: with JWKS URL, issuer, audience and allowed origins, serve starts in production mode."""
+    settings = load_settings(
+        None,
+        {
+            "AQL_MCP_AUTH__JWKS_URL": "https://idp.example/jwks.json",
+            "AQL_MCP_AUTH__ISSUER": "https://idp.example",
+            "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example/mcp",
+            "AQL_MCP_HTTP__ALLOWED_ORIGINS": '["https://agents.example.com"]',
+        },
+    )
+    assert settings.server.dev is False
+    assert settings.allowed_origins == ("https://agents.example.com",)
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [
+        (
+            {"AQL_MCP_AUTH__ALGORITHMS": '["RS256", "HS256"]', "AQL_MCP_AUTH__HS256_SECRET": "x" * 32},
+            "AQL_MCP_AUTH__ALGORITHMS",
+        ),
+        ({}, "AQL_MCP_AUTH__ISSUER"),
+    ],
+    ids=["hs256", "no-issuer"],
+)
+def test_unsafe_production_settings_are_refused_with_the_variable_named(environ: dict[str, str], variable: str) -> None:
+    base = {"AQL_MCP_AUTH__JWKS_URL": "https://idp.example/jwks.json"}
+    if variable != "AQL_MCP_AUTH__ISSUER":
+        base |= {"AQL_MCP_AUTH__ISSUER": "https://idp.example", "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example/mcp"}
+    assert variable in refusal({**base, **environ})
 
 
 def test_wildcard_origin_is_refused_outside_development_mode() -> None:
@@ -240,7 +273,7 @@ def test_default_yaml_comments_every_setting() -> None:
         for previous, line in pairwise(lines)
         if (match := SETTING_KEY.match(line)) and not previous.strip().startswith("#")
     ]
-    keys = [m["key"] for line in lines if (m := SETTING_KEY.match(line))]
+    keys = [m["key"] for line in lines if (m := SETTING_KEY.match(line)) and len(m["indent"]) == 2]
     assert sum(len(section) for section in field_defaults().values()) == len(keys)
     assert uncommented == []
 

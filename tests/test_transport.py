@@ -18,7 +18,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
+from aql_mcp.testing.conformance import plugin as conformance
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, open_session, rpc
 
 pytestmark = pytest.mark.anyio
@@ -354,6 +356,19 @@ async def test_prompts_get_of_an_unknown_prompt_is_invalid_params(client: httpx.
     assert_wire_error(response, 200, -32602, token)
 
 
+@pytest.mark.parametrize(
+    "arguments", [{}, {"arg1": "a"}, {"arg1": "a", "arg2": 2}], ids=["none", "one-missing", "not-a-string"]
+)
+async def test_prompts_get_without_a_required_argument_is_invalid_params(
+    client: httpx.AsyncClient, token: str, arguments: dict[str, Any]
+) -> None:
+    """MCP 2025-11-25 server/prompts, Error Handling: missing required arguments are -32602."""
+    session = await open_session(client, token)
+    params = {"name": "test_prompt_with_arguments", "arguments": arguments}
+    response = await client.post("/mcp", json=rpc("prompts/get", params), headers=session)
+    assert_wire_error(response, 200, -32602, token)
+
+
 @pytest.mark.parametrize("cursor", ["!!!", "not-a-cursor", "bzp4", 5, "", {"offset": 2}])
 async def test_malformed_cursor_is_invalid_params(client: httpx.AsyncClient, token: str, cursor: Any) -> None:
     """MCP 2025-11-25 server/utilities/pagination: an invalid cursor is -32602."""
@@ -521,7 +536,9 @@ async def test_tools_list_pages_through_every_tool_once_in_a_stable_order(tmp_pa
     assert len(first) > 2
     assert len(first) == len(set(first))
     assert first == second
-    assert "test_simple_text" in first
+    registry = Registry()
+    conformance.register(registry)
+    assert sorted(first) == sorted(tool.name for tool in registry.tools())
 
 
 # --- probes and the service page --------------------------------------------------------------------
@@ -567,11 +584,11 @@ async def test_rejection_of_a_readable_request_carries_its_id(client: httpx.Asyn
     assert response.json()["id"] == 7
 
 
-async def test_rejection_without_a_readable_id_omits_the_id(client: httpx.AsyncClient, token: str) -> None:
-    """2025-11-25 transports: the error body "has no `id`"; schema.json RequestId is string | integer."""
+async def test_rejection_without_a_readable_id_has_a_null_id(client: httpx.AsyncClient, token: str) -> None:
+    """JSON-RPC 2.0 §5: null when the id could not be read; the official client needs the member."""
     response = await post_raw(client, token, b"{")
     assert response.status_code == 400
-    assert "id" not in response.json()
+    assert response.json()["id"] is None
 
 
 # --- X-Request-Id (corporate §15.1) -----------------------------------------------------------------

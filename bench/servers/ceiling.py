@@ -2,8 +2,7 @@
 
 No MCP logic, no sessions, no validation: what uvicorn + Starlette + JSON cost per request.
 `initialize` gets a fixed result and notifications 202, so the handshake loop runs too.
-
-    uvicorn --app-dir bench/servers --factory ceiling:create_app ...
+Run with `uvicorn --app-dir bench/servers --factory ceiling:create_app`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The official `mcp` SDK's server with the same `echo(text)` tool: the reference to compare with.
 
-    uvicorn --app-dir bench/servers --factory sdk_echo:stateless_json ...
-    uvicorn --app-dir bench/servers --factory sdk_echo:stateful_sse ...
+Run with `uvicorn --app-dir bench/servers --factory sdk_echo:stateless_json` (or `:stateful_sse`).
 """
 
 from __future__ import annotations

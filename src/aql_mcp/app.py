@@ -24,14 +24,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.tokens import JwtVerifier, TokenVerifier
-from aql_mcp.exceptions import ConfigError
+from aql_mcp.auth.jwks import JwksKeySource
+from aql_mcp.auth.verifier import Authentication, build_authentication
 from aql_mcp.middleware.auth import AuthMiddleware
 from aql_mcp.middleware.errors import ServerErrorMiddleware
 from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.middleware.limits import BodyLimitMiddleware
 from aql_mcp.middleware.origin import OriginMiddleware
 from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
+from aql_mcp.middleware.rate_limit import RateLimitMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
@@ -46,6 +47,8 @@ from aql_mcp.transport import StreamableHTTPEndpoint
 log = structlog.get_logger("aql_mcp.app")
 HOUSEKEEPING_SECONDS = 30.0
 Endpoint = Callable[[Request], Awaitable[Response]]
+# What a caller without a token may do when `auth.anonymous_listing` is on (corporate §7.1 MAY).
+ANONYMOUS_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list", "prompts/list"})
 LIST_CHANGED = {"tool": "notifications/tools/list_changed", "prompt": "notifications/prompts/list_changed"}
 
 
@@ -59,6 +62,7 @@ class Services:
     endpoint: StreamableHTTPEndpoint
     probes: Probes
     dev_issuer: DevIssuer | None
+    authentication: Authentication
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -69,30 +73,43 @@ def create_app(settings: Settings) -> Starlette:
         store,
         idle_seconds=settings.sessions.idle_seconds,
         max_open=settings.sessions.max_open,
+        max_per_owner=settings.limits.max_sessions_per_principal,
         retry_after=settings.sessions.retry_after_seconds,
     )
     endpoint = StreamableHTTPEndpoint(
         sessions=sessions,
-        dispatcher=build_dispatcher(registry, page_size=settings.streams.page_size),
+        dispatcher=build_dispatcher(registry, settings),
         hub=sessions,
         server_name=settings.server.name,
         instructions=instructions(settings),
         retry_ms=settings.streams.retry_ms,
         log_level=settings.logging.level,
+        anonymous_methods=ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset(),
     )
     issuer = (
         DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
         if settings.server.dev
         else None
     )
-    services = Services(settings, registry, sessions, endpoint, Probes(store), issuer)
+    authentication = build_authentication(settings, issuer)
+    services = Services(
+        settings, registry, sessions, endpoint, Probes(store, authentication.jwks), issuer, authentication
+    )
     mcp_middleware = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
         Middleware(
             AuthMiddleware,
-            verifier=verifier(settings, issuer),
+            verifier=authentication.verifier,
             realm=settings.server.name,
             resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
+            required_scopes=settings.auth.required_scopes,
+            anonymous=settings.auth.anonymous_listing,
+        ),
+        Middleware(
+            RateLimitMiddleware,
+            rate_per_second=settings.limits.rate_per_second,
+            burst=settings.limits.rate_burst,
+            max_concurrent=settings.limits.max_concurrent_calls,
         ),
         Middleware(ProtocolVersionMiddleware),
     ]
@@ -122,12 +139,6 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.state.services = services
     return app
-
-
-def verifier(settings: Settings, issuer: DevIssuer | None) -> TokenVerifier:
-    if issuer is None:
-        raise ConfigError("server.dev (AQL_MCP_SERVER__DEV): no production token source is configured")
-    return JwtVerifier(keys={issuer.kid: issuer.public_key}, issuer=issuer.issuer, audience=issuer.audience)
 
 
 def instructions(settings: Settings) -> str:
@@ -166,7 +177,12 @@ def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], Ab
         await store.open()
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))
+        jwks = services.authentication.jwks
+        if jwks is not None:
+            await jwks.refresh()  # not ready until it succeeds; the refresher keeps trying
         async with anyio.create_task_group() as group:
+            if jwks is not None:
+                group.start_soon(_refresh_keys, jwks)
             group.start_soon(_housekeeping, services)
             group.start_soon(_keepalive, services)
             group.start_soon(_announce_changes, services, changes_out)
@@ -176,6 +192,7 @@ def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], Ab
             finally:
                 group.cancel_scope.cancel()
         await services.sessions.close_all()
+        await services.authentication.client.aclose()
         await store.close()
 
     return run
@@ -202,6 +219,13 @@ async def _housekeeping(services: Services) -> None:
             await services.sessions.store.purge_events(time.time() - retention)
         except Exception:
             log.exception("housekeeping_failed")
+
+
+async def _refresh_keys(jwks: JwksKeySource) -> None:
+    """Refresh the key set before its TTL runs out; retry sooner while it is failing."""
+    while True:
+        await anyio.sleep(min(jwks.ttl / 2, 30.0) if jwks.status() != "ok" else jwks.ttl * 0.8)
+        await jwks.refresh()
 
 
 async def _keepalive(services: Services) -> None:

@@ -19,6 +19,9 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── InternalError               500  -32603
         ├── ResourceNotFound            404  -32002
         ├── PayloadTooLarge             413  -32005
+        ├── RateLimited                 429  -32003   (+ Retry-After, data.retryAfter)
+        ├── ToolTimeout                 504  -32004
+        ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
         ├── UpstreamUnavailable         503  -32006
         │   ├── StoreError          (a store engine failed; its detail stays in the log)
         │   └── SessionLimitReached
@@ -70,6 +73,8 @@ class WireError(AqlMcpError):
     status: ClassVar[int] = 500
     code: ClassVar[int] = INTERNAL_ERROR
     message: ClassVar[str] = "Internal error"
+    # Whether the status is sent even for an error answering a request inside a session.
+    keeps_status: ClassVar[bool] = False
 
     def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
         super().__init__(detail or self.message)
@@ -124,6 +129,32 @@ class ResourceNotFound(WireError):
 
 class PayloadTooLarge(WireError):
     status, code, message = 413, PAYLOAD_TOO_LARGE, "Payload too large"
+
+
+class RateLimited(WireError):
+    """Too many calls, concurrent calls or sessions for one principal (corporate §14)."""
+
+    status, code, message = 429, RATE_LIMITED, "Rate limited; retry later"
+    keeps_status = True
+
+    def __init__(self, detail: str | None = None, *, retry_after: int) -> None:
+        super().__init__(detail, data={"retryAfter": retry_after})
+        self.headers["retry-after"] = str(retry_after)
+
+
+class ToolTimeout(WireError):
+    status, code, message = 504, TIMEOUT, "Timeout: the call did not finish within its time limit"
+    keeps_status = True
+
+
+class InsufficientScope(WireError):
+    """The token may not use the MCP endpoint at all (HTTP 403 before the body is read)."""
+
+    status, code, message = 403, SERVER_ERROR, "Forbidden: the token lacks a required scope"
+
+    def __init__(self, missing: tuple[str, ...]) -> None:
+        super().__init__(data={"reason": "insufficient_scope", "scope": " ".join(missing)})
+        self.missing = missing
 
 
 class UpstreamUnavailable(WireError):

@@ -116,10 +116,10 @@ class PostExchange:
     async def respond(self, result: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
         await self.finish(encode_result(self.message_id, result), headers)
 
-    async def finish(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        """Send the response: the JSON body, or the stream's last event."""
+    async def finish(self, body: bytes, headers: list[tuple[bytes, bytes]], status: int = 200) -> None:
+        """Send the response: the JSON body (with `status`), or the stream's last event."""
         if self.stream is None:
-            await send_body(self._send, 200, body, headers)
+            await send_body(self._send, status, body, headers)
             return
         await self.stream.emit(body, final=True)
         self._release()

@@ -18,7 +18,7 @@ import anyio
 import structlog
 
 from aql_mcp.events import STANDALONE, EventStream
-from aql_mcp.exceptions import SessionLimitReached, SessionNotFound
+from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification
 from aql_mcp.store.base import SessionRecord, Store
 
@@ -133,11 +133,13 @@ class SessionManager:
         idle_seconds: int,
         max_open: int,
         retry_after: int,
+        max_per_owner: int = 100,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self._idle = idle_seconds
         self._max_open = max_open
+        self._max_per_owner = max_per_owner
         self._retry_after = retry_after
         self._clock = clock
         self._touch_interval = min(60.0, idle_seconds / 4)
@@ -155,6 +157,9 @@ class SessionManager:
         capabilities: dict[str, Any],
         log_level: str,
     ) -> Session:
+        if await self.store.count_sessions(owner=owner) >= self._max_per_owner:
+            # One caller may not take the whole table (corporate §14): 429, not the table-full 503.
+            raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
         now = self._clock()
         record = SessionRecord(
             # 256 bits from the OS CSPRNG, URL-safe base64: visible ASCII only (2025-11-25 transports).

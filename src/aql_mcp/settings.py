@@ -17,7 +17,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -31,6 +31,21 @@ _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OpaqueToken(_Section):
+    """What an opaque token in the allow-list stands for."""
+
+    sub: str
+    scopes: tuple[str, ...] = ()
+
+
+class ScopePolicy(_Section):
+    """Scopes a caller needs, all of them, per tool, prompt and resource; `*` applies to the rest."""
+
+    tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    prompts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    resources: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
 class ServerSettings(_Section):
@@ -86,7 +101,47 @@ class HttpSettings(_Section):
 class AuthSettings(_Section):
     issuer: str | None = None
     audience: str | None = None
+    jwks_url: str | None = None
+    algorithms: tuple[Literal["RS256", "ES256", "HS256"], ...] = ("RS256", "ES256")
+    clock_skew_seconds: int = Field(default=30, ge=0, le=60)
+    jwks_ttl_seconds: int = Field(default=300, ge=10, le=600)
+    jwks_refetch_cooldown_seconds: int = Field(default=30, ge=1)
+    jwks_max_stale_seconds: int = Field(default=3600, ge=60)
+    hs256_secret: SecretStr | None = None
+    opaque_tokens: dict[str, OpaqueToken] = Field(default_factory=dict)
+    opaque_tokens_file: Path | None = None
+    introspection_url: str | None = None
+    introspection_client_id: str | None = None
+    introspection_client_secret: SecretStr | None = None
+    introspection_cache_seconds: int = Field(default=60, ge=0, le=600)
+    required_scopes: tuple[str, ...] = ()
+    anonymous_listing: bool = False
+    policy: ScopePolicy = Field(default_factory=lambda: ScopePolicy())
     dev_token_ttl_seconds: int = Field(default=3600, ge=60, le=86_400 * 30)
+
+    @field_validator("jwks_url", "introspection_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("must be an http(s) URL")
+        return value
+
+    @field_validator("opaque_tokens")
+    @classmethod
+    def _digests(cls, value: dict[str, OpaqueToken]) -> dict[str, OpaqueToken]:
+        for digest in value:
+            if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                raise ValueError("keys are SHA-256 digests of the tokens, 64 lower-case hex digits (never tokens)")
+        return value
+
+
+class LimitSettings(_Section):
+    tool_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    max_result_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    rate_per_second: float = Field(default=50.0, gt=0)
+    rate_burst: int = Field(default=100, ge=1)
+    max_concurrent_calls: int = Field(default=16, ge=1)
+    max_sessions_per_principal: int = Field(default=100, ge=1)
 
 
 class SessionSettings(_Section):
@@ -114,6 +169,7 @@ class Settings(BaseSettings):
     logging: LoggingSettings = LoggingSettings()
     http: HttpSettings = HttpSettings()
     auth: AuthSettings = AuthSettings()
+    limits: LimitSettings = LimitSettings()
     sessions: SessionSettings = SessionSettings()
     streams: StreamSettings = StreamSettings()
 
@@ -205,12 +261,29 @@ def check_safety(settings: Settings) -> None:
             "http.allowed_origins (AQL_MCP_HTTP__ALLOWED_ORIGINS): '*' is refused outside development mode; "
             "list the exact origins"
         )
-    if not settings.server.dev:
-        # The production token sources (JWKS, opaque tokens) come with the security layer; until
-        # then only the development issuer exists, and it is never trusted outside development mode.
+    auth = settings.auth
+    if not settings.server.dev and ("HS256" in auth.algorithms or auth.hs256_secret is not None):
         raise ConfigError(
-            "server.dev (AQL_MCP_SERVER__DEV): no production token source is configured, and the "
-            "development issuer is refused outside development mode; start with --dev on a workstation"
+            "auth.algorithms (AQL_MCP_AUTH__ALGORITHMS): HS256 (a shared secret) is for local development "
+            "only; use RS256 or ES256 keys from the corporate JWKS (corporate standard Appendix A.1)"
+        )
+    if "HS256" in auth.algorithms and auth.hs256_secret is None:
+        raise ConfigError("auth.hs256_secret (AQL_MCP_AUTH__HS256_SECRET): HS256 is allowed but no secret is set")
+    opaque = auth.opaque_tokens or auth.opaque_tokens_file or auth.introspection_url
+    if not settings.server.dev and not (auth.jwks_url or opaque):
+        raise ConfigError(
+            "auth.jwks_url (AQL_MCP_AUTH__JWKS_URL): no token source is configured; set the corporate JWKS "
+            "URL (or opaque tokens), or start with --dev on a workstation (development issuer)"
+        )
+    if not settings.server.dev and auth.jwks_url and not (auth.issuer and auth.audience):
+        raise ConfigError(
+            "auth.issuer (AQL_MCP_AUTH__ISSUER) and auth.audience (AQL_MCP_AUTH__AUDIENCE): both are required "
+            "with auth.jwks_url, so every token is checked for who issued it and for whom"
+        )
+    if auth.introspection_url and not (auth.introspection_client_id and auth.introspection_client_secret):
+        raise ConfigError(
+            "auth.introspection_client_id / auth.introspection_client_secret (AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID, "
+            "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET): required with auth.introspection_url"
         )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
@@ -291,7 +364,9 @@ def field_defaults() -> dict[str, dict[str, Any]]:
 
 
 def _plain(field: FieldInfo) -> Any:
-    value = field.get_default()
+    value = field.get_default(call_default_factory=True, validated_data={})
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, Path):

@@ -17,9 +17,11 @@ from starlette.types import Receive, Scope, Send
 from aql_mcp.auth.principal import Principal
 from aql_mcp.events import STANDALONE, format_event, parse_event_id
 from aql_mcp.exceptions import (
+    AuthError,
     Conflict,
     InvalidRequest,
     MissingSession,
+    MissingToken,
     NotAcceptable,
     SessionAlreadyInitialized,
     StreamGone,
@@ -63,6 +65,7 @@ class StreamableHTTPEndpoint:
         instructions: str,
         retry_ms: int,
         log_level: str,
+        anonymous_methods: frozenset[str] = frozenset(),
     ) -> None:
         self._sessions = sessions
         self._dispatcher = dispatcher
@@ -71,6 +74,7 @@ class StreamableHTTPEndpoint:
         self._instructions = instructions
         self._retry_ms = retry_ms
         self._log_level = log_level
+        self._anonymous_methods = anonymous_methods
         self.connections: set[Connection] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,6 +113,8 @@ class StreamableHTTPEndpoint:
             return
         try:
             await self._route(scope, send, message)
+        except AuthError:
+            raise  # answered by the auth middleware, with its challenge
         except WireError as exc:
             # A readable request's rejection carries its id (JSON-RPC 2.0 §5).
             message_id = message.id if isinstance(message, Request) else None
@@ -116,6 +122,8 @@ class StreamableHTTPEndpoint:
 
     async def _route(self, scope: Scope, send: Send, message: Message) -> None:
         principal = principal_of(scope)
+        if principal is None and getattr(message, "method", None) not in self._anonymous_methods:
+            raise MissingToken()
         session_id = header(scope, SESSION_HEADER)
         if isinstance(message, Request) and message.method == "initialize":
             if session_id is not None:
@@ -183,8 +191,12 @@ class StreamableHTTPEndpoint:
             try:
                 result = await self._dispatcher.call(request, ctx)
             except Exception as exc:
-                _, error = error_object(exc, ctx.request_id)
-                await exchange.finish(encode_error(request.id, error), [])
+                wire, error = error_object(exc, ctx.request_id)
+                # In-session errors travel with 200, except those whose status is the signal
+                # (timeout 504, rate limited 429) while the status can still be sent (DESIGN.md).
+                status = wire.status if wire.keeps_status else 200
+                headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+                await exchange.finish(encode_error(request.id, error), headers, status=status)
                 return
             finally:
                 in_flight.pop(request.id, None)

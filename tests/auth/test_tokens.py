@@ -12,8 +12,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.tokens import JwtVerifier, principal_from
+from aql_mcp.auth.jwks import SigningKey
+from aql_mcp.auth.tokens import BearerVerifier, principal_from
 from aql_mcp.exceptions import InvalidToken
+
+pytestmark = pytest.mark.anyio
 
 ISSUER = "http://127.0.0.1:8000"
 AUDIENCE = "http://127.0.0.1:8000/mcp"
@@ -34,15 +37,15 @@ def issuer(tmp_path: Path) -> DevIssuer:
 
 
 @pytest.fixture
-def verifier(issuer: DevIssuer) -> JwtVerifier:
+def verifier(issuer: DevIssuer) -> BearerVerifier:
     return make_verifier(issuer)
 
 
-def make_verifier(issuer: DevIssuer, clock: Clock | None = None) -> JwtVerifier:
-    keys = {issuer.kid: issuer.public_key}
+def make_verifier(issuer: DevIssuer, clock: Clock | None = None) -> BearerVerifier:
+    keys = {issuer.kid: SigningKey(issuer.kid, "ES256", issuer.public_key)}
     if clock is None:
-        return JwtVerifier(keys=keys, issuer=ISSUER, audience=AUDIENCE, leeway=LEEWAY)
-    return JwtVerifier(keys=keys, issuer=ISSUER, audience=AUDIENCE, leeway=LEEWAY, clock=clock)
+        return BearerVerifier(static_keys=keys, issuer=ISSUER, audience=AUDIENCE, leeway=LEEWAY)
+    return BearerVerifier(static_keys=keys, issuer=ISSUER, audience=AUDIENCE, leeway=LEEWAY, clock=clock)
 
 
 def claims(**changes: Any) -> dict[str, Any]:
@@ -68,16 +71,16 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def test_valid_token_yields_its_principal(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_valid_token_yields_its_principal(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     payload = claims(scope="mcp records")
-    principal = verifier.verify(sign(issuer, payload))
+    principal = await verifier.verify(sign(issuer, payload))
     assert principal.subject == "alice"
     assert principal.scopes == frozenset({"mcp", "records"})
     assert principal.expires_at == payload["exp"]
 
 
-def test_token_minted_by_the_dev_issuer_is_accepted(issuer: DevIssuer, verifier: JwtVerifier) -> None:
-    assert verifier.verify(issuer.mint(subject="bob", scopes=["mcp"], ttl=60)).subject == "bob"
+async def test_token_minted_by_the_dev_issuer_is_accepted(issuer: DevIssuer, verifier: BearerVerifier) -> None:
+    assert (await verifier.verify(issuer.mint(subject="bob", scopes=["mcp"], ttl=60))).subject == "bob"
 
 
 @pytest.mark.parametrize(
@@ -93,25 +96,27 @@ def test_token_minted_by_the_dev_issuer_is_accepted(issuer: DevIssuer, verifier:
         pytest.param(lambda now: {"sub": None}, id="missing-sub"),
     ],
 )
-def test_token_with_bad_claims_is_refused(
-    issuer: DevIssuer, verifier: JwtVerifier, changes: Callable[[int], dict[str, Any]]
+async def test_token_with_bad_claims_is_refused(
+    issuer: DevIssuer, verifier: BearerVerifier, changes: Callable[[int], dict[str, Any]]
 ) -> None:
     with pytest.raises(InvalidToken):
-        verifier.verify(sign(issuer, claims(**changes(int(time.time())))))
+        await verifier.verify(sign(issuer, claims(**changes(int(time.time())))))
 
 
-def test_token_expired_within_the_leeway_is_accepted(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_token_expired_within_the_leeway_is_accepted(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     token = sign(issuer, claims(exp=int(time.time()) - LEEWAY // 2))
-    assert verifier.verify(token).subject == "alice"
+    assert (await verifier.verify(token)).subject == "alice"
 
 
-def test_unsigned_token_with_alg_none_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_unsigned_token_with_alg_none_is_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     token = jwt.encode(claims(), None, algorithm="none", headers={"kid": issuer.kid})
     with pytest.raises(InvalidToken):
-        verifier.verify(token)
+        await verifier.verify(token)
 
 
-def test_hs256_token_signed_with_the_public_key_bytes_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_hs256_token_signed_with_the_public_key_bytes_is_refused(
+    issuer: DevIssuer, verifier: BearerVerifier
+) -> None:
     # The classic key-confusion attack: the public key used as an HMAC secret.
     public_pem = issuer.public_key.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -121,88 +126,88 @@ def test_hs256_token_signed_with_the_public_key_bytes_is_refused(issuer: DevIssu
     signing_input = f"{header}.{payload}".encode("ascii")
     signature = b64url(hmac.new(public_pem, signing_input, hashlib.sha256).digest())
     with pytest.raises(InvalidToken):
-        verifier.verify(f"{header}.{payload}.{signature}")
+        await verifier.verify(f"{header}.{payload}.{signature}")
 
 
-def test_token_with_an_unknown_kid_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_token_with_an_unknown_kid_is_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     with pytest.raises(InvalidToken):
-        verifier.verify(sign(issuer, claims(), kid="not-a-known-kid"))
+        await verifier.verify(sign(issuer, claims(), kid="not-a-known-kid"))
 
 
-def test_token_without_a_kid_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_token_without_a_kid_is_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     token = jwt.encode(claims(), issuer.private_key, algorithm="ES256")
     with pytest.raises(InvalidToken):
-        verifier.verify(token)
+        await verifier.verify(token)
 
 
-def test_token_signed_by_another_key_is_refused(tmp_path: Path, verifier: JwtVerifier) -> None:
+async def test_token_signed_by_another_key_is_refused(tmp_path: Path, verifier: BearerVerifier) -> None:
     stranger = DevIssuer(state_dir=tmp_path / "stranger", issuer=ISSUER, audience=AUDIENCE)
     with pytest.raises(InvalidToken):
-        verifier.verify(stranger.mint(subject="mallory", scopes=["mcp"], ttl=60))
+        await verifier.verify(stranger.mint(subject="mallory", scopes=["mcp"], ttl=60))
 
 
-def test_token_with_a_tampered_signature_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_token_with_a_tampered_signature_is_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     header, payload, signature = sign(issuer, claims()).split(".")
     middle = len(signature) // 2
     flipped = "A" if signature[middle] != "A" else "B"
     tampered = signature[:middle] + flipped + signature[middle + 1 :]
     with pytest.raises(InvalidToken):
-        verifier.verify(f"{header}.{payload}.{tampered}")
+        await verifier.verify(f"{header}.{payload}.{tampered}")
 
 
-def test_token_with_a_tampered_payload_is_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_token_with_a_tampered_payload_is_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     header, _, signature = sign(issuer, claims()).split(".")
     forged = b64url(json.dumps(claims(sub="admin")).encode())
     with pytest.raises(InvalidToken):
-        verifier.verify(f"{header}.{forged}.{signature}")
+        await verifier.verify(f"{header}.{forged}.{signature}")
 
 
 @pytest.mark.parametrize("token", ["", "garbage", "a.b.c", "a.b"])
-def test_malformed_token_is_refused(verifier: JwtVerifier, token: str) -> None:
+async def test_malformed_token_is_refused(verifier: BearerVerifier, token: str) -> None:
     with pytest.raises(InvalidToken):
-        verifier.verify(token)
+        await verifier.verify(token)
 
 
-def test_refused_token_stays_refused(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_refused_token_stays_refused(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     token = sign(issuer, claims(iss="https://evil.example"))
     for _ in range(2):
         with pytest.raises(InvalidToken):
-            verifier.verify(token)
+            await verifier.verify(token)
 
 
-def test_verified_token_keeps_verifying_until_its_expiry(issuer: DevIssuer) -> None:
+async def test_verified_token_keeps_verifying_until_its_expiry(issuer: DevIssuer) -> None:
     payload = claims()
     clock = Clock(payload["iat"])
     verifier = make_verifier(issuer, clock)
     token = sign(issuer, payload)
-    assert verifier.verify(token).subject == "alice"
+    assert (await verifier.verify(token)).subject == "alice"
     clock.now = payload["exp"] - 1
-    assert verifier.verify(token).subject == "alice"
+    assert (await verifier.verify(token)).subject == "alice"
     clock.now = payload["exp"] + LEEWAY - 1
-    assert verifier.verify(token).subject == "alice"
+    assert (await verifier.verify(token)).subject == "alice"
 
 
-def test_verified_token_is_answered_from_the_cache(issuer: DevIssuer, verifier: JwtVerifier) -> None:
+async def test_verified_token_is_answered_from_the_cache(issuer: DevIssuer, verifier: BearerVerifier) -> None:
     token = sign(issuer, claims())
-    assert verifier.verify(token) is verifier.verify(token)
+    assert await verifier.verify(token) is await verifier.verify(token)
 
 
-def test_verified_token_is_refused_after_expiry_plus_leeway(issuer: DevIssuer) -> None:
+async def test_verified_token_is_refused_after_expiry_plus_leeway(issuer: DevIssuer) -> None:
     payload = claims()
     clock = Clock(payload["iat"])
     verifier = make_verifier(issuer, clock)
     token = sign(issuer, payload)
-    assert verifier.verify(token).subject == "alice"
+    assert (await verifier.verify(token)).subject == "alice"
     clock.now = payload["exp"] + LEEWAY + 1
     with pytest.raises(InvalidToken):
-        verifier.verify(token)
+        await verifier.verify(token)
 
 
-def test_fresh_token_is_refused_when_the_injected_clock_is_past_its_expiry(issuer: DevIssuer) -> None:
+async def test_fresh_token_is_refused_when_the_injected_clock_is_past_its_expiry(issuer: DevIssuer) -> None:
     payload = claims()
     verifier = make_verifier(issuer, Clock(payload["exp"] + LEEWAY + 1))
     with pytest.raises(InvalidToken):
-        verifier.verify(sign(issuer, payload))
+        await verifier.verify(sign(issuer, payload))
 
 
 @pytest.mark.parametrize(

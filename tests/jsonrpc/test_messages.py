@@ -146,10 +146,10 @@ def test_encoded_messages_parse_back() -> None:
     assert parse_message(encode_result(2, {"ok": True})) == Response(2, {"ok": True}, None)
 
 
-def test_error_without_a_readable_id_is_encoded_without_an_id() -> None:
-    """2025-11-25 transports: the error "has no `id`"; the MCP schema's RequestId is never null."""
+def test_error_without_a_readable_id_is_encoded_with_a_null_id() -> None:
+    """JSON-RPC 2.0 §5: the id is null when it could not be determined."""
     error = {"code": -32700, "message": "Parse error"}
-    assert orjson.loads(encode_error(None, error)) == {"jsonrpc": "2.0", "error": error}
+    assert orjson.loads(encode_error(None, error)) == {"jsonrpc": "2.0", "id": None, "error": error}
 
 
 def test_error_with_a_readable_id_carries_it() -> None:

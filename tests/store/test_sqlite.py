@@ -46,9 +46,8 @@ async def seqs(store: SqliteStore, session_id: str, stream_id: str, after: int =
     return [event.seq for event in await store.events_after(session_id, stream_id, after)]
 
 
-async def test_open_creates_schema_version_1(store: SqliteStore, db_path: Path) -> None:
-    assert len(MIGRATIONS) == 1
-    assert schema_versions(db_path) == [1]
+async def test_open_applies_every_migration_in_order(store: SqliteStore, db_path: Path) -> None:
+    assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 1))
 
 
 async def test_reopening_does_not_migrate_again_and_keeps_the_data(store: SqliteStore, db_path: Path) -> None:
@@ -58,7 +57,7 @@ async def test_reopening_does_not_migrate_again_and_keeps_the_data(store: Sqlite
     reopened = SqliteStore(db_path)
     await reopened.open()
     try:
-        assert schema_versions(db_path) == [1]
+        assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 1))
         assert await reopened.get_session("s1") == record("s1")
         assert await seqs(reopened, "s1", "g") == [1]
     finally:
@@ -68,9 +67,10 @@ async def test_reopening_does_not_migrate_again_and_keeps_the_data(store: Sqlite
 def test_migrate_is_idempotent() -> None:
     db = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        assert migrate(db) == 1
-        assert migrate(db) == 1
-        assert [row[0] for row in db.execute("SELECT version FROM schema_version")] == [1]
+        assert migrate(db) == len(MIGRATIONS)
+        assert migrate(db) == len(MIGRATIONS)
+        versions = [row[0] for row in db.execute("SELECT version FROM schema_version")]
+        assert versions == list(range(1, len(MIGRATIONS) + 1))
     finally:
         db.close()
 

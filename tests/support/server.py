@@ -51,8 +51,12 @@ def free_port() -> int:
 
 @contextmanager
 def start_server(
-    state: Path, env: Mapping[str, str] | None = None, plugins: tuple[str, ...] = (CONFORMANCE,)
+    state: Path,
+    env: Mapping[str, str] | None = None,
+    plugins: tuple[str, ...] = (CONFORMANCE,),
+    dev: bool = True,
 ) -> Iterator[ServerProcess]:
+    """`aql-mcp serve` on a free port; `dev=False` starts production mode (give it auth settings in `env`)."""
     port = free_port()
     log_path = state / "server.log"
     environ = {
@@ -62,7 +66,7 @@ def start_server(
         "AQL_MCP_LOGGING__LEVEL": "info",
         **(env or {}),
     }
-    command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(port)]
+    command = [sys.executable, "-m", "aql_mcp.main", "serve", "--port", str(port), *(["--dev"] if dev else [])]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, env=environ, stdout=log, stderr=subprocess.STDOUT)
     server = ServerProcess(process, port, state, log_path)

@@ -1,8 +1,9 @@
-"""Bearer token verification: JWT signature, issuer, audience and times, cached until `exp`.
+"""Bearer token verification: JWTs by their key sources, opaque tokens by allow-list or introspection.
 
-`verify` is pure: it returns a Principal or raises InvalidToken; the auth middleware answers.
-Verified tokens are cached by their SHA-256 until they expire, so the hot path does not check
-a signature per call.
+`verify` returns a Principal or raises InvalidToken; the auth middleware answers. Verified
+tokens are cached by their SHA-256 until they expire, so the hot path checks no signature per
+call. The algorithm comes from the key, never from the token alone: a token's `alg` must equal
+the algorithm its key is for, so `none` and HS256-signed-with-a-public-key never verify.
 """
 
 from __future__ import annotations
@@ -14,75 +15,109 @@ from typing import Any, Protocol
 
 import jwt
 
+from aql_mcp.auth.jwks import JwksKeySource, SigningKey
+from aql_mcp.auth.opaque import Introspector, OpaqueTokens
 from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InvalidToken
 
 CACHE_LIMIT = 10_000
+REQUIRED_CLAIMS = ["exp", "iss", "aud", "sub"]
 
 
 class TokenVerifier(Protocol):
-    def verify(self, token: str) -> Principal: ...
+    async def verify(self, token: str) -> Principal: ...
 
 
-class JwtVerifier:
-    """Verifies JWTs against a fixed key set (the development issuer's; JWKS comes next)."""
+class BearerVerifier:
+    """Every configured token source behind one `verify`."""
 
     def __init__(
         self,
         *,
-        keys: Mapping[str, Any],
         issuer: str,
         audience: str,
-        algorithms: tuple[str, ...] = ("ES256",),
+        static_keys: Mapping[str, SigningKey] | None = None,
+        jwks: JwksKeySource | None = None,
+        opaque: OpaqueTokens | None = None,
+        introspector: Introspector | None = None,
         leeway: int = 30,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._keys = dict(keys)
         self._issuer = issuer
         self._audience = audience
-        self._algorithms = list(algorithms)
+        self._static = dict(static_keys or {})
+        self._jwks = jwks
+        self._opaque = opaque
+        self._introspector = introspector
         self._leeway = leeway
         self._clock = clock
         self._cache: dict[bytes, Principal] = {}
 
-    def verify(self, token: str) -> Principal:
-        digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
-        cached = self._cache.get(digest)
+    async def verify(self, token: str) -> Principal:
+        key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         now = self._clock()
+        cached = self._cache.get(key)
         if cached is not None and cached.expires_at is not None and cached.expires_at > now - self._leeway:
             return cached
-        principal = self._decode(token)
+        if token.count(".") == 2:
+            principal = await self._verify_jwt(token)
+        else:
+            principal = await self._verify_opaque(token)
+        if principal.expires_at is not None:
+            self._remember(key, principal, now)
+        return principal
+
+    async def _verify_jwt(self, token: str) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise InvalidToken() from None
+        kid = header.get("kid")
+        signing = await self._key(kid if isinstance(kid, str) else "")
+        if signing is None or header.get("alg") != signing.algorithm:
+            raise InvalidToken()
+        return decode(
+            token, signing, issuer=self._issuer, audience=self._audience, leeway=self._leeway, now=self._clock()
+        )
+
+    async def _key(self, kid: str) -> SigningKey | None:
+        found = self._static.get(kid)
+        if found is None and self._jwks is not None and kid:
+            found = await self._jwks.key(kid)
+        return found
+
+    async def _verify_opaque(self, token: str) -> Principal:
+        principal = self._opaque.lookup(token) if self._opaque is not None else None
+        if principal is not None:
+            return principal
+        if self._introspector is not None:
+            return await self._introspector.introspect(token)
+        raise InvalidToken()
+
+    def _remember(self, key: bytes, principal: Principal, now: float) -> None:
         if len(self._cache) >= CACHE_LIMIT:
             self._cache = {k: p for k, p in self._cache.items() if p.expires_at and p.expires_at > now}
             if len(self._cache) >= CACHE_LIMIT:
                 self._cache.clear()
-        self._cache[digest] = principal
-        return principal
+        self._cache[key] = principal
 
-    def _decode(self, token: str) -> Principal:
-        try:
-            header = jwt.get_unverified_header(token)
-            key = self._keys.get(str(header.get("kid")))
-            if key is None:
-                raise InvalidToken()
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=self._algorithms,
-                audience=self._audience,
-                issuer=self._issuer,
-                # Times are checked below against the injected clock, the same one the cache uses.
-                options={
-                    "require": ["exp", "iss", "aud", "sub"],
-                    "verify_exp": False,
-                    "verify_nbf": False,
-                    "verify_iat": False,
-                },
-            )
-        except jwt.PyJWTError:
-            raise InvalidToken() from None
-        check_times(claims, now=self._clock(), leeway=self._leeway)
-        return principal_from(claims)
+
+def decode(token: str, signing: SigningKey, *, issuer: str, audience: str, leeway: int, now: float) -> Principal:
+    """Check the signature with the key's own algorithm, then the claims (Appendix A.1)."""
+    try:
+        claims = jwt.decode(
+            token,
+            signing.key,
+            algorithms=[signing.algorithm],
+            audience=audience,
+            issuer=issuer,
+            # Times are checked below against the verifier's clock, the same one its cache uses.
+            options={"require": REQUIRED_CLAIMS, "verify_exp": False, "verify_nbf": False, "verify_iat": False},
+        )
+    except jwt.PyJWTError:
+        raise InvalidToken() from None
+    check_times(claims, now=now, leeway=leeway)
+    return principal_from(claims)
 
 
 def check_times(claims: dict[str, Any], *, now: float, leeway: float) -> None:
@@ -98,6 +133,7 @@ def check_times(claims: dict[str, Any], *, now: float, leeway: float) -> None:
 
 
 def principal_from(claims: dict[str, Any]) -> Principal:
+    """Scopes from `scope` (space separated) or `scp` (a list or a string)."""
     scope = claims.get("scope", claims.get("scp", ""))
     scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope] if isinstance(scope, list) else []
     return Principal(

@@ -97,10 +97,9 @@ def encode_result(message_id: RequestId, result: dict[str, Any]) -> bytes:
 
 
 def encode_error(message_id: RequestId | None, error: dict[str, Any]) -> bytes:
-    # An error for a message whose id could not be read has no id (2025-11-25 transports; the
-    # MCP schema has no null id).
-    if message_id is None:
-        return orjson.dumps({"jsonrpc": "2.0", "error": error})
+    # An id that could not be read is null (JSON-RPC 2.0 §5). The 2025-11-25 transports page
+    # allows an error with no id at all, but the official Python client only reads a non-2xx
+    # error body that has an id member, null included, and reports a generic error otherwise.
     return orjson.dumps({"jsonrpc": "2.0", "id": message_id, "error": error})
 
 

@@ -1,17 +1,21 @@
-"""Bearer authentication on the MCP endpoint (corporate §7, Appendix A).
+"""Bearer authentication on the MCP endpoint (corporate §7, Appendix A; RFC 6750 §3).
 
 Missing token: 401 with `WWW-Authenticate: Bearer realm=..., resource_metadata=...`; invalid or
-expired: 401 with `error="invalid_token"`. Only the Authorization header is read: a token in
-the query string is never accepted (corporate §7.1).
+expired: 401 adding `error="invalid_token"`; a token that may not use `/mcp` at all (lacks a
+required scope, decided from the token alone before the body is read): 403 with
+`error="insufficient_scope"`. Only the Authorization header is read: a token in the query string
+is never accepted (corporate §7.1). When anonymous listing is on, a request without a token passes
+with no principal and the endpoint decides which methods it may call; an `AuthError` it raises
+comes back here to be answered with the same challenge.
 """
 
 from __future__ import annotations
 
 import structlog
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.auth.tokens import TokenVerifier
-from aql_mcp.exceptions import AuthError, InvalidToken, MissingToken
+from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, MissingToken, WireError
 from aql_mcp.responses import send_error
 from aql_mcp.scope import PRINCIPAL_KEY, header, request_id_of
 
@@ -19,26 +23,67 @@ log = structlog.get_logger("aql_mcp.auth")
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, *, verifier: TokenVerifier, realm: str, resource_metadata: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier,
+        realm: str,
+        resource_metadata: str,
+        required_scopes: tuple[str, ...] = (),
+        anonymous: bool = False,
+    ) -> None:
         self.app = app
         self.verifier = verifier
         self.challenge = f'Bearer realm="{realm}", resource_metadata="{resource_metadata}"'
+        self.required = frozenset(required_scopes)
+        self.anonymous = anonymous
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            scope[PRINCIPAL_KEY] = self.verifier.verify(_bearer(header(scope, b"authorization")))
+            await self._authenticate(scope)
+        except WireError as exc:
+            await self._refuse(scope, send, exc)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
         except AuthError as exc:
+            if started:
+                raise
+            await self._refuse(scope, send, exc)
+
+    async def _authenticate(self, scope: Scope) -> None:
+        value = header(scope, b"authorization")
+        if value is None and self.anonymous:
+            return
+        principal = await self.verifier.verify(_bearer(value))
+        missing = tuple(sorted(self.required - principal.scopes))
+        if missing:
+            raise InsufficientScope(missing)
+        scope[PRINCIPAL_KEY] = principal
+
+    async def _refuse(self, scope: Scope, send: Send, exc: WireError) -> None:
+        if isinstance(exc, InsufficientScope):
+            exc.headers["www-authenticate"] = (
+                f'{self.challenge}, error="insufficient_scope", scope="{" ".join(exc.missing)}"'
+            )
+            log.info("auth_failed", reason="insufficient_scope", request_id=request_id_of(scope))
+        elif isinstance(exc, AuthError):
             # The reason is logged, never the token (corporate §15.2).
             log.info("auth_failed", reason=exc.reason, request_id=request_id_of(scope))
-            exc.headers["www-authenticate"] = self.challenge + (
-                f', error="{exc.reason}"' if isinstance(exc, InvalidToken) else ""
-            )
-            await send_error(send, exc, request_id=request_id_of(scope))
-            return
-        await self.app(scope, receive, send)
+            suffix = f', error="{exc.reason}"' if isinstance(exc, InvalidToken) else ""
+            exc.headers["www-authenticate"] = self.challenge + suffix
+        await send_error(send, exc, request_id=request_id_of(scope))
 
 
 def _bearer(value: str | None) -> str:

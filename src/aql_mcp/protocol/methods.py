@@ -8,10 +8,12 @@ from aql_mcp.exceptions import InvalidParams
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.protocol.completion import CompletionMethods
 from aql_mcp.protocol.context import LOG_LEVELS, Context
+from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
 from aql_mcp.protocol.tools import ToolMethods
 from aql_mcp.registry import Registry
+from aql_mcp.settings import Settings
 
 
 async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -31,11 +33,20 @@ async def initialized(params: dict[str, Any], ctx: Context) -> None:
     return None
 
 
-def build_dispatcher(registry: Registry, *, page_size: int) -> Dispatcher[Context]:
+def build_dispatcher(registry: Registry, settings: Settings) -> Dispatcher[Context]:
     """Every MCP method the server declares in its capabilities, and nothing else."""
-    tools = ToolMethods(registry, page_size=page_size)
-    prompts = PromptMethods(registry, page_size=page_size)
-    resources = ResourceMethods(registry, page_size=page_size)
+    policy = settings.auth.policy
+    rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
+    page_size = settings.streams.page_size
+    tools = ToolMethods(
+        registry,
+        page_size=page_size,
+        timeout=settings.limits.tool_timeout_seconds,
+        max_result_bytes=settings.limits.max_result_bytes,
+        rules=rules,
+    )
+    prompts = PromptMethods(registry, page_size=page_size, rules=rules)
+    resources = ResourceMethods(registry, page_size=page_size, rules=rules)
     completion = CompletionMethods(registry)
     return Dispatcher(
         {

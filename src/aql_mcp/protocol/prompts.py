@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aql_mcp.exceptions import InvalidParams
+from aql_mcp.exceptions import InsufficientScope, InvalidParams
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
+from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Registry
 
 
 class PromptMethods:
-    def __init__(self, registry: Registry, *, page_size: int) -> None:
+    def __init__(self, registry: Registry, *, page_size: int, rules: ScopeRules) -> None:
         self._registry = registry
         self._page_size = page_size
+        self._rules = rules
 
     async def list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         listing = [prompt.to_wire() for prompt in self._registry.prompts()]
@@ -33,6 +35,9 @@ class PromptMethods:
         prompt = self._registry.prompt(name)
         if prompt is None:
             raise InvalidParams("Unknown prompt", data={"field": "name", "reason": "unknown"})
+        missing = self._rules.missing_for_prompt(name, ctx.principal)
+        if missing:
+            raise InsufficientScope(missing)
         for argument in prompt.arguments:
             if argument.required and argument.name not in arguments:
                 raise InvalidParams(data={"field": f"arguments.{argument.name}", "reason": "required"})

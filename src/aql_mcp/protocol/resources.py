@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aql_mcp.exceptions import InvalidParams, ResourceNotFound
+from aql_mcp.exceptions import InsufficientScope, InvalidParams, ResourceNotFound
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
+from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Registry, Resource
 
 
 class ResourceMethods:
-    def __init__(self, registry: Registry, *, page_size: int) -> None:
+    def __init__(self, registry: Registry, *, page_size: int, rules: ScopeRules) -> None:
         self._registry = registry
         self._page_size = page_size
+        self._rules = rules
 
     async def list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         listing = [resource.to_wire() for resource in self._registry.resources()]
@@ -37,6 +39,9 @@ class ResourceMethods:
         if found is None:
             # -32002 in the legacy era (DESIGN.md); the URI is the caller's own, safe to return.
             raise ResourceNotFound(data={"uri": uri})
+        missing = self._rules.missing_for_resource(uri, ctx.principal)
+        if missing:
+            raise InsufficientScope(missing)
         target, variables = found
         if isinstance(target, Resource):
             contents = await target.reader(uri, ctx)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import structlog
 from jsonschema.exceptions import ValidationError
 
 from aql_mcp.content import text
-from aql_mcp.exceptions import InvalidParams, ToolError, UnknownTool, WireError
+from aql_mcp.exceptions import InvalidParams, ToolError, ToolTimeout, UnknownTool, WireError
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
+from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.protocol.results import limit_result
 from aql_mcp.registry import Registry, ToolOutput, ToolResult
 
 log = structlog.get_logger("aql_mcp.tools")
@@ -19,9 +22,14 @@ log = structlog.get_logger("aql_mcp.tools")
 class ToolMethods:
     """The tools family, over the registry; the wire list is built once per registry change."""
 
-    def __init__(self, registry: Registry, *, page_size: int) -> None:
+    def __init__(
+        self, registry: Registry, *, page_size: int, timeout: float, max_result_bytes: int, rules: ScopeRules
+    ) -> None:
         self._registry = registry
         self._page_size = page_size
+        self._timeout = timeout
+        self._max_result_bytes = max_result_bytes
+        self._rules = rules
         self._listing: list[dict[str, Any]] | None = None
         registry.on_change(self._forget)
 
@@ -50,11 +58,21 @@ class ToolMethods:
         entry = self._registry.tool(name)
         if entry is None:
             raise UnknownTool(data={"field": "name", "reason": "unknown"})
+        missing = self._rules.missing_for_tool(name, ctx.principal)
+        if missing:
+            refusal = f"Permission denied: this tool needs the scope(s) {' '.join(missing)}, which the token lacks."
+            return ToolResult([text(refusal)], is_error=True).to_wire()
         error = next(iter(entry.validator.iter_errors(arguments)), None)
         if error is not None:
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
             return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
-        return await run_tool(entry.tool.handler, arguments, ctx, name)
+        with anyio.move_on_after(self._timeout) as deadline:
+            result = await run_tool(entry.tool.handler, arguments, ctx, name)
+        if deadline.cancelled_caught:
+            # The handler was cancelled at its next await (corporate §14: -32004).
+            log.info("tool_timeout", tool=name, request_id=ctx.request_id, timeout=self._timeout)
+            raise ToolTimeout(data={"timeoutSeconds": self._timeout})
+        return limit_result(result, self._max_result_bytes)
 
 
 async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: str) -> dict[str, Any]:

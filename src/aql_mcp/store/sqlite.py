@@ -43,6 +43,10 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX events_created_at ON events (created_at);
     """,
+    # 2: sessions per owner are capped (corporate §14), so they are counted by owner
+    """
+    CREATE INDEX sessions_owner ON sessions (owner);
+    """,
 )
 
 
@@ -150,9 +154,11 @@ class SqliteStore:
                 db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
             return ids
 
-    async def count_sessions(self) -> int:
+    async def count_sessions(self, owner: str | None = None) -> int:
         with self._guard() as db:
-            return int(db.execute("SELECT count(*) FROM sessions").fetchone()[0])
+            if owner is None:
+                return int(db.execute("SELECT count(*) FROM sessions").fetchone()[0])
+            return int(db.execute("SELECT count(*) FROM sessions WHERE owner = ?", (owner,)).fetchone()[0])
 
     async def append_event(self, session_id: str, stream_id: str, seq: int, data: bytes, now: float) -> None:
         with self._guard() as db:

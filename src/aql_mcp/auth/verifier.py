@@ -1,0 +1,79 @@
+"""Assemble the token verifier from settings: which key sources and token kinds are trusted.
+
+Production: the corporate JWKS (RS256/ES256) and, when configured, opaque tokens (allow-list,
+introspection). Development mode adds the development issuer's key and, if configured, an HS256
+secret; `settings.check_safety` has already refused both outside development mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.jwks import JwksKeySource, SigningKey
+from aql_mcp.auth.opaque import Introspector, OpaqueTokens, read_allow_list
+from aql_mcp.auth.tokens import BearerVerifier
+from aql_mcp.settings import Settings
+
+HTTP_TIMEOUT = httpx.Timeout(5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    verifier: BearerVerifier
+    jwks: JwksKeySource | None
+    client: httpx.AsyncClient
+
+
+def build_authentication(settings: Settings, dev_issuer: DevIssuer | None) -> Authentication:
+    auth = settings.auth
+    # The IdP is called for keys and introspection only; the caller's token is never forwarded
+    # to another resource server (no token passthrough, corporate §7.3).
+    client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False)
+    static: dict[str, SigningKey] = {}
+    if dev_issuer is not None:
+        static[dev_issuer.kid] = SigningKey(dev_issuer.kid, "ES256", dev_issuer.public_key)
+    if settings.server.dev and auth.hs256_secret is not None:
+        static[""] = SigningKey("", "HS256", auth.hs256_secret.get_secret_value().encode("utf-8"))
+    jwks = None
+    if auth.jwks_url:
+        jwks = JwksKeySource(
+            auth.jwks_url,
+            client=client,
+            algorithms=auth.algorithms,
+            ttl=auth.jwks_ttl_seconds,
+            cooldown=auth.jwks_refetch_cooldown_seconds,
+            max_stale=auth.jwks_max_stale_seconds,
+        )
+    verifier = BearerVerifier(
+        issuer=settings.issuer,
+        audience=settings.audience,
+        static_keys=static,
+        jwks=jwks,
+        opaque=_opaque(settings),
+        introspector=_introspector(settings, client),
+        leeway=auth.clock_skew_seconds,
+    )
+    return Authentication(verifier, jwks, client)
+
+
+def _opaque(settings: Settings) -> OpaqueTokens | None:
+    entries = {d: (t.sub, t.scopes) for d, t in settings.auth.opaque_tokens.items()}
+    if settings.auth.opaque_tokens_file is not None:
+        entries.update(read_allow_list(settings.auth.opaque_tokens_file))
+    return OpaqueTokens(entries) if entries else None
+
+
+def _introspector(settings: Settings, client: httpx.AsyncClient) -> Introspector | None:
+    auth = settings.auth
+    if not (auth.introspection_url and auth.introspection_client_id and auth.introspection_client_secret):
+        return None
+    return Introspector(
+        auth.introspection_url,
+        client=client,
+        client_id=auth.introspection_client_id,
+        client_secret=auth.introspection_client_secret.get_secret_value(),
+        cache_seconds=auth.introspection_cache_seconds,
+    )

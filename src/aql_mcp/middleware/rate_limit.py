@@ -1,0 +1,126 @@
+"""Per-principal rate and concurrency limits on the MCP endpoint (corporate §14, Appendix B: -32003 / 429).
+
+Route middleware on `/mcp`, after authentication, so the verified principal is in the scope; callers
+without a token share the one key `anonymous`. Every request, whatever its method, takes one token
+from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an empty bucket is 429
+with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
+slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
+`Retry-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot. The
+buckets live in process: a database round trip per request would cost more than the request, and
+with several replicas each one enforces its share of the budget (DESIGN.md, "State and scale").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import structlog
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aql_mcp.exceptions import RateLimited
+from aql_mcp.responses import send_error
+from aql_mcp.scope import principal_of, request_id_of
+
+ANONYMOUS = "anonymous"
+# The bucket table is swept when it reaches this many keys (and again each time it doubles).
+SWEEP_AT = 10_000
+
+log = structlog.get_logger("aql_mcp.rate_limit")
+
+
+class TokenBucket:
+    """`capacity` tokens, refilled continuously at `rate` tokens per second."""
+
+    __slots__ = ("capacity", "rate", "tokens", "updated")
+
+    def __init__(self, *, capacity: int, rate: float, now: float) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self.tokens = float(capacity)
+        self.updated = now
+
+    def take(self, now: float) -> float:
+        """Take one token: 0.0 when taken, else the seconds until one is available (nothing taken)."""
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+    def is_full(self, now: float) -> bool:
+        return self.tokens + (now - self.updated) * self.rate >= self.capacity
+
+
+class RateLimitMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rate_per_second: float,
+        burst: int,
+        max_concurrent: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.app = app
+        self.rate = rate_per_second
+        self.burst = burst
+        self.max_concurrent = max_concurrent
+        self.clock = clock
+        self.buckets: dict[str, TokenBucket] = {}
+        self.in_flight: dict[str, int] = {}
+        self.sweep_at = SWEEP_AT
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        principal = principal_of(scope)
+        key = principal.digest if principal is not None else ANONYMOUS
+        now = self.clock()
+        wait = self._bucket(key, now).take(now)
+        if wait > 0:
+            await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait))))
+            return
+        if scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight.get(key, 0) >= self.max_concurrent:
+            error = RateLimited("Too many concurrent calls; retry later", retry_after=1)
+            await self._refuse(scope, send, key, "concurrency", error)
+            return
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._release(key)
+
+    def _bucket(self, key: str, now: float) -> TokenBucket:
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            if len(self.buckets) >= self.sweep_at:
+                self._sweep(now)
+            bucket = self.buckets[key] = TokenBucket(capacity=self.burst, rate=self.rate, now=now)
+        return bucket
+
+    def _sweep(self, now: float) -> None:
+        # A full bucket is exactly what a new one would be, so dropping it forgets nothing; the table
+        # then holds only principals seen within the last `burst / rate` seconds. The next sweep
+        # waits until the table doubles, so a crowd of active principals costs O(1) per request.
+        self.buckets = {key: bucket for key, bucket in self.buckets.items() if not bucket.is_full(now)}
+        self.sweep_at = max(SWEEP_AT, 2 * len(self.buckets))
+
+    def _release(self, key: str) -> None:
+        count = self.in_flight[key] - 1
+        if count:
+            self.in_flight[key] = count
+        else:
+            del self.in_flight[key]
+
+    async def _refuse(self, scope: Scope, send: Send, key: str, reason: str, error: RateLimited) -> None:
+        request_id = request_id_of(scope)
+        # The key is the subject's digest, never the subject or the token (corporate §15.2).
+        log.info("rate_limited", reason=reason, principal=key, request_id=request_id)
+        await send_error(send, error, request_id=request_id)

@@ -1,0 +1,43 @@
+"""Which scopes a caller needs for a tool, a prompt or a resource (`auth.policy` in settings).
+
+Coarse access (may this token use `/mcp` at all) is decided by the auth middleware before the
+body is read; everything finer is decided here, inside JSON-RPC handling, and answered in-band.
+An entry lists the scopes needed, all of them; `*` applies to names without an entry of their
+own, and a resource entry ending in `*` covers every URI with that prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aql_mcp.auth.principal import Principal
+
+Rules = Mapping[str, tuple[str, ...]]
+
+
+class ScopeRules:
+    def __init__(self, *, tools: Rules, prompts: Rules, resources: Rules) -> None:
+        self._tools = dict(tools)
+        self._prompts = dict(prompts)
+        self._resources = dict(resources)
+        self._prefixes = sorted(
+            ((k[:-1], v) for k, v in resources.items() if k.endswith("*")), key=lambda kv: -len(kv[0])
+        )
+        self.empty = not (tools or prompts or resources)
+
+    def missing_for_tool(self, name: str, principal: Principal | None) -> tuple[str, ...]:
+        return _missing(self._tools.get(name, self._tools.get("*", ())), principal)
+
+    def missing_for_prompt(self, name: str, principal: Principal | None) -> tuple[str, ...]:
+        return _missing(self._prompts.get(name, self._prompts.get("*", ())), principal)
+
+    def missing_for_resource(self, uri: str, principal: Principal | None) -> tuple[str, ...]:
+        needed = self._resources.get(uri)
+        if needed is None:
+            needed = next((v for prefix, v in self._prefixes if uri.startswith(prefix)), ())
+        return _missing(needed, principal)
+
+
+def _missing(needed: tuple[str, ...], principal: Principal | None) -> tuple[str, ...]:
+    held = principal.scopes if principal is not None else frozenset()
+    return tuple(scope for scope in needed if scope not in held)

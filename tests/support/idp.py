@@ -1,0 +1,196 @@
+"""A real identity provider double: a JWKS over HTTP from a real uvicorn, and a token minter.
+
+The service under test fetches `jwks_url` with its own HTTP client, exactly as it fetches the
+corporate JWKS in production. Tests mutate the key set (`rotate`, `add_key`), make the endpoint
+fail (`answer_status = 500`) and count what the service fetched (`fetches`, `wait_for_fetches`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+DEFAULT_AUDIENCE = "https://aql-mcp.test/mcp"
+STARTUP_SECONDS = 10.0
+
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+
+
+@dataclass(frozen=True, slots=True)
+class IdpKey:
+    """One key pair of the IdP; only its public half is published, with `kid`, `alg` and `use`."""
+
+    kid: str
+    alg: str
+    private: PrivateKey
+    use: str = "sig"
+
+    def public_jwk(self) -> dict[str, Any]:
+        algorithm = RSAAlgorithm if self.alg == "RS256" else ECAlgorithm
+        jwk = algorithm.to_jwk(self.private.public_key(), as_dict=True)
+        return {**jwk, "kid": self.kid, "alg": self.alg, "use": self.use}
+
+    def public_pem(self) -> bytes:
+        return self.private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+
+def new_private_key(alg: str) -> PrivateKey:
+    if alg == "RS256":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    if alg == "ES256":
+        return ec.generate_private_key(ec.SECP256R1())
+    raise ValueError(f"the IdP double signs RS256 and ES256 only, not {alg}")
+
+
+class IdentityProvider:
+    """Holds the key set and mints tokens; `issuer` is its own base URL."""
+
+    def __init__(self, *, base: str, audience: str = DEFAULT_AUDIENCE) -> None:
+        self.base = base
+        self.issuer = base
+        self.audience = audience
+        self.jwks_url = f"{base}/jwks.json"
+        self.answer_status = 200
+        self.fetches = 0
+        self._changed = threading.Condition()
+        self._keys: list[IdpKey] = []
+        self._current: dict[str, IdpKey] = {}
+        for alg in ("RS256", "ES256"):
+            self.rotate(alg)
+
+    # Key set ---------------------------------------------------------------------------------
+
+    def key(self, alg: str = "RS256") -> IdpKey:
+        """The current signing key for `alg`."""
+        return self._current[alg]
+
+    def add_key(self, alg: str = "RS256", *, use: str = "sig", kid: str | None = None) -> IdpKey:
+        """Publish one more key (not made current): e.g. `use="enc"`, which a verifier must skip."""
+        key = IdpKey(kid=kid or f"{alg.lower()}-{secrets.token_hex(4)}", alg=alg, private=new_private_key(alg), use=use)
+        with self._changed:
+            self._keys.append(key)
+        return key
+
+    def rotate(self, alg: str = "RS256", *, retire: bool = False) -> str:
+        """A new current key for `alg` with a new kid; the old one stays published unless `retire`."""
+        old = self._current.get(alg)
+        key = self.add_key(alg)
+        with self._changed:
+            if retire and old is not None:
+                self._keys.remove(old)
+            self._current[alg] = key
+        return key.kid
+
+    def jwks(self) -> dict[str, Any]:
+        with self._changed:
+            return {"keys": [k.public_jwk() for k in self._keys]}
+
+    # Tokens ----------------------------------------------------------------------------------
+
+    def claims(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Valid claims for the default audience; an override of None drops that claim."""
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": self.issuer,
+            "aud": self.audience,
+            "sub": "alice",
+            "iat": now,
+            "nbf": now,
+            "exp": now + 600,
+            "jti": secrets.token_hex(8),
+            "scope": "mcp",
+        }
+        claims.update(overrides or {})
+        return {k: v for k, v in claims.items() if v is not None}
+
+    def mint(
+        self,
+        *,
+        alg: str = "RS256",
+        kid: str | None = None,
+        claims: Mapping[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
+        key: PrivateKey | None = None,
+    ) -> str:
+        """A JWT signed by the key `kid` (default: the current `alg` key), or by `key` if given.
+
+        `headers` overrides the JOSE header after the kid is set, so `headers={"kid": "x"}` signs
+        with a published key but names another.
+        """
+        signer = self._find(kid) if kid else self._current[alg]
+        header = {"kid": signer.kid, **(headers or {})}
+        return jwt.encode(self.claims(claims), key or signer.private, algorithm=alg, headers=header)
+
+    def _find(self, kid: str) -> IdpKey:
+        with self._changed:
+            return next(k for k in self._keys if k.kid == kid)
+
+    # HTTP ------------------------------------------------------------------------------------
+
+    def wait_for_fetches(self, count: int, timeout: float) -> bool:
+        """Block until the JWKS was requested at least `count` times in all; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.fetches >= count, timeout=timeout)
+
+    async def serve_jwks(self, request: Request) -> Response:
+        with self._changed:
+            self.fetches += 1
+            self._changed.notify_all()
+            status = self.answer_status
+        if status != 200:
+            return JSONResponse({"error": "temporarily_unavailable"}, status_code=status)
+        return JSONResponse(self.jwks(), headers={"cache-control": "no-store"})
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/jwks.json", self.serve_jwks, methods=["GET"])])
+
+
+@contextmanager
+def running_idp(audience: str = DEFAULT_AUDIENCE) -> Iterator[IdentityProvider]:
+    """An IdP on 127.0.0.1 and a free port, served by uvicorn in a background thread."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Bound and listening before uvicorn starts: connections queue in the backlog meanwhile.
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    idp = IdentityProvider(base=f"http://127.0.0.1:{port}", audience=audience)
+    config = uvicorn.Config(idp.app(), log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="idp-uvicorn", daemon=True)
+    thread.start()
+    try:
+        _wait_started(server, thread)
+        yield idp
+    finally:
+        server.should_exit = True
+        thread.join(timeout=STARTUP_SECONDS)
+        sock.close()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the IdP server thread exited during startup")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the IdP server did not start within {STARTUP_SECONDS}s")
+        thread.join(timeout=0.01)
