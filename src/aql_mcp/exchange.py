@@ -36,10 +36,11 @@ class ClientRequestFailed(ToolError):
 class Connection:
     """An open SSE response on one HTTP exchange; a `Sink` for an `EventStream`."""
 
-    __slots__ = ("_send", "ended", "last_write")
+    __slots__ = ("_send", "ended", "last_write", "standing")
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, *, standing: bool = False) -> None:
         self._send = send
+        self.standing = standing  # a GET stream, not the answer to one request
         self.ended = anyio.Event()
         self.last_write = time.monotonic()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings, load_settings
+from aql_mcp.shutdown import DrainingServer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,10 +92,19 @@ def serve(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         lifespan="on",
-        # Open SSE streams would otherwise hold shutdown forever (graceful drain: deployment issue).
-        timeout_graceful_shutdown=5,
+        proxy_headers=bool(settings.server.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.server.forwarded_allow_ips) or None,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown.grace_seconds),
     )
-    uvicorn.Server(config).run()
+    services = app.state.services
+    server = DrainingServer(
+        config,
+        probes=services.probes,
+        endpoint=services.endpoint,
+        drain_seconds=settings.shutdown.drain_seconds,
+        retry_ms=settings.streams.retry_ms,
+    )
+    server.run()
     return 0
 
 

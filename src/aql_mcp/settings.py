@@ -56,6 +56,7 @@ class ServerSettings(_Section):
     dev: bool = False
     plugins: tuple[str, ...] = ()
     builtin_plugins: tuple[str, ...] = BUILTIN_PLUGINS
+    forwarded_allow_ips: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -71,6 +72,11 @@ class ServerSettings(_Section):
         if value is not None and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError("must be an http(s) URL")
         return value.rstrip("/") if value else value
+
+
+class ShutdownSettings(_Section):
+    drain_seconds: float = Field(default=5.0, ge=0, le=300)
+    grace_seconds: float = Field(default=20.0, ge=0, le=600)
 
 
 class StoreSettings(_Section):
@@ -172,6 +178,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     sessions: SessionSettings = SessionSettings()
     streams: StreamSettings = StreamSettings()
+    shutdown: ShutdownSettings = ShutdownSettings()
 
     @property
     def base_url(self) -> str:

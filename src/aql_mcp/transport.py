@@ -92,6 +92,13 @@ class StreamableHTTPEndpoint:
             # Raised before the response started; later failures are answered in-band.
             await send_error(send, exc, request_id=request_id_of(scope))
 
+    async def end_streams(self, retry_ms: int) -> None:
+        """Shutting down: end every GET stream with a retry hint; POST streams finish their calls."""
+        for connection in list(self.connections):
+            if connection.standing:
+                await connection.write(b": shutting down\nretry: " + str(retry_ms).encode("ascii") + b"\n\n")
+                await connection.end()
+
     async def keepalive(self, idle: float) -> None:
         """Write a comment on every SSE connection idle for `idle` seconds (proxies drop silent ones)."""
         for connection in list(self.connections):
@@ -248,7 +255,7 @@ class StreamableHTTPEndpoint:
         resume = parse_event_id(last_event) if last_event else None
         if last_event and resume is None:
             raise InvalidRequest("Invalid request: malformed Last-Event-ID", data={"field": "Last-Event-ID"})
-        connection = Connection(send)
+        connection = Connection(send, standing=True)
         if resume is not None:
             await self._resume(session, connection, *resume)
         else:

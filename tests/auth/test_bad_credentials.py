@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
@@ -29,6 +30,8 @@ from tests.support.server import ServerProcess, start_server
 REALM = "aql-mcp"
 ORIGIN = "https://agents.example"
 ENC_KID = "encryption-only"
+OCT_KID = "symmetric"
+OCT_SECRET = secrets.token_bytes(32)
 OPAQUE = "opq_" + secrets.token_urlsafe(32)
 COOLDOWN_SECONDS = 1
 DEADLINE = 8.0
@@ -65,6 +68,8 @@ class Known:
 def idp() -> Iterator[IdentityProvider]:
     with running_idp() as provider:
         provider.add_key("RS256", use="enc", kid=ENC_KID)
+        # A symmetric key in a JWKS is an IdP mistake; trusting it would let anyone who reads it sign.
+        provider.publish({"kty": "oct", "kid": OCT_KID, "alg": "HS256", "use": "sig", "k": _b64(OCT_SECRET)})
         yield provider
 
 
@@ -102,7 +107,7 @@ class Case:
     make: Callable[[Known], Credential]
     # The challenge's `error`; None means it must be absent (RFC 6750 §3.1: no credentials, no error code).
     error: str | None
-    # A non-Bearer scheme: RFC 6750 §3.1 says SHOULD NOT carry an error code, the issue says invalid; either passes.
+    # Also accept no `error`: for an unsupported scheme RFC 6750 §3.1 says the challenge SHOULD NOT carry one.
     any_error: bool = False
 
 
@@ -156,6 +161,10 @@ def token_only_in_query(known: Known) -> Credential:
     return Credential(None, _secret_parts(token), {"access_token": token})
 
 
+def hs256_with_published_oct_key(known: Known) -> Credential:
+    return bearer(jwt.encode(known.idp.claims(), OCT_SECRET, algorithm="HS256", headers={"kid": OCT_KID}))
+
+
 def tampered_signature(known: Known) -> Credential:
     head, payload, signature = known.mint().split(".")
     raw = bytearray(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)))
@@ -188,6 +197,7 @@ CASES = [
     Case("hs256-with-public-key-pem", hs256_with_public_key, "invalid_token"),
     Case("unknown-kid", lambda k: bearer(k.mint(headers={"kid": "unknown-" + secrets.token_hex(4)})), "invalid_token"),
     Case("foreign-key-claiming-known-kid", lambda k: bearer(k.mint(key=new_private_key("RS256"))), "invalid_token"),
+    Case("hs256-with-published-oct-key", hs256_with_published_oct_key, "invalid_token"),
     Case("tampered-signature", tampered_signature, "invalid_token"),
     Case("tampered-payload", tampered_payload, "invalid_token"),
     Case("enc-use-key", lambda k: bearer(k.mint(kid=ENC_KID)), "invalid_token"),
@@ -227,6 +237,17 @@ def test_a_valid_jwt_from_the_jwks_opens_a_session(
     assert response.status_code == 200, response.text
     assert response.headers["mcp-session-id"]
     assert_never_exposed(service, response, request_id, credential.secrets)
+
+
+@pytest.mark.parametrize(
+    ("claim", "offset"),
+    [("exp", -10), ("nbf", 10), ("iat", 10)],
+    ids=["expired-within-skew", "nbf-within-skew", "iat-within-skew"],
+)
+def test_clock_skew_up_to_the_setting_is_tolerated(claim: str, offset: int, known: Known, http: httpx.Client) -> None:
+    """Corporate Appendix A.1: allowed clock skew (30 s by default, at most 60 s)."""
+    response, _ = initialize(http, bearer(known.mint(claims={claim: int(time.time()) + offset})))
+    assert response.status_code == 200, response.text
 
 
 def test_an_allow_listed_opaque_token_opens_a_session(service: ServerProcess, http: httpx.Client) -> None:

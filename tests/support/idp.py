@@ -72,6 +72,7 @@ class IdentityProvider:
         self.fetches = 0
         self._changed = threading.Condition()
         self._keys: list[IdpKey] = []
+        self._raw: list[dict[str, Any]] = []
         self._current: dict[str, IdpKey] = {}
         for alg in ("RS256", "ES256"):
             self.rotate(alg)
@@ -99,9 +100,14 @@ class IdentityProvider:
             self._current[alg] = key
         return key.kid
 
+    def publish(self, jwk: Mapping[str, Any]) -> None:
+        """Publish a raw JWK as is, e.g. a symmetric `oct` key that a verifier must never trust."""
+        with self._changed:
+            self._raw.append(dict(jwk))
+
     def jwks(self) -> dict[str, Any]:
         with self._changed:
-            return {"keys": [k.public_jwk() for k in self._keys]}
+            return {"keys": [k.public_jwk() for k in self._keys] + [dict(j) for j in self._raw]}
 
     # Tokens ----------------------------------------------------------------------------------
 

@@ -73,29 +73,35 @@ class JwksKeySource:
         found = self._keys.get(kid) if self._usable() else None
         if found is not None:
             return found
-        if self._clock() - self._last_attempt < self._cooldown:
-            return None
-        await self.refresh()
+        async with self._lock:
+            # Checked under the lock: a burst of unknown kids arriving together makes one fetch.
+            if self._clock() - self._last_attempt < self._cooldown:
+                return self._keys.get(kid) if self._usable() else None
+            await self._fetch()
         return self._keys.get(kid) if self._usable() else None
 
     async def refresh(self) -> bool:
         """Fetch the key set once; on failure keep the last good one. True if it was replaced."""
         async with self._lock:
-            self._last_attempt = self._clock()
-            self.refreshes += 1
-            try:
-                response = await self._client.get(self.url, headers={"accept": "application/json"})
-                response.raise_for_status()
-                keys = self._parse(response.json())
-            except (httpx.HTTPError, ValueError) as exc:
-                self.failures += 1
-                self._failing = True
-                log.warning("jwks_refresh_failed", error=type(exc).__name__)
-                return False
-            self._keys = keys
-            self._fetched_at = self._clock()
-            self._failing = False
-            return True
+            return await self._fetch()
+
+    async def _fetch(self) -> bool:
+        """One fetch; the caller holds the lock."""
+        self._last_attempt = self._clock()
+        self.refreshes += 1
+        try:
+            response = await self._client.get(self.url, headers={"accept": "application/json"})
+            response.raise_for_status()
+            keys = self._parse(response.json())
+        except (httpx.HTTPError, ValueError) as exc:
+            self.failures += 1
+            self._failing = True
+            log.warning("jwks_refresh_failed", error=type(exc).__name__)
+            return False
+        self._keys = keys
+        self._fetched_at = self._clock()
+        self._failing = False
+        return True
 
     def _usable(self) -> bool:
         return self._fetched_at is not None and self._clock() - self._fetched_at < self._max_stale

@@ -8,6 +8,7 @@ no secret. Introspection asks the IdP about a token it issued; that is not token
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,6 +23,7 @@ from aql_mcp.exceptions import ConfigError, InvalidToken, UpstreamUnavailable
 
 log = structlog.get_logger("aql_mcp.auth")
 NEGATIVE_CACHE_SECONDS = 10.0
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def digest(token: str) -> str:
@@ -49,14 +51,24 @@ def read_allow_list(path: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
         raise ConfigError(
             f"auth.opaque_tokens_file (AQL_MCP_AUTH__OPAQUE_TOKENS_FILE): cannot be read ({exc})"
         ) from None
+    refusal = ConfigError(
+        "auth.opaque_tokens_file (AQL_MCP_AUTH__OPAQUE_TOKENS_FILE): expected a mapping of SHA-256 hex "
+        "digests (never tokens) to {sub: string, scopes: [strings]}"
+    )
+    if not isinstance(data, dict):
+        raise refusal
     entries: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for key, value in data.items() if isinstance(data, dict) else ():
-        if not isinstance(value, dict) or not isinstance(value.get("sub"), str) or len(str(key)) != 64:
-            raise ConfigError(
-                "auth.opaque_tokens_file (AQL_MCP_AUTH__OPAQUE_TOKENS_FILE): expected a mapping of SHA-256 hex "
-                "digests to {sub, scopes}"
-            )
-        entries[str(key).lower()] = (value["sub"], tuple(str(s) for s in value.get("scopes", ())))
+    for key, value in data.items():
+        scopes = value.get("scopes", []) if isinstance(value, dict) else None
+        if not (
+            isinstance(key, str)
+            and HEX_DIGEST.fullmatch(key.lower())
+            and isinstance(value, dict)
+            and isinstance(value.get("sub"), str)
+            and isinstance(scopes, list)
+        ):
+            raise refusal
+        entries[key.lower()] = (value["sub"], tuple(str(s) for s in scopes))
     return entries
 
 

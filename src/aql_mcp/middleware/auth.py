@@ -90,6 +90,9 @@ def _bearer(value: str | None) -> str:
     if not value:
         raise MissingToken()
     scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if scheme.lower() != "bearer":
+        # Other schemes carry no bearer credentials: challenge without an error code (RFC 6750 §3.1).
+        raise MissingToken()
+    if not token.strip():
         raise InvalidToken()
     return token.strip()

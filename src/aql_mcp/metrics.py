@@ -1,0 +1,213 @@
+"""Prometheus metrics of one app (corporate §15.3) and the ASGI endpoint that serves them.
+
+Every label has a bounded set of values by construction: a value outside its fixed set becomes
+`other`, and tool and operation names are capped at a number of distinct values, so no caller can
+grow the series without limit. Labels never carry ids, subjects, tokens or error text.
+Each `Metrics` has its own `CollectorRegistry`, so two apps (or two tests) never share a series.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import threading
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from starlette.types import Receive, Scope, Send
+
+from aql_mcp.exceptions import ConfigError, Forbidden
+from aql_mcp.responses import send_empty, send_error
+from aql_mcp.scope import request_id_of
+
+OTHER = "other"
+OUTCOMES = ("ok", "client_error", "auth_error", "rate_limited", "timeout", "internal")
+AUTH_REASONS = ("missing_token", "invalid_token", "insufficient_scope", "unavailable")
+LIMIT_KINDS = ("rate", "concurrency", "sessions", "session_table", "body", "timeout", "result_size")
+ROUTES = (
+    "/mcp",
+    "/health",
+    "/ready",
+    "/metrics",
+    "/",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/jwks.json",
+)
+METHODS = ("GET", "POST", "DELETE", "OPTIONS", "HEAD", "PUT", "PATCH")
+# From a 1 ms ping to the 30 s default tool timeout (limits.tool_timeout_seconds).
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+MAX_TOOLS = 500
+MAX_OPERATIONS = 500
+# Registered tool and operation names are short snake_case words; anything else is not a name.
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+
+
+def clamp(value: str, allowed: Iterable[str]) -> str:
+    return value if value in allowed else OTHER
+
+
+def clamp_status(status: int) -> str:
+    return str(status) if isinstance(status, int) and 100 <= status <= 599 else OTHER
+
+
+class BoundedNames:
+    """Remembers up to `limit` distinct names; later new names, and non-names, become `other`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def clamp(self, value: str) -> str:
+        if value in self._seen or value == "":
+            return value
+        if not NAME.fullmatch(value):
+            return OTHER
+        with self._lock:
+            if len(self._seen) >= self._limit:
+                return OTHER
+            self._seen.add(value)
+        return value
+
+
+class Metrics:
+    """All metrics of one app, on its own CollectorRegistry (never the global one)."""
+
+    def __init__(self, *, service: str, version: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._tools = BoundedNames(MAX_TOOLS)
+        self._operations = BoundedNames(MAX_OPERATIONS)
+        self._calls = Counter(
+            "aql_mcp_calls",
+            "MCP calls (tools/call and other methods) by tool, MCP-AQL operation and outcome.",
+            ("tool", "operation", "outcome"),
+            registry=self.registry,
+        )
+        self._call_seconds = Histogram(
+            "aql_mcp_call_duration_seconds",
+            "Duration of MCP calls in seconds.",
+            ("tool", "operation"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self._requests = Counter(
+            "aql_mcp_http_requests",
+            "HTTP requests by route template, method and status.",
+            ("route", "method", "status"),
+            registry=self.registry,
+        )
+        self._request_seconds = Histogram(
+            "aql_mcp_http_request_duration_seconds",
+            "Duration of HTTP requests in seconds, by route template.",
+            ("route",),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self._auth_failures = Counter(
+            "aql_mcp_auth_failures", "Refused authentications by reason.", ("reason",), registry=self.registry
+        )
+        self._limit_events = Counter(
+            "aql_mcp_limit_events", "Requests refused or cut by a limit, by kind.", ("kind",), registry=self.registry
+        )
+        self._jwks_refreshes = Counter(
+            "aql_mcp_jwks_refreshes", "JWKS refreshes by result.", ("result",), registry=self.registry
+        )
+        self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions.", registry=self.registry)
+        self._streams = Gauge("aql_mcp_open_sse_streams", "Open SSE streams.", registry=self.registry)
+        build = Gauge(
+            "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
+        )
+        build.labels(version=version, service=service).set(1)
+        # Known label values start at 0, so a rate() sees the first event (Prometheus naming practices).
+        for reason in AUTH_REASONS:
+            self._auth_failures.labels(reason=reason)
+        for kind in LIMIT_KINDS:
+            self._limit_events.labels(kind=kind)
+        for result in ("ok", "failed"):
+            self._jwks_refreshes.labels(result=result)
+
+    def http_request(self, *, route: str, method: str, status: int, seconds: float) -> None:
+        route = clamp(route, ROUTES)
+        self._requests.labels(route=route, method=clamp(method, METHODS), status=clamp_status(status)).inc()
+        self._request_seconds.labels(route=route).observe(seconds)
+
+    def call(self, *, tool: str, operation: str, outcome: str, seconds: float) -> None:
+        tool = self._tools.clamp(tool)
+        operation = self._operations.clamp(operation)
+        self._calls.labels(tool=tool, operation=operation, outcome=clamp(outcome, OUTCOMES)).inc()
+        self._call_seconds.labels(tool=tool, operation=operation).observe(seconds)
+
+    def auth_failure(self, reason: str) -> None:
+        self._auth_failures.labels(reason=clamp(reason, AUTH_REASONS)).inc()
+
+    def limit_event(self, kind: str) -> None:
+        self._limit_events.labels(kind=clamp(kind, LIMIT_KINDS)).inc()
+
+    def jwks_refresh(self, *, ok: bool) -> None:
+        self._jwks_refreshes.labels(result="ok" if ok else "failed").inc()
+
+    def track(self, *, sessions: Callable[[], int], streams: Callable[[], int]) -> None:
+        """Read the open sessions and streams when scraped, not on every change."""
+        self._sessions.set_function(sessions)
+        self._streams.set_function(streams)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text exposition format 0.0.4 and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(allowed: Iterable[str]) -> tuple[Network, ...]:
+    """IPs and CIDRs as networks; a malformed entry fails at startup."""
+    networks = []
+    for entry in allowed:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            raise ConfigError(f"metrics allow-list: {entry!r} is not an IP address or CIDR network") from None
+    return tuple(networks)
+
+
+def is_allowed_client(host: str | None, networks: tuple[Network, ...]) -> bool:
+    """Whether the peer address is in one of `networks`; no allow-list lets everyone in."""
+    if not networks:
+        return True
+    if host is None:
+        return False
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+class MetricsEndpoint:
+    """`GET /metrics`: the exposition, optionally only for clients in an allow-list of networks.
+
+    The client is the ASGI peer address (after uvicorn's proxy-header handling, which trusts only
+    `server.forwarded_allow_ips`), never a header the client chose.
+    """
+
+    def __init__(self, metrics: Metrics, *, allowed: tuple[str, ...] = ()) -> None:
+        self.metrics = metrics
+        self.networks = parse_networks(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        client = scope.get("client")
+        if not is_allowed_client(client[0] if client else None, self.networks):
+            await send_error(send, Forbidden(), request_id=request_id_of(scope))
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await send_empty(send, 405, [(b"allow", b"GET, HEAD")])
+            return
+        body, content_type = self.metrics.exposition()
+        headers = [(b"content-type", content_type.encode("latin-1")), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})

@@ -1,0 +1,68 @@
+"""Graceful shutdown for Kubernetes: drain, then stop accepting, then let calls finish.
+
+On SIGTERM `/ready` turns 503 at once while the service keeps serving for
+`shutdown.drain_seconds`, so the endpoints controller takes the pod out of rotation before
+connections are refused. Then uvicorn stops accepting, open GET streams end with a `retry` hint
+(clients reconnect elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before
+the process exits 0. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+from types import FrameType
+
+import structlog
+import uvicorn
+
+from aql_mcp.probes import Probes
+from aql_mcp.transport import StreamableHTTPEndpoint
+
+log = structlog.get_logger("aql_mcp.shutdown")
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        probes: Probes,
+        endpoint: StreamableHTTPEndpoint,
+        drain_seconds: float,
+        retry_ms: int,
+    ) -> None:
+        super().__init__(config)
+        self._probes = probes
+        self._endpoint = endpoint
+        self._drain_seconds = drain_seconds
+        self._retry_ms = retry_ms
+        self._draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig != signal.SIGTERM or self._draining or self._loop is None:
+            self._stop(sig)
+            return
+        self._draining = True
+        self._probes.draining = True
+        log.info("drain_started", seconds=self._drain_seconds)
+        timer = threading.Timer(self._drain_seconds, self._stop, args=(sig,))
+        timer.daemon = True
+        timer.start()
+
+    def _stop(self, sig: int) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._endpoint.end_streams(self._retry_ms)))
+        # Not `super().handle_exit`: uvicorn would re-raise the signal after its shutdown, and a
+        # drained, completed shutdown is a clean exit (0), not death by SIGTERM.
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
