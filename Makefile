@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test lint typecheck unit conformance bench clean
+.PHONY: run test lint typecheck unit conformance bench image-test clean
 
 $(VENV): $(STAMP)
 
@@ -36,6 +36,10 @@ conformance: $(STAMP)
 # Load benchmark against the official SDK and a bare Starlette ceiling (bench/README.md); REPS=3 optional.
 bench: $(STAMP)
 	bench/run.sh
+
+# Build the Dockerfile with podman and run the image read-only as non-root (slow; not in `make test`).
+image-test:
+	scripts/image-test.sh
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache state

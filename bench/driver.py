@@ -29,7 +29,7 @@ from load import LoadOptions, load_phase, wrk_argv
 from procfs import cpu_model
 from report import write_report
 from stacks import write_profile
-from targets import ROOT, TARGETS, Server, Target, loaded_modules, start, stop
+from targets import TARGETS, Server, Target, loaded_modules, snapshot_source, start, stop
 
 PACKAGES = (
     "aql-mcp",
@@ -112,14 +112,15 @@ def run(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {args.load_cpu})
     options = load_options(args)
     targets = select(args.targets)
-    (out / "versions.json").write_text(json.dumps(versions(), indent=2))
+    source = snapshot_source(out)
+    (out / "versions.json").write_text(json.dumps(versions(source), indent=2))
     (out / "commands.json").write_text(json.dumps(commands(targets, options), indent=2))
     (out / "options.json").write_text(json.dumps({**asdict(options), "reps": args.reps, "sessions": args.sessions}))
     concurrencies = [int(c) for c in args.conc.split(",")]
     for rep in range(args.reps):
         for target in targets[rep % len(targets) :] + targets[: rep % len(targets)]:
             print(f"[bench] rep {rep + 1}/{args.reps}: {target.name}", file=sys.stderr, flush=True)
-            for row in measure_target(target, rep + 1, concurrencies, args.sessions, options, out):
+            for row in measure_target(target, rep + 1, concurrencies, args.sessions, options, out, source):
                 # Written as each phase ends, so a later failure keeps what was measured.
                 with (out / "results.jsonl").open("a") as results:
                     results.write(json.dumps(row) + "\n")
@@ -135,10 +136,10 @@ def select(names: str) -> list[Target]:
 
 
 def measure_target(
-    target: Target, rep: int, concurrencies: list[int], sessions: int, options: LoadOptions, out: Path
+    target: Target, rep: int, concurrencies: list[int], sessions: int, options: LoadOptions, out: Path, source: Path
 ) -> Iterator[dict[str, Any]]:
     base = {"target": target.name, "rep": rep}
-    server = start(target, cpu=options.server_cpu, run_dir=out, label=f"load-r{rep}")
+    server = start(target, cpu=options.server_cpu, run_dir=out, label=f"load-r{rep}", source=source)
     try:
         modules = sorted(loaded_modules(server.pid))
         rows = [
@@ -148,7 +149,7 @@ def measure_target(
         stop(server)
     rows[-1]["log"] = log_summary(server)
     yield from rows
-    server = start(target, cpu=options.server_cpu, run_dir=out, label=f"sessions-r{rep}")
+    server = start(target, cpu=options.server_cpu, run_dir=out, label=f"sessions-r{rep}", source=source)
     try:
         row = {**base, "phase": "sessions", **session_phase(server, count=sessions, deadline=120.0, options=options)}
     finally:
@@ -194,11 +195,15 @@ def profile(args: argparse.Namespace) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     os.sched_setaffinity(0, {args.load_cpu})
-    raw, row = profile_service(args.out, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=load_options(args))
-    write_profile(raw, row, args.output, versions=versions(py_spy=args.py_spy))
+    source = snapshot_source(args.out)
+    options = load_options(args)
+    raw, row = profile_service(
+        args.out, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
+    )
+    write_profile(raw, row, args.output, versions=versions(source, py_spy=args.py_spy), source=source)
 
 
-def versions(*, py_spy: str | None = None) -> dict[str, str]:
+def versions(source: Path, *, py_spy: str | None = None) -> dict[str, str]:
     found = {"python": platform.python_version(), "machine": machine()}
     found["wrk"] = _first_line(["wrk", "--version"])
     found["wrk (Debian package)"] = _first_line(["dpkg-query", "-W", "-f", "${Version}", "wrk"])
@@ -207,17 +212,17 @@ def versions(*, py_spy: str | None = None) -> dict[str, str]:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = "not installed"
-    found["aql-mcp source (sha256 of src/aql_mcp/**/*.py)"] = source_digest()
+    found["aql-mcp source (sha256 of the snapshot of src/aql_mcp/**/*.py)"] = source_digest(source)
     if py_spy is not None:
         found["py-spy"] = _first_line([py_spy, "--version"])
     return found
 
 
-def source_digest() -> str:
-    """Which source was measured: other work changes src/ while the benchmark runs."""
+def source_digest(source: Path) -> str:
+    """Which source was measured: src/ keeps changing, so each run serves (and names) a snapshot."""
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "src" / "aql_mcp").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    for path in sorted(source.rglob("*.py")):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

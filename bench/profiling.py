@@ -20,11 +20,11 @@ ATTACH_SECONDS = 1.0
 
 
 def profile_service(
-    out: Path, *, conc: int, rate: int, py_spy: str, options: LoadOptions
+    out: Path, *, conc: int, rate: int, py_spy: str, options: LoadOptions, source: Path
 ) -> tuple[Path, dict[str, Any]]:
     """Record `options.duration` seconds of the service at `conc`; the raw stacks and the wrk row."""
     raw = out / "profile.raw.txt"
-    server = start(SERVICE, cpu=options.server_cpu, run_dir=out, label="profile")
+    server = start(SERVICE, cpu=options.server_cpu, run_dir=out, label="profile", source=source)
     try:
         check_server(server)
         sessions = open_sessions(server, conc, out / f"sessions-profile-c{conc}.txt")

@@ -6,7 +6,7 @@ they are charged to whoever called them. orjson and sqlite3 are C and leave no f
 in them shows as the `aql_mcp` line that called them, which is read from the source to tell them
 apart.
 
-    python bench/stacks.py RAW_FILE   # the tables on stdout
+    python bench/stacks.py RAW_FILE [SOURCE_DIR]   # the tables on stdout; SOURCE_DIR holds aql_mcp/
 """
 
 from __future__ import annotations
@@ -101,14 +101,35 @@ def aql_layer(frame: Frame) -> str:
     path = frame.file.removeprefix("aql_mcp/")
     if path.startswith("middleware/"):
         return "middleware: " + path.removeprefix("middleware/").removesuffix(".py")
-    return next((layer for prefix, layer in AQL_LAYERS.items() if path.startswith(prefix)), "aql_mcp (other)")
+    return next((layer for prefix, layer in AQL_LAYERS.items() if path.startswith(prefix)), f"aql_mcp: {path}")
 
 
-def layer_of(stack: list[Frame]) -> str:
+class SourceLines:
+    """The source the profiled process ran, read line by line to see what a leaf line calls."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, list[str]] = {}
+
+    def line(self, file: str, number: int) -> str:
+        if file not in self.files:
+            path = self.root / file
+            self.files[file] = path.read_text().splitlines() if path.exists() else []
+        lines = self.files[file]
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+    def c_library_called(self, frame: Frame) -> str | None:
+        """`orjson` when the leaf line calls it (it is C: py-spy shows the caller's line)."""
+        if frame.line is None:
+            return None
+        return "orjson" if "orjson." in self.line(frame.file, frame.line) else None
+
+
+def layer_of(stack: list[Frame], sources: SourceLines) -> str:
     """The layer of the frame nearest the leaf that has one; C calls are read from the calling line."""
     for index, frame in enumerate(reversed(stack)):
         if is_aql(frame):
-            called = c_library_called(frame) if index == 0 else None
+            called = sources.c_library_called(frame) if index == 0 else None
             return called or aql_layer(frame)
         if frame.top in LIBRARY_LAYERS:
             return LIBRARY_LAYERS[frame.top]
@@ -129,22 +150,7 @@ def owner_of(stack: list[Frame]) -> str:
     return "event loop"
 
 
-_SOURCE_CACHE: dict[str, list[str]] = {}
-
-
-def c_library_called(frame: Frame) -> str | None:
-    """`orjson` when the leaf line calls it (it is C: py-spy shows the caller's line)."""
-    if frame.line is None:
-        return None
-    if frame.file not in _SOURCE_CACHE:
-        path = SRC / frame.file
-        _SOURCE_CACHE[frame.file] = path.read_text().splitlines() if path.exists() else []
-    lines = _SOURCE_CACHE[frame.file]
-    source = lines[frame.line - 1] if frame.line <= len(lines) else ""
-    return "orjson" if "orjson." in source else None
-
-
-def tally(stacks: list[tuple[list[Frame], int]]) -> dict[str, Counter[str]]:
+def tally(stacks: list[tuple[list[Frame], int]], sources: SourceLines) -> dict[str, Counter[str]]:
     tables: dict[str, Counter[str]] = {
         "layer": Counter(),
         "owner": Counter(),
@@ -152,13 +158,37 @@ def tally(stacks: list[tuple[list[Frame], int]]) -> dict[str, Counter[str]]:
         "leaf": Counter(),
     }
     for frames, count in stacks:
-        tables["layer"][layer_of(frames)] += count
+        tables["layer"][layer_of(frames, sources)] += count
         tables["owner"][owner_of(frames)] += count
         for file in {f.file for f in frames if is_aql(f)}:
             tables["inclusive"][file] += count
         leaf = frames[-1] if frames else Frame("?", "?", None)
         tables["leaf"][f"{leaf.function} ({leaf.file})"] += count
     return tables
+
+
+def hot_lines(stacks: list[tuple[list[Frame], int]], sources: SourceLines) -> dict[str, Counter[str]]:
+    """Per layer: the leaf line, and the `aql_mcp` line nearest the leaf that led to it."""
+    found: dict[str, Counter[str]] = {}
+    for frames, count in stacks:
+        if not frames:
+            continue
+        aql = [f for f in frames if is_aql(f)]
+        via = f" via `{aql[-1].function}` ({aql[-1].file}:{aql[-1].line})" if aql and aql[-1] is not frames[-1] else ""
+        leaf = frames[-1]
+        key = f"`{leaf.function}` ({leaf.file}:{leaf.line}){via}"
+        found.setdefault(layer_of(frames, sources), Counter())[key] += count
+    return found
+
+
+def detail(stacks: list[tuple[list[Frame], int]], sources: SourceLines, total: int, layers: list[str]) -> list[str]:
+    lines = []
+    hot = hot_lines(stacks, sources)
+    for layer in layers:
+        lines += [f"**{layer}**", ""]
+        lines += [f"- {100 * n / total:.1f} % {key}" for key, n in hot.get(layer, Counter()).most_common(6)]
+        lines.append("")
+    return lines
 
 
 def table(counter: Counter[str], total: int, header: str, *, limit: int | None = None) -> list[str]:
@@ -168,10 +198,12 @@ def table(counter: Counter[str], total: int, header: str, *, limit: int | None =
     return lines
 
 
-def render(raw: Path, row: dict[str, Any], versions: dict[str, str]) -> list[str]:
+def render(raw: Path, row: dict[str, Any], versions: dict[str, str], source: Path) -> list[str]:
     stacks = parse(raw)
     total = sum(count for _, count in stacks)
-    tables = tally(stacks)
+    sources = SourceLines(source)
+    tables = tally(stacks, sources)
+    top_layers = [layer for layer, _ in tables["layer"].most_common(8)]
     expected = row["rate"] * row["duration"]
     return [
         "# Where aql-mcp's time goes under load",
@@ -214,18 +246,29 @@ def render(raw: Path, row: dict[str, Any], versions: dict[str, str]) -> list[str
         "",
         *table(tables["leaf"], total, "function (file)", limit=25),
         "",
+        "## Where in each of the biggest layers",
+        "",
+        "The leaf line (what was running) and, when it is not in `aql_mcp`, the `aql_mcp` line that led there.",
+        "",
+        *detail(stacks, sources, total, top_layers),
+        "## Versions",
+        "",
+        "| component | version |",
+        "|---|---|",
+        *(f"| {name} | {version} |" for name, version in versions.items()),
+        "",
     ]
 
 
-def write_profile(raw: Path, row: dict[str, Any], output: Path, *, versions: dict[str, str]) -> None:
+def write_profile(raw: Path, row: dict[str, Any], output: Path, *, versions: dict[str, str], source: Path) -> None:
     notes = ""
     if output.exists() and NOTES_MARKER in output.read_text():
         notes = output.read_text().split(NOTES_MARKER, 1)[1]
-    output.write_text("\n".join([*render(raw, row, versions), NOTES_MARKER]) + (notes or "\n"))
+    output.write_text("\n".join([*render(raw, row, versions, source), NOTES_MARKER]) + (notes or "\n"))
 
 
 if __name__ == "__main__":
     stacks = parse(Path(sys.argv[1]))
     total = sum(count for _, count in stacks)
-    for name, counter in tally(stacks).items():
+    for name, counter in tally(stacks, SourceLines(Path(sys.argv[2]) if len(sys.argv) > 2 else SRC)).items():
         print("\n".join(table(counter, total, name, limit=30)), end="\n\n")

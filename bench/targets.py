@@ -3,6 +3,10 @@
 Every server is one uvicorn worker on 127.0.0.1 with uvloop and httptools, started directly
 under `taskset` (which execs it), so the process we start is the one that serves: its pid is
 the one whose CPU time and RSS are read.
+
+aql-mcp runs from a snapshot of `src/aql_mcp` taken when the run starts (first on PYTHONPATH,
+ahead of the editable install), so every start in one run serves the same code while src/
+keeps changing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ SERVICE_CONFIG = BENCH / "service.yaml"
 READY_SECONDS = 30.0
 START_ATTEMPTS = 2
 START_PAUSE_SECONDS = 5.0
+SNAPSHOT_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,31 @@ TARGETS = (
 )
 
 
+def snapshot_source(run_dir: Path) -> Path:
+    """Copy src/aql_mcp into `run_dir`, retrying while it does not import (it may be mid-edit)."""
+    target = (run_dir / "src").resolve()
+    for attempt in range(1, SNAPSHOT_ATTEMPTS + 1):
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(ROOT / "src" / "aql_mcp", target / "aql_mcp", ignore=shutil.ignore_patterns("__pycache__"))
+        problem = import_problem(target)
+        if problem is None:
+            return target
+        print(f"[bench] src/ does not import ({problem}); attempt {attempt}", file=sys.stderr, flush=True)
+        time.sleep(START_PAUSE_SECONDS)
+    raise RuntimeError(f"src/aql_mcp did not import in {SNAPSHOT_ATTEMPTS} attempts")
+
+
+def import_problem(source: Path) -> str | None:
+    check = "import aql_mcp.app, aql_mcp.main, aql_mcp.testing.echo; print(aql_mcp.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(source), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+    if not done.stdout.strip().startswith(str(source)):
+        return f"aql_mcp imported from {done.stdout.strip()}, not the snapshot"
+    return None
+
+
 @dataclass
 class Server:
     target: Target
@@ -83,14 +113,14 @@ class Server:
         return self.process.pid
 
 
-def start(target: Target, *, cpu: int, run_dir: Path, label: str) -> Server:
+def start(target: Target, *, cpu: int, run_dir: Path, label: str, source: Path) -> Server:
     """Start `target` on `cpu` with a fresh state directory; return once it answers.
 
-    A failed start is tried once more after a pause: src/ may be mid-edit by other work.
+    A failed start is tried once more after a pause.
     """
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
-            return _start_once(target, cpu=cpu, run_dir=run_dir, label=label)
+            return _start_once(target, cpu=cpu, run_dir=run_dir, label=label, source=source)
         except RuntimeError as exc:
             if attempt == START_ATTEMPTS:
                 raise
@@ -99,13 +129,13 @@ def start(target: Target, *, cpu: int, run_dir: Path, label: str) -> Server:
     raise AssertionError("unreachable")
 
 
-def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str) -> Server:
+def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: Path) -> Server:
     if is_listening(target.port):
         raise RuntimeError(f"port {target.port} is already in use: stop what listens there first")
     state = run_dir / "state" / f"{target.name}-{label}"
     shutil.rmtree(state, ignore_errors=True)
     state.mkdir(parents=True)
-    env = {**os.environ, "AQL_MCP_STORE__PATH": str(state), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "AQL_MCP_STORE__PATH": str(state), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(source)}
     headers = {"Authorization": f"Bearer {mint_token(target, env)}"} if target.authenticated else {}
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

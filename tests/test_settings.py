@@ -8,7 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.settings import Settings, field_defaults, load_settings
+from aql_mcp.settings import BUILTIN_PLUGINS, Settings, field_defaults, load_settings
 
 DEV: dict[str, dict[str, Any]] = {"server": {"dev": True}}
 DEFAULT_YAML = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
@@ -257,7 +257,7 @@ def test_plugin_paths_are_builtin_then_extra_without_duplicates() -> None:
 
 def test_plugin_listed_twice_among_the_extras_is_loaded_once() -> None:
     settings = load_settings(None, {"AQL_MCP_SERVER__PLUGINS": '["pkg.c:plugin", "pkg.c:plugin"]'}, DEV)
-    assert settings.plugin_paths == ("pkg.c:plugin",)
+    assert settings.plugin_paths == (*BUILTIN_PLUGINS, "pkg.c:plugin")
 
 
 def test_default_yaml_lists_every_setting_with_its_default() -> None:

@@ -1,7 +1,7 @@
 """`create_app(settings)`: the ASGI application, assembled top to bottom.
 
-Global middleware, outermost first: request id -> errors -> body limit -> Origin/CORS (the
-request id is outermost so that even a 500 carries it).
+Global middleware, outermost first: request id -> tracing -> access log/metrics -> errors ->
+body limit -> Origin/CORS (the request id is outermost so that even a 500 carries it).
 The MCP endpoint adds route middleware: Host -> auth -> protocol version. Probes, the service
 page and the discovery documents stay outside MCP auth.
 """
@@ -17,15 +17,19 @@ from dataclasses import dataclass
 import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from aql_mcp import __version__
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication, build_authentication
+from aql_mcp.metrics import Metrics, MetricsEndpoint
+from aql_mcp.middleware.access import AccessMiddleware
 from aql_mcp.middleware.auth import AuthMiddleware
 from aql_mcp.middleware.errors import ServerErrorMiddleware
 from aql_mcp.middleware.host import HostMiddleware
@@ -34,6 +38,7 @@ from aql_mcp.middleware.origin import OriginMiddleware
 from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
 from aql_mcp.middleware.rate_limit import RateLimitMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
+from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.probes import Probes
@@ -42,6 +47,8 @@ from aql_mcp.registry import Kind, Registry
 from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
 from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.telemetry import Telemetry
+from aql_mcp.tracing import Tracing
 from aql_mcp.transport import StreamableHTTPEndpoint
 
 log = structlog.get_logger("aql_mcp.app")
@@ -63,11 +70,22 @@ class Services:
     probes: Probes
     dev_issuer: DevIssuer | None
     authentication: Authentication
+    telemetry: Telemetry
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
+    """The app; `span_exporter` lets tests collect spans in memory."""
     registry = Registry()
-    load_plugins(settings.plugin_paths, registry)
+    load_plugins(settings.plugin_paths, registry, settings)
+    metrics = Metrics(service=settings.server.name, version=__version__)
+    tracing = Tracing(
+        service=settings.tracing.service_name or settings.server.name,
+        version=__version__,
+        otlp_endpoint=settings.tracing.otlp_endpoint,
+        sample_ratio=settings.tracing.sample_ratio,
+        exporter=span_exporter,
+    )
+    telemetry = Telemetry(metrics=metrics, tracing=tracing)
     store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
     sessions = SessionManager(
         store,
@@ -75,10 +93,12 @@ def create_app(settings: Settings) -> Starlette:
         max_open=settings.sessions.max_open,
         max_per_owner=settings.limits.max_sessions_per_principal,
         retry_after=settings.sessions.retry_after_seconds,
+        on_limit=metrics.limit_event,
     )
     endpoint = StreamableHTTPEndpoint(
         sessions=sessions,
-        dispatcher=build_dispatcher(registry, settings),
+        dispatcher=build_dispatcher(registry, settings, telemetry),
+        telemetry=telemetry,
         hub=sessions,
         server_name=settings.server.name,
         instructions=instructions(settings),
@@ -91,9 +111,10 @@ def create_app(settings: Settings) -> Starlette:
         if settings.server.dev
         else None
     )
-    authentication = build_authentication(settings, issuer)
+    authentication = build_authentication(settings, issuer, on_refresh=metrics.jwks_refresh)
+    metrics.track(sessions=sessions.live_count, streams=lambda: len(endpoint.connections))
     services = Services(
-        settings, registry, sessions, endpoint, Probes(store, authentication.jwks), issuer, authentication
+        settings, registry, sessions, endpoint, Probes(store, authentication.jwks), issuer, authentication, telemetry
     )
     mcp_middleware = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
@@ -104,12 +125,14 @@ def create_app(settings: Settings) -> Starlette:
             resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
             required_scopes=settings.auth.required_scopes,
             anonymous=settings.auth.anonymous_listing,
+            on_failure=metrics.auth_failure,
         ),
         Middleware(
             RateLimitMiddleware,
             rate_per_second=settings.limits.rate_per_second,
             burst=settings.limits.rate_burst,
             max_concurrent=settings.limits.max_concurrent_calls,
+            on_refusal=metrics.limit_event,
         ),
         Middleware(ProtocolVersionMiddleware),
     ]
@@ -127,12 +150,16 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if issuer is not None:
         routes.append(Route("/.well-known/jwks.json", jwks(issuer), methods=["GET"]))
+    if settings.metrics.enabled and settings.metrics.port is None:
+        routes.append(Route("/metrics", MetricsEndpoint(metrics, allowed=settings.metrics.allowed_clients)))
     app = Starlette(
         routes=routes,
         middleware=[
             Middleware(RequestIdMiddleware),
+            Middleware(TracingMiddleware, tracing=tracing),
+            Middleware(AccessMiddleware, metrics=metrics),
             Middleware(ServerErrorMiddleware),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes, on_refusal=metrics.limit_event),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],
         lifespan=lifespan(services, store),
@@ -193,6 +220,7 @@ def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], Ab
                 group.cancel_scope.cancel()
         await services.sessions.close_all()
         await services.authentication.client.aclose()
+        services.telemetry.tracing.shutdown()
         await store.close()
 
     return run

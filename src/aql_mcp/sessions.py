@@ -134,16 +134,21 @@ class SessionManager:
         max_open: int,
         retry_after: int,
         max_per_owner: int = 100,
+        on_limit: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self._idle = idle_seconds
         self._max_open = max_open
         self._max_per_owner = max_per_owner
+        self._on_limit = on_limit or (lambda kind: None)
         self._retry_after = retry_after
         self._clock = clock
         self._touch_interval = min(60.0, idle_seconds / 4)
         self._live: dict[str, Session] = {}
+
+    def live_count(self) -> int:
+        return len(self._live)
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._live.values()))
@@ -159,6 +164,7 @@ class SessionManager:
     ) -> Session:
         if await self.store.count_sessions(owner=owner) >= self._max_per_owner:
             # One caller may not take the whole table (corporate §14): 429, not the table-full 503.
+            self._on_limit("sessions")
             raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
         now = self._clock()
         record = SessionRecord(
@@ -173,6 +179,7 @@ class SessionManager:
             last_seen=now,
         )
         if not await self.store.create_session(record, max_open=self._max_open):
+            self._on_limit("session_table")
             error = SessionLimitReached(data={"retryAfter": self._retry_after})
             error.headers["retry-after"] = str(self._retry_after)
             raise error

@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from aql_mcp.exceptions import ConfigError
 
 ENV_PREFIX = "AQL_MCP_"
-BUILTIN_PLUGINS: tuple[str, ...] = ()
+BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.corporate:plugin",)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
@@ -85,6 +85,31 @@ class StoreSettings(_Section):
 
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] | None = None
+
+
+class MetricsSettings(_Section):
+    enabled: bool = True
+    port: int | None = Field(default=None, ge=1, le=65535)
+    allowed_clients: tuple[str, ...] = ()
+
+    @field_validator("allowed_clients")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)
+        return value
+
+
+class TracingSettings(_Section):
+    otlp_endpoint: str | None = None
+    service_name: str | None = None
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class CorporateSettings(_Section):
+    agent_brief: str | None = None
+    agent_prompt: str | None = None
 
 
 class HttpSettings(_Section):
@@ -173,6 +198,9 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     logging: LoggingSettings = LoggingSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    tracing: TracingSettings = TracingSettings()
+    corporate: CorporateSettings = CorporateSettings()
     http: HttpSettings = HttpSettings()
     auth: AuthSettings = AuthSettings()
     limits: LimitSettings = LimitSettings()

@@ -44,6 +44,7 @@ from aql_mcp.protocol.context import Context, ResourceHub
 from aql_mcp.responses import error_object, send_body, send_empty, send_error
 from aql_mcp.scope import header, principal_of, request_id_of
 from aql_mcp.sessions import Session, SessionManager
+from aql_mcp.telemetry import Telemetry
 
 SESSION_HEADER = b"mcp-session-id"
 LAST_EVENT_HEADER = b"last-event-id"
@@ -65,8 +66,10 @@ class StreamableHTTPEndpoint:
         instructions: str,
         retry_ms: int,
         log_level: str,
+        telemetry: Telemetry,
         anonymous_methods: frozenset[str] = frozenset(),
     ) -> None:
+        self._telemetry = telemetry
         self._sessions = sessions
         self._dispatcher = dispatcher
         self._hub = hub
@@ -88,6 +91,8 @@ class StreamableHTTPEndpoint:
                 await self._delete(scope, send)
             else:
                 await send_empty(send, 405, ALLOW)
+        except AuthError:
+            raise  # answered by the auth middleware, with its challenge
         except WireError as exc:
             # Raised before the response started; later failures are answered in-band.
             await send_error(send, exc, request_id=request_id_of(scope))
@@ -193,10 +198,14 @@ class StreamableHTTPEndpoint:
         )
         ctx = self._context(scope, request, session, exchange)
         in_flight = session.in_flight if session is not None else {}
+        structlog.contextvars.bind_contextvars(
+            mcp_method=request.method, session_id=session.id[:8] if session else None
+        )
         with anyio.CancelScope() as cancel_scope:
             in_flight[request.id] = cancel_scope
             try:
-                result = await self._dispatcher.call(request, ctx)
+                with self._telemetry.method(request.method, ctx, request.params.get("_meta")):
+                    result = await self._dispatcher.call(request, ctx)
             except Exception as exc:
                 wire, error = error_object(exc, ctx.request_id)
                 # In-session errors travel with 200, except those whose status is the signal

@@ -68,15 +68,15 @@ no_name = SimpleNamespace(register=lambda registry: None)
 bad_tool_name_plugin = TinyPlugin("bad-names", tools=("Bad-Name",))
 
 
-def make_plugin() -> TinyPlugin:
+def make_plugin(settings: object) -> TinyPlugin:
     return TinyPlugin("made", tools=("made_tool",))
 
 
-def make_nothing() -> object:
+def make_nothing(settings: object) -> object:
     return object()
 
 
-def make_broken() -> TinyPlugin:
+def make_broken(settings: object) -> TinyPlugin:
     raise RuntimeError("factory failed")
 
 

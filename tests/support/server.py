@@ -64,6 +64,8 @@ def start_server(
         "AQL_MCP_STORE__PATH": str(state),
         "AQL_MCP_SERVER__PLUGINS": "[" + ",".join(f'"{p}"' for p in plugins) + "]",
         "AQL_MCP_LOGGING__LEVEL": "info",
+        # Tests stop servers often; the Kubernetes drain window would add seconds to each stop.
+        "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
         **(env or {}),
     }
     command = [sys.executable, "-m", "aql_mcp.main", "serve", "--port", str(port), *(["--dev"] if dev else [])]

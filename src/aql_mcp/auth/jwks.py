@@ -44,8 +44,10 @@ class JwksKeySource:
         cooldown: float = 30.0,
         max_stale: float = 3600.0,
         clock: Callable[[], float] = time.monotonic,
+        on_refresh: Callable[..., None] | None = None,
     ) -> None:
         self.url = url
+        self._on_refresh = on_refresh
         self._client = client
         self._algorithms = tuple(a for a in algorithms if a in ASYMMETRIC)
         self.ttl = min(ttl, 600.0)
@@ -97,11 +99,17 @@ class JwksKeySource:
             self.failures += 1
             self._failing = True
             log.warning("jwks_refresh_failed", error=type(exc).__name__)
+            self._report(ok=False)
             return False
         self._keys = keys
         self._fetched_at = self._clock()
         self._failing = False
+        self._report(ok=True)
         return True
+
+    def _report(self, *, ok: bool) -> None:
+        if self._on_refresh is not None:
+            self._on_refresh(ok=ok)
 
     def _usable(self) -> bool:
         return self._fetched_at is not None and self._clock() - self._fetched_at < self._max_stale

@@ -59,12 +59,12 @@ class BearerVerifier:
         cached = self._cache.get(key)
         if cached is not None and cached.expires_at is not None and cached.expires_at > now - self._leeway:
             return cached
-        if token.count(".") == 2:
-            principal = await self._verify_jwt(token)
-        else:
-            principal = await self._verify_opaque(token)
-        if principal.expires_at is not None:
-            self._remember(key, principal, now)
+        if token.count(".") != 2:
+            # Opaque tokens are not cached here: the allow-list is a dict lookup, and
+            # introspection keeps its own, shorter cache so a revocation is seen in time.
+            return await self._verify_opaque(token)
+        principal = await self._verify_jwt(token)
+        self._remember(key, principal, now)
         return principal
 
     async def _verify_jwt(self, token: str) -> Principal:

@@ -7,6 +7,7 @@ secret; `settings.check_safety` has already refused both outside development mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -27,7 +28,9 @@ class Authentication:
     client: httpx.AsyncClient
 
 
-def build_authentication(settings: Settings, dev_issuer: DevIssuer | None) -> Authentication:
+def build_authentication(
+    settings: Settings, dev_issuer: DevIssuer | None, *, on_refresh: Callable[..., None] | None = None
+) -> Authentication:
     auth = settings.auth
     # The IdP is called for keys and introspection only; the caller's token is never forwarded
     # to another resource server (no token passthrough, corporate §7.3).
@@ -35,7 +38,7 @@ def build_authentication(settings: Settings, dev_issuer: DevIssuer | None) -> Au
     static: dict[str, SigningKey] = {}
     if dev_issuer is not None:
         static[dev_issuer.kid] = SigningKey(dev_issuer.kid, "ES256", dev_issuer.public_key)
-    if settings.server.dev and auth.hs256_secret is not None:
+    if settings.server.dev and auth.hs256_secret is not None and "HS256" in auth.algorithms:
         static[""] = SigningKey("", "HS256", auth.hs256_secret.get_secret_value().encode("utf-8"))
     jwks = None
     if auth.jwks_url:
@@ -46,6 +49,7 @@ def build_authentication(settings: Settings, dev_issuer: DevIssuer | None) -> Au
             ttl=auth.jwks_ttl_seconds,
             cooldown=auth.jwks_refetch_cooldown_seconds,
             max_stale=auth.jwks_max_stale_seconds,
+            on_refresh=on_refresh,
         )
     verifier = BearerVerifier(
         issuer=settings.issuer,

@@ -11,6 +11,8 @@ comes back here to be answered with the same challenge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,8 +34,10 @@ class AuthMiddleware:
         resource_metadata: str,
         required_scopes: tuple[str, ...] = (),
         anonymous: bool = False,
+        on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.app = app
+        self.on_failure = on_failure
         self.verifier = verifier
         self.challenge = f'Bearer realm="{realm}", resource_metadata="{resource_metadata}"'
         self.required = frozenset(required_scopes)
@@ -73,6 +77,9 @@ class AuthMiddleware:
         scope[PRINCIPAL_KEY] = principal
 
     async def _refuse(self, scope: Scope, send: Send, exc: WireError) -> None:
+        if self.on_failure is not None:
+            reason = exc.reason if isinstance(exc, AuthError) else "insufficient_scope"
+            self.on_failure(reason if isinstance(exc, AuthError | InsufficientScope) else "unavailable")
         if isinstance(exc, InsufficientScope):
             exc.headers["www-authenticate"] = (
                 f'{self.challenge}, error="insufficient_scope", scope="{" ".join(exc.missing)}"'

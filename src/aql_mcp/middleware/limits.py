@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import PayloadTooLarge
@@ -10,11 +12,14 @@ from aql_mcp.scope import header, request_id_of
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, on_refusal: Callable[[str], None] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.on_refusal = on_refusal
 
     def _error(self) -> PayloadTooLarge:
+        if self.on_refusal is not None:
+            self.on_refusal("body")
         return PayloadTooLarge(data={"limit": "request_body", "maxBytes": self.max_bytes})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

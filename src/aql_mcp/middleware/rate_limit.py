@@ -63,8 +63,10 @@ class RateLimitMiddleware:
         burst: int,
         max_concurrent: int,
         clock: Callable[[], float] = time.monotonic,
+        on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self.app = app
+        self.on_refusal = on_refusal
         self.rate = rate_per_second
         self.burst = burst
         self.max_concurrent = max_concurrent
@@ -123,4 +125,6 @@ class RateLimitMiddleware:
         request_id = request_id_of(scope)
         # The key is the subject's digest, never the subject or the token (corporate §15.2).
         log.info("rate_limited", reason=reason, principal=key, request_id=request_id)
+        if self.on_refusal is not None:
+            self.on_refusal(reason)
         await send_error(send, error, request_id=request_id)

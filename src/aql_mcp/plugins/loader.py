@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.plugins.base import Plugin
 from aql_mcp.registry import Registry
+from aql_mcp.settings import Settings
 
 
-def import_plugin(path: str) -> Plugin:
-    """Import `package.module:attribute`; the attribute is a plugin or a factory returning one."""
+def import_plugin(path: str, settings: Settings | None = None) -> Plugin:
+    """Import `package.module:attribute`: a plugin, or a factory called with the settings that returns one."""
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(f"plugin {path!r}: expected an import string 'package.module:attribute'")
@@ -24,7 +25,7 @@ def import_plugin(path: str) -> Plugin:
         raise ConfigError(f"plugin {path!r}: {module_name} has no attribute {attribute!r}")
     if not isinstance(candidate, Plugin) and callable(candidate):
         try:
-            candidate = candidate()
+            candidate = candidate(settings)
         except Exception as exc:
             raise ConfigError(
                 f"plugin {path!r}: calling {attribute} did not make a plugin ({type(exc).__name__})"
@@ -34,9 +35,9 @@ def import_plugin(path: str) -> Plugin:
     return candidate
 
 
-def load_plugins(paths: Iterable[str], registry: Registry) -> list[Plugin]:
+def load_plugins(paths: Iterable[str], registry: Registry, settings: Settings | None = None) -> list[Plugin]:
     """Import every plugin and let it register; a duplicate name fails naming both plugins."""
-    plugins = [import_plugin(path) for path in paths]
+    plugins = [import_plugin(path, settings) for path in paths]
     for plugin in plugins:
         registry.plugin = plugin.name
         plugin.register(registry)

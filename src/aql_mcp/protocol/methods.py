@@ -14,6 +14,7 @@ from aql_mcp.protocol.resources import ResourceMethods
 from aql_mcp.protocol.tools import ToolMethods
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
+from aql_mcp.telemetry import Telemetry
 
 
 async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -33,7 +34,7 @@ async def initialized(params: dict[str, Any], ctx: Context) -> None:
     return None
 
 
-def build_dispatcher(registry: Registry, settings: Settings) -> Dispatcher[Context]:
+def build_dispatcher(registry: Registry, settings: Settings, telemetry: Telemetry) -> Dispatcher[Context]:
     """Every MCP method the server declares in its capabilities, and nothing else."""
     policy = settings.auth.policy
     rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
@@ -44,6 +45,7 @@ def build_dispatcher(registry: Registry, settings: Settings) -> Dispatcher[Conte
         timeout=settings.limits.tool_timeout_seconds,
         max_result_bytes=settings.limits.max_result_bytes,
         rules=rules,
+        telemetry=telemetry,
     )
     prompts = PromptMethods(registry, page_size=page_size, rules=rules)
     resources = ResourceMethods(registry, page_size=page_size, rules=rules)

@@ -14,7 +14,8 @@ from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.results import limit_result
-from aql_mcp.registry import Registry, ToolOutput, ToolResult
+from aql_mcp.registry import RegisteredTool, Registry, ToolOutput, ToolResult
+from aql_mcp.telemetry import AUTH_ERROR, CLIENT_ERROR, INTERNAL, OK, TIMEOUT, CallRecord, Telemetry
 
 log = structlog.get_logger("aql_mcp.tools")
 
@@ -23,13 +24,21 @@ class ToolMethods:
     """The tools family, over the registry; the wire list is built once per registry change."""
 
     def __init__(
-        self, registry: Registry, *, page_size: int, timeout: float, max_result_bytes: int, rules: ScopeRules
+        self,
+        registry: Registry,
+        *,
+        page_size: int,
+        timeout: float,
+        max_result_bytes: int,
+        rules: ScopeRules,
+        telemetry: Telemetry,
     ) -> None:
         self._registry = registry
         self._page_size = page_size
         self._timeout = timeout
         self._max_result_bytes = max_result_bytes
         self._rules = rules
+        self._telemetry = telemetry
         self._listing: list[dict[str, Any]] | None = None
         registry.on_change(self._forget)
 
@@ -56,38 +65,55 @@ class ToolMethods:
         if not isinstance(arguments, dict):
             raise InvalidParams(data={"field": "arguments", "reason": "type"})
         entry = self._registry.tool(name)
-        if entry is None:
-            raise UnknownTool(data={"field": "name", "reason": "unknown"})
+        # Only registered names become labels and log fields: an unknown name is caller input.
+        with self._telemetry.tool_call(name if entry else "unknown", ctx, params.get("_meta")) as record:
+            if entry is None:
+                record.outcome = CLIENT_ERROR
+                raise UnknownTool(data={"field": "name", "reason": "unknown"})
+            return await self._call(entry, arguments, ctx, record)
+
+    async def _call(
+        self, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context, record: CallRecord
+    ) -> dict[str, Any]:
+        name = entry.tool.name
         missing = self._rules.missing_for_tool(name, ctx.principal)
         if missing:
+            record.outcome = AUTH_ERROR
             refusal = f"Permission denied: this tool needs the scope(s) {' '.join(missing)}, which the token lacks."
             return ToolResult([text(refusal)], is_error=True).to_wire()
         error = next(iter(entry.validator.iter_errors(arguments)), None)
         if error is not None:
+            record.outcome = CLIENT_ERROR
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
             return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
         with anyio.move_on_after(self._timeout) as deadline:
-            result = await run_tool(entry.tool.handler, arguments, ctx, name)
+            result, record.outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
         if deadline.cancelled_caught:
             # The handler was cancelled at its next await (corporate §14: -32004).
-            log.info("tool_timeout", tool=name, request_id=ctx.request_id, timeout=self._timeout)
+            record.outcome = TIMEOUT
+            self._telemetry.metrics.limit_event("timeout")
             raise ToolTimeout(data={"timeoutSeconds": self._timeout})
-        return limit_result(result, self._max_result_bytes)
+        limited = limit_result(result, self._max_result_bytes)
+        if limited is not result:
+            self._telemetry.metrics.limit_event("result_size")
+        return limited
 
 
-async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: str) -> dict[str, Any]:
+async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: str) -> tuple[dict[str, Any], str]:
+    """The handler's result as wire dict, and the outcome class of the call."""
     try:
         output: ToolOutput = await handler(arguments, ctx)
     except ToolError as exc:
-        return ToolResult([text(str(exc) or "The tool failed")], is_error=True).to_wire()
+        return ToolResult([text(str(exc) or "The tool failed")], is_error=True).to_wire(), CLIENT_ERROR
     except WireError:
         raise
     except Exception:
         # A crash inside a tool is a tool execution error the caller sees without internals.
         log.exception("tool_failed", tool=name, request_id=ctx.request_id)
         message = f"The tool failed with an internal error (request id {ctx.request_id})"
-        return ToolResult([text(message)], is_error=True).to_wire()
-    return to_result(output)
+        return ToolResult([text(message)], is_error=True).to_wire(), INTERNAL
+    result = to_result(output)
+    return result, CLIENT_ERROR if result.get("isError") else OK
 
 
 def to_result(output: ToolOutput) -> dict[str, Any]:

@@ -1,0 +1,37 @@
+"""The server span of each HTTP request, and the trace id in the log context (corporate §15.1)."""
+
+from __future__ import annotations
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from aql_mcp.scope import header
+from aql_mcp.tracing import Tracing, current_trace_id, trace_id_of
+
+
+class TracingMiddleware:
+    def __init__(self, app: ASGIApp, *, tracing: Tracing) -> None:
+        self.app = app
+        self.tracing = tracing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self.tracing.enabled:
+            trace_id = trace_id_of(header(scope, b"traceparent"))
+            if trace_id:
+                structlog.contextvars.bind_contextvars(trace_id=trace_id)
+            await self.app(scope, receive, send)
+            return
+        carrier = {k: v for k in ("traceparent", "tracestate") if (v := header(scope, k.encode())) is not None}
+        attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
+        with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes) as span:
+            structlog.contextvars.bind_contextvars(trace_id=current_trace_id())
+
+            async def send_with_status(message: Message) -> None:
+                if message["type"] == "http.response.start" and span is not None:
+                    span.set_attribute("http.response.status_code", message["status"])
+                await send(message)
+
+            await self.app(scope, receive, send_with_status)
