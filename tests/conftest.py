@@ -11,6 +11,7 @@ import pytest
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.settings import Settings
 from tests.support.asgi import asgi_client, dev_settings
+from tests.support.redaction import leaks
 from tests.support.server import ServerProcess, start_server
 
 
@@ -41,3 +42,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A real `aql-mcp serve --dev` process with the conformance fixtures, one per test module."""
     with start_server(tmp_path_factory.mktemp("server")) as process:
         yield process
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any secret it used reached any server log line (corporate §15.2)."""
+    found = leaks()
+    if found:
+        print("\nSECRETS FOUND IN SERVER LOGS:\n  " + "\n  ".join(found))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -80,7 +80,8 @@ def _settings(args: argparse.Namespace, *, dev: bool | None = None) -> Settings:
 
 def serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    configure_logging(level=settings.logging.level, console=settings.server.dev and sys.stdout.isatty())
+    log_format = settings.logging.format or ("console" if settings.server.dev and sys.stdout.isatty() else "json")
+    configure_logging(level=settings.logging.level, console=log_format == "console")
     app = create_app(settings)
     if settings.server.dev:
         _print_banner(settings)

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from starlette.types import Receive, Scope, Send
 
@@ -75,6 +75,9 @@ class Metrics:
     """All metrics of one app, on its own CollectorRegistry (never the global one)."""
 
     def __init__(self, *, service: str, version: str) -> None:
+        # `*_created` series double the exposition and no dashboard of ours reads them; the
+        # switch is process-wide in prometheus-client, so it is thrown here, idempotently.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self._tools = BoundedNames(MAX_TOOLS)
         self._operations = BoundedNames(MAX_OPERATIONS)

@@ -16,6 +16,7 @@ import httpx
 
 from aql_mcp.auth.dev_issuer import DevIssuer
 from tests.support.asgi import CONFORMANCE
+from tests.support.redaction import LOGS, remember_secret
 
 STARTUP_SECONDS = 20.0
 
@@ -37,7 +38,7 @@ class ServerProcess:
 
     def token(self, subject: str = "tester", scopes: tuple[str, ...] = ("mcp",), ttl: int = 600) -> str:
         issuer = DevIssuer(state_dir=self.state, issuer=self.base, audience=self.url)
-        return issuer.mint(subject=subject, scopes=list(scopes), ttl=ttl)
+        return remember_secret(issuer.mint(subject=subject, scopes=list(scopes), ttl=ttl))
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -59,6 +60,7 @@ def start_server(
     """`aql-mcp serve` on a free port; `dev=False` starts production mode (give it auth settings in `env`)."""
     port = free_port()
     log_path = state / "server.log"
+    LOGS.add(log_path)
     environ = {
         **os.environ,
         "AQL_MCP_STORE__PATH": str(state),
