@@ -245,3 +245,17 @@ def test_tool_result_wire_shape() -> None:
         "structuredContent": {"a": 1},
         "isError": True,
     }
+
+
+def test_deprecated_tool_prompt_and_resource_carry_the_prefix_with_their_deadline() -> None:
+    """Corporate §17.2: `[DEPRECATED]` prefix and the support deadline in the description."""
+
+    async def nothing(*_: object) -> list[dict[str, object]]:
+        return []
+
+    tool = Tool("old_tool", "Does a thing.", nothing, deprecated_until="2027-03-01")  # type: ignore[arg-type]
+    prompt = Prompt("old_prompt", "Says a thing.", nothing, deprecated_until="2027-03-01")  # type: ignore[arg-type]
+    resource = Resource("doc://old", "old", nothing, description="A page.", deprecated_until="2027-03-01")  # type: ignore[arg-type]
+    for wire in (tool.to_wire(), prompt.to_wire(), resource.to_wire()):
+        assert wire["description"].startswith("[DEPRECATED until 2027-03-01] ")
+    assert Tool("new_tool", "Fresh.", nothing).to_wire()["description"] == "Fresh."  # type: ignore[arg-type]

@@ -68,11 +68,12 @@ class Tool:
     title: str | None = None
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] | None = None
+    deprecated_until: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name,
-            "description": self.description,
+            "description": with_deprecation(self.description, self.deprecated_until),
             "inputSchema": self.input_schema,
         }
         if self.title:
@@ -102,9 +103,13 @@ class Prompt:
     handler: PromptHandler
     arguments: tuple[PromptArgument, ...] = ()
     title: str | None = None
+    deprecated_until: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": with_deprecation(self.description, self.deprecated_until),
+        }
         if self.title:
             out["title"] = self.title
         if self.arguments:
@@ -120,13 +125,14 @@ class Resource:
     description: str = ""
     mime_type: str | None = None
     title: str | None = None
+    deprecated_until: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "name": self.name}
         if self.title:
             out["title"] = self.title
-        if self.description:
-            out["description"] = self.description
+        if self.description or self.deprecated_until:
+            out["description"] = with_deprecation(self.description, self.deprecated_until)
         if self.mime_type:
             out["mimeType"] = self.mime_type
         return out
@@ -158,6 +164,11 @@ class ResourceTemplate:
         parts = re.split(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}", self.uri_template)
         regex = "".join(f"(?P<{part}>[^/?#]+)" if index % 2 else re.escape(part) for index, part in enumerate(parts))
         return re.compile(regex)
+
+
+def with_deprecation(description: str, deadline: str | None) -> str:
+    """The corporate §17.2 prefix on what is deprecated: `[DEPRECATED until <deadline>] ...`."""
+    return f"[DEPRECATED until {deadline}] {description}" if deadline else description
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from aql_mcp import __version__
 from aql_mcp.content import Content, message, text, text_contents
 from aql_mcp.plugins.agent_guide import AgentGuide
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Prompt, Registry, Resource
+from aql_mcp.registry import Prompt, Registry, Resource, with_deprecation
 from aql_mcp.settings import Settings
 
 JSON_TYPE = "application/json"
@@ -73,7 +73,7 @@ HEADERS_WRITTEN = {
 
 def deprecated(description: str, *, deadline: str) -> str:
     """The description of a deprecated tool, prompt or resource (corporate §17.2)."""
-    return f"[DEPRECATED until {deadline}] {description}"
+    return with_deprecation(description, deadline)
 
 
 @dataclass(frozen=True)
