@@ -12,10 +12,12 @@ stops it. The driver itself, wrk and py-spy run on the load CPU. Rows go to DIR/
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -27,6 +29,7 @@ from typing import Any
 from handshakes import session_phase
 from load import LoadOptions, load_phase, wrk_argv
 from procfs import cpu_model
+from profiling import profile_service
 from report import write_report
 from stacks import write_profile
 from targets import TARGETS, Server, Target, loaded_modules, snapshot_source, start, stop
@@ -76,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     profile_cmd.add_argument("--conc", type=int, default=64)
     profile_cmd.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     profile_cmd.add_argument("--py-spy", default="py-spy")
+    profile_cmd.add_argument("--source", type=Path, help="serve this copy of aql_mcp (e.g. a run's src/)")
     profile_cmd.add_argument("--output", type=Path, default=Path(__file__).parent / "PROFILE.md")
     _add_load_options(profile_cmd, duration=20)
     profile_cmd.set_defaults(command=profile)
@@ -91,6 +95,7 @@ def _add_load_options(cmd: argparse.ArgumentParser, *, duration: int = 10) -> No
     cmd.add_argument("--quiet-wait", type=float, default=30.0, help="seconds to wait for a quiet CPU at most")
     cmd.add_argument("--disturbed", type=float, default=0.15, help="others' share of the server CPU to rerun at")
     cmd.add_argument("--retries", type=int, default=1, help="reruns of a disturbed measured run")
+    cmd.add_argument("--nice", type=int, default=0, help="niceness of the driver, the servers and wrk (e.g. -10)")
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
@@ -106,16 +111,24 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
     )
 
 
+def place_driver(args: argparse.Namespace) -> None:
+    """The driver on the load CPU; with --nice, it and every process it starts (they inherit it) at that niceness."""
+    os.sched_setaffinity(0, {args.load_cpu})
+    if args.nice:
+        os.setpriority(os.PRIO_PROCESS, 0, args.nice)
+
+
 def run(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    os.sched_setaffinity(0, {args.load_cpu})
+    place_driver(args)
     options = load_options(args)
     targets = select(args.targets)
     source = snapshot_source(out)
     (out / "versions.json").write_text(json.dumps(versions(source), indent=2))
     (out / "commands.json").write_text(json.dumps(commands(targets, options), indent=2))
-    (out / "options.json").write_text(json.dumps({**asdict(options), "reps": args.reps, "sessions": args.sessions}))
+    settings = {**asdict(options), "reps": args.reps, "sessions": args.sessions, "nice": args.nice}
+    (out / "options.json").write_text(json.dumps(settings))
     concurrencies = [int(c) for c in args.conc.split(",")]
     for rep in range(args.reps):
         for target in targets[rep % len(targets) :] + targets[: rep % len(targets)]:
@@ -168,7 +181,15 @@ def log_summary(server: Server) -> dict[str, Any]:
             statuses[str(record.get("status"))] = statuses.get(str(record.get("status")), 0) + 1
         if _is_problem(line, record, plain_text_ok=server.target.authenticated):
             problems.append(line[:500])
+    compress(server.log_path)
     return {"http_status": statuses, "problem_lines": len(problems), "problems": problems[:10]}
+
+
+def compress(path: Path) -> None:
+    """Gzip a server log once it is summarised: aql-mcp writes two lines per call, ~100 MB a run."""
+    with path.open("rb") as plain, gzip.open(path.with_name(path.name + ".gz"), "wb") as packed:
+        shutil.copyfileobj(plain, packed)
+    path.unlink()
 
 
 def _json_or_none(line: str) -> dict[str, Any] | None:
@@ -191,16 +212,16 @@ def _is_problem(line: str, record: dict[str, Any] | None, *, plain_text_ok: bool
 
 
 def profile(args: argparse.Namespace) -> None:
-    from profiling import profile_service
-
     args.out.mkdir(parents=True, exist_ok=True)
-    os.sched_setaffinity(0, {args.load_cpu})
-    source = snapshot_source(args.out)
+    place_driver(args)
+    source = args.source.resolve() if args.source else snapshot_source(args.out)
     options = load_options(args)
     raw, row = profile_service(
         args.out, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
     )
-    write_profile(raw, row, args.output, versions=versions(source, py_spy=args.py_spy), source=source)
+    found = versions(source, py_spy=args.py_spy)
+    (args.out / "profile.json").write_text(json.dumps({"row": row, "versions": found}, indent=2))
+    write_profile(raw, row, args.output, versions=found, source=source)
 
 
 def versions(source: Path, *, py_spy: str | None = None) -> dict[str, str]:

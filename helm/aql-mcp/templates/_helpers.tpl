@@ -1,0 +1,125 @@
+{{/* Names, labels and the values the templates compute. */}}
+
+{{- define "aql-mcp.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "aql-mcp.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "aql-mcp.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "aql-mcp.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "aql-mcp.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "aql-mcp.labels" -}}
+helm.sh/chart: {{ include "aql-mcp.chart" . }}
+{{ include "aql-mcp.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: server
+app.kubernetes.io/part-of: aql-mcp
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "aql-mcp.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "aql-mcp.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "aql-mcp.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The named port /metrics is served on: its own when config.metrics.port is set. */}}
+{{- define "aql-mcp.metricsPortName" -}}
+{{- if .Values.config.metrics.port }}metrics{{ else }}http{{ end }}
+{{- end }}
+
+{{/* Where the pod keeps things: the image's state directory, the config file, the secrets. */}}
+{{- define "aql-mcp.statePath" -}}/var/lib/aql-mcp{{- end }}
+{{- define "aql-mcp.configDir" -}}/etc/aql-mcp{{- end }}
+{{- define "aql-mcp.opaqueTokensFile" -}}/etc/aql-mcp/secrets/opaque-tokens.yaml{{- end }}
+
+{{/*
+The one place that refuses values the service cannot honour. The embedded SQLite store has one
+writer on a ReadWriteOnce disk: a second replica would either not schedule (the disk is attached
+elsewhere) or corrupt the store, so replicas and the autoscaler wait for the PostgreSQL engine.
+*/}}
+{{- define "aql-mcp.validate" -}}
+{{- if eq .Values.store.engine "sqlite" }}
+{{- if gt (int .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount=%d is refused with store.engine=sqlite: the embedded SQLite store has one writer on a ReadWriteOnce disk, so it runs exactly one replica (several replicas need the PostgreSQL engine)" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if .Values.autoscaling.enabled }}
+{{- fail "autoscaling.enabled=true is refused with store.engine=sqlite: the embedded SQLite store has one writer on a ReadWriteOnce disk, so it runs exactly one replica (the HorizontalPodAutoscaler needs the PostgreSQL engine)" }}
+{{- end }}
+{{- end }}
+{{- $metrics := .Values.config.metrics }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not $metrics.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs config.metrics.enabled: the ServiceMonitor would scrape a /metrics the service does not serve" }}
+{{- end }}
+{{- if and $metrics.port (eq (int $metrics.port) (int .Values.containerPort)) }}
+{{- fail "config.metrics.port must differ from containerPort (leave it null to serve /metrics on the service port)" }}
+{{- end }}
+{{- /* What the service would refuse at startup, refused at install time instead (settings.check_safety). */}}
+{{- $auth := .Values.config.auth }}
+{{- if and $auth.jwks_url (not (and $auth.issuer $auth.audience)) }}
+{{- fail "config.auth.jwks_url needs config.auth.issuer and config.auth.audience: the service checks every token for who issued it and for whom" }}
+{{- end }}
+{{- if $auth.introspection_url }}
+{{- $fromExtra := false }}
+{{- range .Values.extraSecretEnv }}
+{{- if eq (upper .name) "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET" }}{{ $fromExtra = true }}{{ end }}
+{{- end }}
+{{- if not (and $auth.introspection_client_id (or .Values.secrets.introspectionClientSecret.name $fromExtra)) }}
+{{- fail "config.auth.introspection_url needs config.auth.introspection_client_id and secrets.introspectionClientSecret.name (the Secret holding the client secret)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+terminationGracePeriodSeconds: on SIGTERM the service keeps serving for shutdown.drain_seconds
+(/ready already 503), then gives in-flight calls shutdown.grace_seconds, and a call runs at most
+limits.tool_timeout_seconds; the kubelet must not SIGKILL before all of that, plus a margin.
+*/}}
+{{- define "aql-mcp.terminationGracePeriodSeconds" -}}
+{{- $c := .Values.config }}
+{{- $sum := addf $c.shutdown.drain_seconds $c.shutdown.grace_seconds $c.limits.tool_timeout_seconds .Values.terminationGraceMarginSeconds }}
+{{- ceil $sum | int }}
+{{- end }}
+
+{{/* The service's config file: the settings from .Values.config plus what the chart owns. */}}
+{{- define "aql-mcp.configFile" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $server := merge (dict "host" "0.0.0.0" "port" (int .Values.containerPort) "dev" false) $config.server }}
+{{- $_ := set $server "host" "0.0.0.0" }}
+{{- $_ = set $server "port" (int .Values.containerPort) }}
+{{- $_ = set $server "dev" false }}
+{{- $_ = set $config "server" $server }}
+{{- $_ = set $config "store" (dict "path" (include "aql-mcp.statePath" .)) }}
+{{- if .Values.secrets.opaqueTokens.name }}
+{{- $_ = set $config.auth "opaque_tokens_file" (include "aql-mcp.opaqueTokensFile" .) }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}

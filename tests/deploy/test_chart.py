@@ -1,0 +1,666 @@
+"""The Helm chart (helm/aql-mcp), rendered by a real helm and checked by real validators.
+
+`helm lint --strict`, `helm template`, `kubernetes-validate --strict` against the Kubernetes
+schemas, the chart's values.schema.json, and `aql-mcp check-config` on the config file the
+ConfigMap renders. The tools come from scripts/deploy-tools.sh (PyPI only).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from aql_mcp.settings import field_defaults
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "aql-mcp"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+KUBERNETES_VERSION = "1.37.0"
+NAMESPACE = "mcp"
+METRICS_PORT = 9100
+STATE_PATH = "/var/lib/aql-mcp"
+CONFIG_FILE = "/etc/aql-mcp/config.yaml"
+# Settings the chart sets itself instead of taking them from values (see values.yaml, `config:`).
+CHART_OWNED = {
+    ("server", "host"),  # 0.0.0.0, also the image's entrypoint
+    ("server", "port"),  # containerPort
+    ("server", "dev"),  # never: development mode is for a workstation
+    ("store", "path"),  # the state volume's mount path
+    ("auth", "hs256_secret"),  # development mode only; refused by the service otherwise
+    ("auth", "introspection_client_secret"),  # secrets.introspectionClientSecret -> env from a Secret
+    ("auth", "opaque_tokens_file"),  # secrets.opaqueTokens -> a mounted Secret
+    ("auth", "dev_token_ttl_seconds"),  # development mode only
+}
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML that refuses duplicate keys (the API server would silently keep the last one)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    keys = [loader.construct_object(key) for key, _ in node.value]
+    duplicates = {key for key in keys if keys.count(key) > 1}
+    assert not duplicates, f"duplicate keys {duplicates} at {node.start_mark}"
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def helm(tools: dict[str, Path], *args: str | Path, chart: Path = CHART) -> subprocess.CompletedProcess[str]:
+    command = [str(tools["helm"]), *(str(a) for a in args), str(chart)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def render(tools: dict[str, Path], *args: str | Path, chart: Path = CHART) -> list[dict[str, Any]]:
+    result = helm(tools, "template", "aql", "--namespace", NAMESPACE, *args, chart=chart)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.load_all(result.stdout, Loader=_StrictLoader) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def only(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (doc,) = find(docs, kind)
+    return doc
+
+
+def server_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (container,) = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def rendered_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(only(docs, "ConfigMap")["data"]["config.yaml"])
+    return loaded
+
+
+def kubernetes_validate(tools: dict[str, Path], docs: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Every built-in resource against the Kubernetes schemas, unknown fields refused (--strict)."""
+    builtin = [doc for doc in docs if "monitoring.coreos.com" not in doc["apiVersion"]]
+    manifest = tmp_path / "manifests.yaml"
+    manifest.write_text(yaml.safe_dump_all(builtin), encoding="utf-8")
+    command = [str(tools["kubernetes-validate"]), "--strict", "--no-warn", "-k", KUBERNETES_VERSION, str(manifest)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(" passed ") == len(builtin), result.stdout
+
+
+@pytest.fixture(scope="module")
+def default_docs(deploy_tools: dict[str, Path]) -> list[dict[str, Any]]:
+    return render(deploy_tools)
+
+
+@pytest.fixture(scope="module")
+def production_docs(deploy_tools: dict[str, Path]) -> list[dict[str, Any]]:
+    return render(deploy_tools, "-f", PRODUCTION)
+
+
+@pytest.fixture(scope="module")
+def metrics_port_docs(deploy_tools: dict[str, Path]) -> list[dict[str, Any]]:
+    """Production, with /metrics on a port of its own."""
+    return render(deploy_tools, "-f", PRODUCTION, "--set", f"config.metrics.port={METRICS_PORT}")
+
+
+@pytest.fixture(params=["default", "production", "metrics_port"])
+def docs(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    rendered: list[dict[str, Any]] = request.getfixturevalue(f"{request.param}_docs")
+    return rendered
+
+
+def values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+# --- lint and validation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [[], ["-f", PRODUCTION]], ids=["default", "production"])
+def test_helm_lint_strict_passes(deploy_tools: dict[str, Path], values: list[str | Path]) -> None:
+    result = helm(deploy_tools, "lint", "--strict", *values)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_manifests_pass_kubernetes_validate_strict(
+    deploy_tools: dict[str, Path], docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    kubernetes_validate(deploy_tools, docs, tmp_path)
+
+
+def test_kubernetes_validate_strict_rejects_an_unknown_field(
+    deploy_tools: dict[str, Path], default_docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The control for the test above: the validator does refuse what Kubernetes would."""
+    broken = yaml.safe_load(yaml.safe_dump(only(default_docs, "Deployment")))
+    broken["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["paht"] = "/health"
+    with pytest.raises(AssertionError):
+        kubernetes_validate(deploy_tools, [broken], tmp_path)
+
+
+def test_production_render_has_every_optional_resource(production_docs: list[dict[str, Any]]) -> None:
+    kinds = {doc["kind"] for doc in production_docs}
+    assert kinds >= {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "ServiceAccount",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "ServiceMonitor",
+        "NetworkPolicy",
+    }
+    assert "Secret" not in kinds
+    assert "HorizontalPodAutoscaler" not in kinds
+
+
+# --- the pod ------------------------------------------------------------------------------------
+
+
+def test_probes_ask_health_and_ready_on_the_service_port(docs: list[dict[str, Any]]) -> None:
+    container = server_container(docs)
+    port = container["ports"][0]
+    service_port = only(docs, "Service")["spec"]["ports"][0]
+    assert service_port["targetPort"] == port["name"] == "http"
+    assert port["containerPort"] == rendered_config(docs)["server"]["port"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+
+
+def test_containers_run_with_a_restrictive_security_context(docs: list[dict[str, Any]]) -> None:
+    pods = [only(docs, "Deployment")["spec"]["template"]["spec"]]
+    pods += [doc["spec"] for doc in find(docs, "Pod")]  # the `helm test` pod too
+    for pod in pods:
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["runAsNonRoot"] is True
+            assert isinstance(context["runAsUser"], int)
+            assert context["runAsUser"] > 0
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_pod_runs_the_image_entrypoint_with_the_mounted_config_file(docs: list[dict[str, Any]]) -> None:
+    container = server_container(docs)
+    assert "command" not in container  # the image's `aql-mcp serve --host 0.0.0.0`
+    assert container["args"] == ["--config", CONFIG_FILE]
+    mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+    assert mounts[CONFIG_FILE]["subPath"] == "config.yaml"
+    assert mounts[CONFIG_FILE]["readOnly"] is True
+    assert "/tmp" in mounts  # the only other writable place besides the state volume
+
+
+def test_topology_spread_constraints_select_the_release_pods(docs: list[dict[str, Any]]) -> None:
+    deployment = only(docs, "Deployment")
+    constraints = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in constraints} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    for constraint in constraints:
+        assert constraint["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_the_helm_test_pod_is_not_selected_by_the_service(docs: list[dict[str, Any]]) -> None:
+    selector = only(docs, "Service")["spec"]["selector"]
+    (test_pod,) = find(docs, "Pod")
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    labels = test_pod["metadata"]["labels"]
+    assert not all(labels.get(key) == value for key, value in selector.items())
+
+
+# --- state: one writer on a ReadWriteOnce disk ---------------------------------------------------
+
+
+def test_sqlite_state_lives_on_a_read_write_once_claim_with_one_recreated_replica(docs: list[dict[str, Any]]) -> None:
+    deployment = only(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    claim = only(docs, "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    mounts = {m["name"]: m["mountPath"] for m in server_container(docs)["volumeMounts"]}
+    assert mounts["state"] == STATE_PATH == rendered_config(docs)["store"]["path"]
+    assert not find(docs, "HorizontalPodAutoscaler")
+
+
+@pytest.mark.parametrize(
+    ("setting", "volume"),
+    [
+        ("persistence.existingClaim=aql-state", {"persistentVolumeClaim": {"claimName": "aql-state"}}),
+        ("persistence.enabled=false", {"emptyDir": {}}),
+    ],
+)
+def test_state_volume_can_be_an_existing_claim_or_an_empty_dir(
+    deploy_tools: dict[str, Path], setting: str, volume: dict[str, Any]
+) -> None:
+    docs = render(deploy_tools, "--set", setting)
+    volumes = {v["name"]: v for v in only(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["state"] == {"name": "state", **volume}
+    assert not find(docs, "PersistentVolumeClaim")
+
+
+def test_disruption_budget_never_blocks_a_node_drain(docs: list[dict[str, Any]]) -> None:
+    budget = only(docs, "PodDisruptionBudget")["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert "minAvailable" not in budget
+    assert budget["selector"]["matchLabels"] == only(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "names"),
+    [
+        ("replicaCount=2", ("replicaCount", "store.engine=sqlite", "ReadWriteOnce")),
+        ("autoscaling.enabled=true", ("autoscaling.enabled", "store.engine=sqlite", "ReadWriteOnce")),
+    ],
+)
+def test_more_than_one_writer_is_refused_with_sqlite(
+    deploy_tools: dict[str, Path], setting: str, names: tuple[str, ...]
+) -> None:
+    result = helm(deploy_tools, "template", "aql", "--set", setting)
+    assert result.returncode != 0
+    assert all(name in result.stderr for name in names), result.stderr
+
+
+def test_autoscaler_for_a_shared_store_engine_is_a_valid_autoscaling_v2_object(
+    deploy_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    """The HPA template cannot render with sqlite; with a stand-in engine it must be valid
+    autoscaling/v2 for the day the PostgreSQL engine lands (and the pods roll instead of recreate)."""
+    chart = tmp_path / "aql-mcp"
+    shutil.copytree(CHART, chart)
+    schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
+    schema["properties"]["store"]["properties"]["engine"]["enum"].append("shared")
+    (chart / "values.schema.json").write_text(json.dumps(schema), encoding="utf-8")
+    docs = render(deploy_tools, "--set", "store.engine=shared", "--set", "autoscaling.enabled=true", chart=chart)
+    hpa = only(docs, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == only(docs, "Deployment")["metadata"]["name"]
+    deployment = only(docs, "Deployment")
+    assert "replicas" not in deployment["spec"]
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert not find(docs, "PersistentVolumeClaim")
+    kubernetes_validate(deploy_tools, docs, tmp_path)
+
+
+# --- shutdown -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("drain", "grace", "timeout"), [(5.0, 20.0, 30.0), (0.5, 7.25, 12.1), (10.0, 30.0, 45.0), (0.0, 0.0, 0.5)]
+)
+def test_termination_grace_period_exceeds_drain_plus_grace_plus_tool_timeout(
+    deploy_tools: dict[str, Path], drain: float, grace: float, timeout: float
+) -> None:
+    docs = render(
+        deploy_tools,
+        "--set-json",
+        f'config.shutdown={{"drain_seconds": {drain}, "grace_seconds": {grace}}}',
+        "--set-json",
+        f"config.limits.tool_timeout_seconds={timeout}",
+    )
+    period = only(docs, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert isinstance(period, int)
+    assert period > drain + grace + timeout
+    assert period == math.ceil(drain + grace + timeout + 5)
+
+
+def test_production_values_give_the_longer_grace_period(production_docs: list[dict[str, Any]]) -> None:
+    config = rendered_config(production_docs)
+    budget = config["shutdown"]["drain_seconds"] + config["shutdown"]["grace_seconds"]
+    budget += config["limits"]["tool_timeout_seconds"]
+    period = only(production_docs, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert period > budget
+
+
+# --- the config file and the secrets ------------------------------------------------------------
+
+
+def pod_environment(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The container's environment, with a made-up value where the kubelet would read a Secret."""
+    env = {}
+    for variable in server_container(docs).get("env", []):
+        env[variable["name"]] = variable.get("value", f"from-secret-{variable['name'].lower()}")
+    return env
+
+
+def check_config(config: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "config.yaml"
+    path.write_text(config, encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("AQL_MCP_")}
+    command = [str(Path(sys.executable).parent / "aql-mcp"), "check-config", "--config", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, env={**clean, **env}, timeout=60, check=False)
+
+
+def test_production_config_file_is_accepted_by_check_config(
+    production_docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    config = only(production_docs, "ConfigMap")["data"]["config.yaml"]
+    result = check_config(config, pod_environment(production_docs), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "dev=False" in result.stdout
+    auth = rendered_config(production_docs)["auth"]
+    assert all(auth.get(name) for name in ("jwks_url", "issuer", "audience"))
+
+
+def test_default_config_file_is_accepted_once_an_idp_is_given(
+    default_docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The defaults name no IdP, so the service refuses to start (NOTES.txt says so); the file
+    itself is valid: with the IdP settings from the environment check-config accepts it."""
+    config = only(default_docs, "ConfigMap")["data"]["config.yaml"]
+    env = pod_environment(default_docs)
+    assert check_config(config, env, tmp_path).returncode == 2
+    idp = {
+        "AQL_MCP_AUTH__JWKS_URL": "https://idp.example.com/jwks",
+        "AQL_MCP_AUTH__ISSUER": "https://idp.example.com",
+        "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example.com/mcp",
+    }
+    result = check_config(config, {**env, **idp}, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_rendered_config_never_turns_on_development_mode(docs: list[dict[str, Any]]) -> None:
+    config = rendered_config(docs)
+    assert config["server"]["dev"] is False
+    assert config["server"]["host"] == "0.0.0.0"
+    assert not any(name.upper() == "AQL_MCP_SERVER__DEV" for name in pod_environment(docs))
+
+
+def test_secrets_are_referenced_and_never_rendered(deploy_tools: dict[str, Path]) -> None:
+    secret_looking = "s3cr3t-qx7vp2mn9klw"  # a Secret's name that looks like a value
+    docs = render(
+        deploy_tools,
+        "-f",
+        PRODUCTION,
+        "--set",
+        f"secrets.introspectionClientSecret.name={secret_looking}",
+        "--set-json",
+        f'extraSecretEnv=[{{"name": "AQL_MCP_STORE__URL", "secretName": "{secret_looking}", "key": "dsn"}}]',
+    )
+    env = {variable["name"]: variable for variable in server_container(docs)["env"]}
+    for name, key in (("AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET", "client-secret"), ("AQL_MCP_STORE__URL", "dsn")):
+        assert "value" not in env[name]
+        assert env[name]["valueFrom"] == {"secretKeyRef": {"name": secret_looking, "key": key}}
+    text = yaml.safe_dump_all(docs)
+    assert text.count(secret_looking) == 2  # the two secretKeyRefs, nowhere else
+    config_map = only(docs, "ConfigMap")["data"]["config.yaml"]
+    for setting in ("introspection_client_secret", "hs256_secret", secret_looking):
+        assert setting not in config_map
+    assert not find(docs, "Secret")
+    volumes = {v["name"]: v for v in only(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["opaque-tokens"]["secret"]["secretName"] == "aql-mcp-opaque-tokens"
+    assert rendered_config(docs)["auth"]["opaque_tokens_file"] == "/etc/aql-mcp/secrets/opaque-tokens.yaml"
+
+
+# --- values.schema.json -------------------------------------------------------------------------
+
+
+BROKEN_VALUES = {
+    "secret value in config": {"config": {"auth": {"introspection_client_secret": "hunter2"}}},
+    "hs256 secret in config": {"config": {"auth": {"hs256_secret": "hunter2"}}},
+    "development mode": {"config": {"server": {"dev": True}}},
+    "development mode by environment": {"extraEnv": [{"name": "AQL_MCP_SERVER__DEV", "value": "true"}]},
+    "replicas as text": {"replicaCount": "two"},
+    "unknown log level": {"config": {"logging": {"level": "loud"}}},
+    "writable root filesystem": {"securityContext": {"readOnlyRootFilesystem": False}},
+    "root user": {"podSecurityContext": {"runAsNonRoot": False}},
+    "unknown engine": {"store": {"engine": "mysql"}},
+    "unknown setting": {"config": {"limits": {"tool_timeout": 30}}},
+    "unknown top-level key": {"replicas": 1},
+    "wildcard origin": {"config": {"http": {"allowed_origins": ["*"]}}},
+}
+
+
+@pytest.mark.parametrize("values", BROKEN_VALUES.values(), ids=BROKEN_VALUES.keys())
+def test_broken_values_are_rejected_by_the_schema(
+    deploy_tools: dict[str, Path], values: dict[str, Any], tmp_path: Path
+) -> None:
+    path = values_file(tmp_path, values)
+    for command in (["lint", "--strict"], ["template", "aql"]):
+        result = helm(deploy_tools, *command, "-f", path)
+        assert result.returncode != 0, f"helm {command[0]} accepted {values}"
+        assert "schema" in (result.stdout + result.stderr)
+
+
+def test_values_yaml_passes_its_own_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    for path in (CHART / "values.yaml", PRODUCTION):
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+        merged = _deep_merge(yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8")), values)
+        jsonschema.validate({k: _drop_nulls(v) for k, v in merged.items()}, schema)
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _deep_merge(merged[key], value) if both else value
+    return merged
+
+
+def _drop_nulls(value: Any) -> Any:
+    # Helm drops null values before it validates; so does this copy.
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+# --- values.yaml against the service and the README ---------------------------------------------
+
+
+def test_config_values_map_one_to_one_onto_the_service_settings() -> None:
+    """Every setting is in `config:` under its own name with the service's default, or the chart owns it."""
+    config = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))["config"]
+    settings = field_defaults()
+    offered = {(section, name) for section, fields in config.items() for name in fields}
+    known = {(section, name) for section, fields in settings.items() for name in fields}
+    assert offered - known == set(), "values offer settings the service does not have"
+    assert known - offered - CHART_OWNED == set(), "settings the chart neither offers nor owns"
+    assert offered & CHART_OWNED == set()
+    for section, name in offered:
+        assert config[section][name] == settings[section][name], f"{section}.{name}: default differs"
+
+
+def leaf_keys(values: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            yield from leaf_keys(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def readme_keys() -> list[str]:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"^\| `([^`]+)` \|", readme, flags=re.MULTILINE)
+
+
+def test_readme_values_table_lists_every_key_of_values_yaml() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    documented = readme_keys()
+    assert len(documented) == len(set(documented)), "a key is documented twice"
+    assert set(documented) == set(leaf_keys(values))
+
+
+def test_readme_names_the_setting_each_config_value_becomes() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    for key in (k for k in readme_keys() if k.startswith("config.")):
+        setting = key.removeprefix("config.")
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{key}` |"))
+        assert f"`{setting}`" in row, f"{key}: the row does not name the setting {setting}"
+
+
+def test_chart_app_version_is_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'version = "{chart["appVersion"]}"' in pyproject
+
+
+# --- ServiceMonitor and NetworkPolicy -----------------------------------------------------------
+
+# The fields this chart renders, as the Prometheus Operator's ServiceMonitor CRD
+# (monitoring.coreos.com/v1) declares them; anything else is refused here on purpose.
+_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_LABEL_SELECTOR = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array"},
+    },
+}
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["selector", "endpoints"],
+            "properties": {
+                "selector": _LABEL_SELECTOR,
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "any": {"type": "boolean"},
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
+                            "interval": {"type": "string", "pattern": _DURATION},
+                            "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def test_service_monitor_matches_the_crd_fields_and_the_service(production_docs: list[dict[str, Any]]) -> None:
+    monitor = only(production_docs, "ServiceMonitor")
+    jsonschema.validate(monitor, SERVICE_MONITOR_SCHEMA)
+    service = only(production_docs, "Service")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert all(service["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # Prometheus refuses a scrape timeout longer than the interval.
+    assert seconds(endpoint["scrapeTimeout"]) <= seconds(endpoint["interval"])
+
+
+def seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return sum(int(n) * units[unit] for n, unit in re.findall(r"([0-9]+)(ms|[smhdwy])", duration))
+
+
+def test_service_monitor_follows_a_separate_metrics_port(metrics_port_docs: list[dict[str, Any]]) -> None:
+    (endpoint,) = only(metrics_port_docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics"
+    service_ports = {p["name"]: p for p in only(metrics_port_docs, "Service")["spec"]["ports"]}
+    assert service_ports["metrics"]["targetPort"] == "metrics"
+    container_ports = {p["name"]: p["containerPort"] for p in server_container(metrics_port_docs)["ports"]}
+    assert container_ports == {"http": 8000, "metrics": METRICS_PORT}
+    assert rendered_config(metrics_port_docs)["metrics"]["port"] == METRICS_PORT
+    (ingress,) = only(metrics_port_docs, "NetworkPolicy")["spec"]["ingress"]
+    assert {"port": "metrics", "protocol": "TCP"} in ingress["ports"]
+
+
+def test_service_monitor_is_refused_when_the_service_serves_no_metrics(deploy_tools: dict[str, Path]) -> None:
+    result = helm(
+        deploy_tools,
+        "template",
+        "aql",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "config.metrics.enabled=false",
+    )
+    assert result.returncode != 0
+    assert "config.metrics.enabled" in result.stderr
+
+
+def test_service_monitor_schema_refuses_a_field_the_crd_does_not_have() -> None:
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "x"},
+        "spec": {"selector": {}, "endpoints": [{"port": "http", "scrapeInterval": "30s"}]},
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(monitor, SERVICE_MONITOR_SCHEMA)
+
+
+def test_service_monitor_is_optional(default_docs: list[dict[str, Any]]) -> None:
+    assert not find(default_docs, "ServiceMonitor")
+    assert not find(default_docs, "NetworkPolicy")
+
+
+def test_network_policy_admits_the_service_port_and_dns(production_docs: list[dict[str, Any]]) -> None:
+    policy = only(production_docs, "NetworkPolicy")["spec"]
+    assert (
+        policy["podSelector"]["matchLabels"] == only(production_docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert len(ingress["from"]) == 2
+    dns = policy["egress"][0]["ports"]
+    assert {"port": 53, "protocol": "UDP"} in dns
+
+
+# --- NOTES.txt ----------------------------------------------------------------------------------
+
+
+def notes(tools: dict[str, Path], *args: str | Path) -> str:
+    result = helm(tools, "install", "aql", "--dry-run=client", "--namespace", NAMESPACE, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_say_how_to_reach_the_service_and_fetch_a_token(deploy_tools: dict[str, Path]) -> None:
+    text = notes(deploy_tools, "-f", PRODUCTION)
+    assert "kubectl -n mcp port-forward svc/aql-aql-mcp" in text
+    assert "https://aql-mcp.example.com/mcp" in text
+    assert "https://idp.example.com/.well-known/openid-configuration" in text
+    assert "grant_type=client_credentials" in text
+    assert "WARNING" not in text
+
+
+def test_notes_warn_when_no_token_source_is_configured(deploy_tools: dict[str, Path]) -> None:
+    assert "WARNING: no token source" in notes(deploy_tools)
