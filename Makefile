@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test lint typecheck unit conformance bench image-test clean
+.PHONY: run test lint typecheck unit conformance bench token-cost image-test clean
 
 $(VENV): $(STAMP)
 
@@ -19,8 +19,8 @@ run: $(STAMP)
 	$(BIN)/aql-mcp serve --dev --port $(PORT)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -36,6 +36,10 @@ conformance: $(STAMP)
 # Load benchmark against the official SDK and a bare Starlette ceiling (bench/README.md); REPS=3 optional.
 bench: $(STAMP)
 	bench/run.sh
+
+# Token cost of tools/list in each MCP-AQL endpoint mode against discrete tools; writes bench/TOKENS.md.
+token-cost: $(STAMP)
+	$(BIN)/python scripts/token_cost.py --output bench/TOKENS.md
 
 # Build the Dockerfile with podman and run the image read-only as non-root (slow; not in `make test`).
 image-test:

@@ -537,7 +537,7 @@ async def list_all_tools(client: httpx.AsyncClient, session: dict[str, str]) -> 
 
 async def test_tools_list_pages_through_every_tool_once_in_a_stable_order(tmp_path: Path) -> None:
     """MCP 2025-11-25 server/utilities/pagination: follow nextCursor until it is absent."""
-    settings = dev_settings(tmp_path, streams={"page_size": 2})
+    settings = dev_settings(tmp_path, streams={"page_size": 2}, server={"builtin_plugins": []})
     token = mint(settings)
     async with asgi_client(settings) as client:
         session = await open_session(client, token)

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import anyio
 import structlog
@@ -76,7 +77,8 @@ class Services:
 def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
     """The app; `span_exporter` lets tests collect spans in memory."""
     registry = Registry()
-    load_plugins(settings.plugin_paths, registry, settings)
+    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
+    load_plugins(settings.plugin_paths, registry, settings, store)
     metrics = Metrics(service=settings.server.name, version=__version__)
     tracing = Tracing(
         service=settings.tracing.service_name or settings.server.name,
@@ -86,7 +88,6 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         exporter=span_exporter,
     )
     telemetry = Telemetry(metrics=metrics, tracing=tracing)
-    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -245,8 +246,18 @@ async def _housekeeping(services: Services) -> None:
         try:
             await services.sessions.sweep()
             await services.sessions.store.purge_events(time.time() - retention)
+            await _forget_spent(services)
         except Exception:
             log.exception("housekeeping_failed")
+
+
+async def _forget_spent(services: Services) -> None:
+    """Confirmation grants past their TTL (kept one more TTL so a late retry hears why) and
+    idempotency keys past their retention."""
+    store, settings, now = services.sessions.store, services.settings, time.time()
+    await store.confirmations.purge_grants(now - settings.aql.confirmation_ttl_seconds)
+    horizon = datetime.fromtimestamp(now - settings.records.idempotency_retention_seconds, UTC)
+    await store.records.purge_idempotency(horizon.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
 
 
 async def _refresh_keys(jwks: JwksKeySource) -> None:

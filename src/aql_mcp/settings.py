@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from aql_mcp.exceptions import ConfigError
 
 ENV_PREFIX = "AQL_MCP_"
-BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.corporate:plugin",)
+BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
@@ -41,11 +41,14 @@ class OpaqueToken(_Section):
 
 
 class ScopePolicy(_Section):
-    """Scopes a caller needs, all of them, per tool, prompt and resource; `*` applies to the rest."""
+    """Scopes a caller needs, all of them, per tool, prompt, resource, MCP-AQL operation and
+    endpoint family (an operation needs both its own and its family's); `*` applies to the rest."""
 
     tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     prompts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     resources: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    operations: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    families: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
 class ServerSettings(_Section):
@@ -188,6 +191,31 @@ class StreamSettings(_Section):
     page_size: int = Field(default=100, ge=1, le=1000)
 
 
+class AqlSettings(_Section):
+    """MCP-AQL: which endpoint tools are exposed and the payload limits of MCP-AQL §4.7.5."""
+
+    mode: Literal["semantic", "single", "all"] = "semantic"
+    profile: Literal["crude", "dqmo"] = "crude"
+    tool_prefix: str = Field(default="mcp_aql", pattern=r"^[a-z][a-z0-9_]{1,40}$")
+    max_string_length: int = Field(default=1_048_576, ge=1)
+    max_array_elements: int = Field(default=10_000, ge=1)
+    max_nesting_depth: int = Field(default=32, ge=2, le=64)
+    max_batch_size: int = Field(default=50, ge=1, le=1000)
+    default_page_size: int = Field(default=20, ge=1, le=1000)
+    max_page_size: int = Field(default=100, ge=1, le=1000)
+    confirmation_ttl_seconds: int = Field(default=300, ge=1, le=900)
+    confirm_with_elicitation: bool = False
+
+
+class RecordsSettings(_Section):
+    """The built-in `records` plugin: who owns a record, and how much each owner may store."""
+
+    tenant_claim: str = "sub"
+    max_records: int = Field(default=100_000, ge=1)
+    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    idempotency_retention_seconds: int = Field(default=86_400, ge=60)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -207,6 +235,8 @@ class Settings(BaseSettings):
     sessions: SessionSettings = SessionSettings()
     streams: StreamSettings = StreamSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
+    aql: AqlSettings = AqlSettings()
+    records: RecordsSettings = RecordsSettings()
 
     @property
     def base_url(self) -> str:

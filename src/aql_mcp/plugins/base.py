@@ -1,10 +1,15 @@
-"""The plugin contract: an object with a name and `register(registry)`."""
+"""The plugin contracts: tools, prompts and resources through `register(registry)`; MCP-AQL
+operations through `register_operations(operations)`. A plugin implements one or both."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aql_mcp.registry import Registry
+
+if TYPE_CHECKING:
+    from aql_mcp.operations.models import TrustLevel
+    from aql_mcp.operations.service import PluginOperations
 
 
 @runtime_checkable
@@ -14,3 +19,14 @@ class Plugin(Protocol):
     name: str
 
     def register(self, registry: Registry) -> None: ...
+
+
+@runtime_checkable
+class OperationsPlugin(Protocol):
+    """Adds MCP-AQL operations by explicit calls at startup; `trust` gates them by danger level
+    (docs/adapter/danger-levels.md §4.1; built-ins are `community_reviewed`)."""
+
+    name: str
+    trust: TrustLevel
+
+    def register_operations(self, operations: PluginOperations) -> None: ...

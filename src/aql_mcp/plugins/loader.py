@@ -6,12 +6,17 @@ import importlib
 from collections.abc import Iterable
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.plugins.base import Plugin
+from aql_mcp.operations.models import TRUST_LEVELS
+from aql_mcp.operations.service import AqlService
+from aql_mcp.plugins.base import OperationsPlugin, Plugin
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
+
+AnyPlugin = Plugin | OperationsPlugin
 
 
-def import_plugin(path: str, settings: Settings | None = None) -> Plugin:
+def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
     """Import `package.module:attribute`: a plugin, or a factory called with the settings that returns one."""
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
@@ -23,23 +28,48 @@ def import_plugin(path: str, settings: Settings | None = None) -> Plugin:
     candidate = getattr(module, attribute, None)
     if candidate is None:
         raise ConfigError(f"plugin {path!r}: {module_name} has no attribute {attribute!r}")
-    if not isinstance(candidate, Plugin) and callable(candidate):
+    if not _is_plugin(candidate) and callable(candidate):
         try:
             candidate = candidate(settings)
         except Exception as exc:
             raise ConfigError(
                 f"plugin {path!r}: calling {attribute} did not make a plugin ({type(exc).__name__})"
             ) from exc
-    if not isinstance(candidate, Plugin):
-        raise ConfigError(f"plugin {path!r}: not a plugin (needs a `name` and `register(registry)`)")
+    if not isinstance(candidate, (Plugin, OperationsPlugin)):
+        raise ConfigError(
+            f"plugin {path!r}: not a plugin (needs a `name` and `register(registry)` "
+            "or `trust` and `register_operations(operations)`)"
+        )
     return candidate
 
 
-def load_plugins(paths: Iterable[str], registry: Registry, settings: Settings | None = None) -> list[Plugin]:
-    """Import every plugin and let it register; a duplicate name fails naming both plugins."""
+def _is_plugin(candidate: object) -> bool:
+    return isinstance(candidate, (Plugin, OperationsPlugin))
+
+
+def load_plugins(
+    paths: Iterable[str], registry: Registry, settings: Settings | None = None, store: Store | None = None
+) -> list[AnyPlugin]:
+    """Import every plugin and let it register; a duplicate name fails naming both plugins.
+
+    The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
+    operations loads; without such a plugin the service exposes no MCP-AQL tools.
+    """
     plugins = [import_plugin(path, settings) for path in paths]
+    service: AqlService | None = None
     for plugin in plugins:
         registry.plugin = plugin.name
-        plugin.register(registry)
+        if isinstance(plugin, Plugin):
+            plugin.register(registry)
+        if isinstance(plugin, OperationsPlugin):
+            if plugin.trust not in TRUST_LEVELS:
+                raise ConfigError(
+                    f"plugin {plugin.name}: trust {plugin.trust!r} is not one of {', '.join(TRUST_LEVELS)}"
+                )
+            if service is None:
+                if store is None:
+                    raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
+                service = AqlService(registry, settings or Settings(), store)
+            plugin.register_operations(service.for_plugin(plugin.name, plugin.trust))
     registry.plugin = "runtime"
     return plugins

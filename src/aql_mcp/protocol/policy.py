@@ -1,4 +1,4 @@
-"""Which scopes a caller needs for a tool, a prompt or a resource (`auth.policy` in settings).
+"""Which scopes a caller needs for a tool, prompt, resource or MCP-AQL operation (`auth.policy`).
 
 Coarse access (may this token use `/mcp` at all) is decided by the auth middleware before the
 body is read; everything finer is decided here, inside JSON-RPC handling, and answered in-band.
@@ -16,20 +16,36 @@ Rules = Mapping[str, tuple[str, ...]]
 
 
 class ScopeRules:
-    def __init__(self, *, tools: Rules, prompts: Rules, resources: Rules) -> None:
-        self._tools = dict(tools)
-        self._prompts = dict(prompts)
-        self._resources = dict(resources)
+    def __init__(
+        self,
+        *,
+        tools: Rules | None = None,
+        prompts: Rules | None = None,
+        resources: Rules | None = None,
+        operations: Rules | None = None,
+        families: Rules | None = None,
+    ) -> None:
+        self._tools = dict(tools or {})
+        self._prompts = dict(prompts or {})
+        self._resources = dict(resources or {})
+        self._operations = dict(operations or {})
+        self._families = dict(families or {})
         self._prefixes = sorted(
-            ((k[:-1], v) for k, v in resources.items() if k.endswith("*")), key=lambda kv: -len(kv[0])
+            ((k[:-1], v) for k, v in self._resources.items() if k.endswith("*")), key=lambda kv: -len(kv[0])
         )
-        self.empty = not (tools or prompts or resources)
+        self.empty = not (tools or prompts or resources or operations or families)
 
     def missing_for_tool(self, name: str, principal: Principal | None) -> tuple[str, ...]:
         return _missing(self._tools.get(name, self._tools.get("*", ())), principal)
 
     def missing_for_prompt(self, name: str, principal: Principal | None) -> tuple[str, ...]:
         return _missing(self._prompts.get(name, self._prompts.get("*", ())), principal)
+
+    def missing_for_operation(self, name: str, family: str, principal: Principal | None) -> tuple[str, ...]:
+        """An MCP-AQL operation needs its own scopes and those of its endpoint family."""
+        needed = self._operations.get(name, self._operations.get("*", ()))
+        needed += tuple(s for s in self._families.get(family, self._families.get("*", ())) if s not in needed)
+        return _missing(needed, principal)
 
     def missing_for_resource(self, uri: str, principal: Principal | None) -> tuple[str, ...]:
         needed = self._resources.get(uri)

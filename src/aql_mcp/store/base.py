@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aql_mcp.store.confirmations import ConfirmationStore
+from aql_mcp.store.records import RecordStore
+
 
 @dataclass(slots=True)
 class SessionRecord:
@@ -32,7 +35,13 @@ class StoredEvent:
 
 
 class Store(Protocol):
-    """Sessions and the SSE event log. Every write is atomic; a failed write changes nothing."""
+    """Sessions and the SSE event log, and the facets the built-in operations use (records,
+    confirmation tokens). Every write is atomic; a failed write changes nothing."""
+
+    @property
+    def records(self) -> RecordStore: ...
+    @property
+    def confirmations(self) -> ConfirmationStore: ...
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

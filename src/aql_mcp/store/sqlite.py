@@ -16,6 +16,8 @@ import structlog
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.base import SessionRecord, StoredEvent
+from aql_mcp.store.confirmations import SqliteConfirmationStore
+from aql_mcp.store.records import SqliteRecordStore
 
 log = structlog.get_logger("aql_mcp.store")
 
@@ -47,15 +49,70 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX sessions_owner ON sessions (owner);
     """,
+    # 3: the `records` plugin: collections and JSON records per tenant, usage for quotas, and the
+    # idempotency keys of create_record (store/records.py)
+    """
+    CREATE TABLE record_collections (
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL,
+        fields BLOB,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE records (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL,
+        collection TEXT NOT NULL,
+        id TEXT NOT NULL,
+        data BLOB NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (tenant, collection, id)
+    );
+    CREATE INDEX records_collection ON records (tenant, collection, seq);
+    CREATE TABLE record_usage (
+        tenant TEXT PRIMARY KEY,
+        records INTEGER NOT NULL,
+        bytes INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE record_idempotency (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, key)
+    ) WITHOUT ROWID;
+    """,
+    # 4: confirmation tokens of the MCP-AQL gatekeeper, by the SHA-256 of the token (never the token
+    # itself), and the index that lets housekeeping drop old idempotency keys
+    """
+    CREATE TABLE confirmations (
+        token_hash TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        params_hash TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        consumed_at REAL
+    ) WITHOUT ROWID;
+    CREATE INDEX confirmations_expiry ON confirmations (expires_at);
+    CREATE INDEX record_idempotency_age ON record_idempotency (created_at);
+    """,
 )
 
 
 class SqliteStore:
-    """`Store` on a SQLite file in the state directory."""
+    """`Store` on a SQLite file in the state directory; `records` and `confirmations` share its connection."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._db: sqlite3.Connection | None = None
+        self.records = SqliteRecordStore(self)
+        self.confirmations = SqliteConfirmationStore(self)
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -71,6 +128,28 @@ class SqliteStore:
         except sqlite3.Error as exc:
             log.error("store_error", error=type(exc).__name__, detail=str(exc))
             raise StoreError() from exc
+
+    @contextmanager
+    def guard(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads, with SQLite's errors translated (the facets' entry point)."""
+        with self._guard() as db:
+            yield db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: committed on success, rolled back on any exception.
+
+        IMMEDIATE takes the write lock at the start, so the reads a write depends on (a quota, an
+        `_etag`, an unconsumed token) cannot change before it commits.
+        """
+        with self._guard() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     async def open(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)

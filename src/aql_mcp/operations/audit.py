@@ -1,0 +1,37 @@
+"""Audit events: every mutation, gate decision and confirmation-token event, on its own logger.
+
+An event names its type, the operation, the caller's principal digest, the resource id and the
+outcome; never a parameter value (corporate standard: no secrets or payloads in logs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+AUDIT_LOGGER = "aql_mcp.audit"
+
+
+class AuditLog:
+    def __init__(self) -> None:
+        self._log = structlog.get_logger(AUDIT_LOGGER)
+
+    def event(
+        self,
+        kind: str,
+        *,
+        operation: str,
+        principal: str,
+        outcome: str,
+        resource_id: str | None = None,
+        code: str | None = None,
+        **extra: Any,
+    ) -> None:
+        fields: dict[str, Any] = {"audit": kind, "operation": operation, "principal": principal, "outcome": outcome}
+        if resource_id is not None:
+            fields["resource_id"] = resource_id
+        if code is not None:
+            fields["code"] = code
+        fields.update(extra)
+        self._log.info("audit_event", **fields)

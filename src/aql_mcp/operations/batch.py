@@ -1,0 +1,88 @@
+"""Batch operations (docs/operations.md §7, batch-operation.schema.json).
+
+Items run in order, each with its own result; a failed item does not stop the rest. An item that
+answers `CONFIRMATION_REQUIRED` halts the batch (§7.5.2): it is reported in `halted_at`, the items
+after it in `pending_operations` for continuation. Batch-level errors (not an array, empty, over
+the size cap) are `success: false` with only `code` and `message`, as the schema requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aql_mcp.operations.models import Call
+from aql_mcp.operations.results import (
+    CONFIRMATION_REQUIRED,
+    VALIDATION_INVALID_TYPE,
+    VALIDATION_PAYLOAD_TOO_LARGE,
+    Envelope,
+)
+from aql_mcp.operations.router import Router
+
+
+async def run_batch(router: Router, family: str | None, arguments: dict[str, Any], call: Call, *, cap: int) -> Envelope:
+    items = arguments.get("operations")
+    refusal = _refusal(arguments, items, cap)
+    if refusal is not None:
+        return refusal
+    assert isinstance(items, list)
+    results: list[dict[str, Any]] = []
+    succeeded = failed = 0
+    for index, item in enumerate(items):
+        name = _name(item)
+        envelope = await router.run(family, item, call)
+        result = _bare(envelope)
+        if not envelope["success"] and envelope["error"]["code"] == CONFIRMATION_REQUIRED:
+            pending = [_pending(i, later) for i, later in enumerate(items[index + 1 :], start=index + 1)]
+            summary = {
+                "total": len(items),
+                "succeeded": succeeded,
+                "failed": failed,
+                "halted": 1,
+                "pending": len(pending),
+            }
+            return {
+                "success": True,
+                "data": None,
+                "results": results,
+                "halted_at": {"index": index, "operation": name, "result": result},
+                "pending_operations": pending,
+                "summary": summary,
+            }
+        succeeded, failed = (succeeded + 1, failed) if envelope["success"] else (succeeded, failed + 1)
+        results.append({"index": index, "operation": name, "result": result})
+    summary = {"total": len(items), "succeeded": succeeded, "failed": failed}
+    return {"success": True, "data": None, "results": results, "summary": summary}
+
+
+def _refusal(arguments: dict[str, Any], items: Any, cap: int) -> Envelope | None:
+    if "operation" in arguments:
+        return _failure(VALIDATION_INVALID_TYPE, "Send either 'operation' or 'operations' (a batch), not both")
+    if not isinstance(items, list) or not items:
+        return _failure(VALIDATION_INVALID_TYPE, "Parameter 'operations' expected 'a non-empty array of operations'")
+    if len(items) > cap:
+        return _failure(VALIDATION_PAYLOAD_TOO_LARGE, f"Payload exceeds batch_size limit of {cap}")
+    return None
+
+
+def _failure(code: str, message: str) -> Envelope:
+    return {"success": False, "error": {"code": code, "message": message}}
+
+
+def _bare(envelope: Envelope) -> dict[str, Any]:
+    """An item's result as the batch schema allows it: success and data, or success and error."""
+    if envelope["success"]:
+        return {"success": True, "data": envelope.get("data")}
+    return {"success": False, "error": envelope["error"]}
+
+
+def _name(item: Any) -> str:
+    name = item.get("operation") if isinstance(item, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _pending(index: int, item: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": index, "operation": _name(item)}
+    if isinstance(item, dict) and isinstance(item.get("params"), dict):
+        out["params"] = item["params"]
+    return out

@@ -1,0 +1,176 @@
+"""The endpoint families and the MCP tools that front them (MCP-AQL §3.3, docs/endpoint-modes.md).
+
+`semantic` mode registers one tool per family of the active profile (`crude`: create, read,
+update, delete, execute; `dqmo`: discover, query, manage, operate), `single` registers one
+`mcp_aql` tool, `all` both. A family's tool is registered once it has an operation, and is
+registered again whenever its operations change, so its description always names them.
+
+The tools' `inputSchema` stays open at the top level: MCP-AQL §4.2 lets parameters sit beside
+`operation`, and an unknown one must be answered by the router with `VALIDATION_UNKNOWN_PARAM`
+and the valid names, which a generic `additionalProperties: false` check cannot do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aql_mcp.operations.models import DANGER_LEVELS, RISK_WORDS, Category, Operation
+from aql_mcp.registry import Tool
+
+# Family -> the semantic categories it serves; `discover` takes the READ operations marked `discovery`.
+PROFILES: Mapping[str, Mapping[str, tuple[Category, ...]]] = {
+    "crude": {
+        "create": ("CREATE",),
+        "read": ("READ",),
+        "update": ("UPDATE",),
+        "delete": ("DELETE",),
+        "execute": ("EXECUTE",),
+    },
+    "dqmo": {
+        "discover": ("READ",),
+        "query": ("READ",),
+        "manage": ("CREATE", "UPDATE", "DELETE"),
+        "operate": ("EXECUTE",),
+    },
+}
+PURPOSES: Mapping[str, str] = {
+    "create": "Additive operations: create new resources; nothing existing is overwritten.",
+    "read": "Read-only operations: get, list, search and introspect; no side effects.",
+    "update": "Modifying operations: change existing resources (UPDATE input objects deep-merge).",
+    "delete": "Removing operations: delete resources; deleted data cannot be recovered.",
+    "execute": "Runtime lifecycle operations: start, monitor and cancel executions.",
+    "discover": "Discovery operations: introspection and what collections and types exist; read-only.",
+    "query": "Retrieval operations: get, list and search with filters, sort, fields and pagination; read-only.",
+    "manage": "Mutating operations: create, update and delete resources.",
+    "operate": "Runtime lifecycle operations: start, monitor and cancel executions.",
+}
+SINGLE_PURPOSE = "Unified MCP-AQL endpoint: every operation, routed by its name."
+INPUT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {"description": "Operation name (string), e.g. 'introspect'."},
+        "params": {"description": "Operation parameters (object); see introspect for each operation's parameters."},
+        "operations": {
+            "description": "Batch (array of {operation, params} objects) run in order instead of one operation.",
+        },
+    },
+    "required": [],
+}
+
+
+def family_of(operation: Operation, profile: str) -> str:
+    """The family of the profile that serves the operation."""
+    if profile == "dqmo":
+        if operation.category == "READ":
+            return "discover" if operation.discovery else "query"
+        return "operate" if operation.category == "EXECUTE" else "manage"
+    return operation.category.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    """Which tools exist: the mode, the profile and the tool names."""
+
+    mode: str
+    profile: str
+    prefix: str
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(PROFILES[self.profile])
+
+    @property
+    def has_families(self) -> bool:
+        return self.mode in ("semantic", "all")
+
+    @property
+    def has_single(self) -> bool:
+        return self.mode in ("single", "all")
+
+    def tool_name(self, family: str | None) -> str:
+        return self.prefix if family is None else f"{self.prefix}_{family}"
+
+    def tool_for(self, operation: Operation) -> str:
+        """The tool introspection names as `mcpTool`: the family's tool unless only `mcp_aql` exists."""
+        return self.tool_name(family_of(operation, self.profile) if self.has_families else None)
+
+    def describe_profile(self) -> dict[str, Any]:
+        """The category mapping, for `_protocol.families` in introspection."""
+        return {
+            family: {
+                "tool": self.tool_name(family) if self.has_families else self.tool_name(None),
+                "categories": list(categories),
+                "description": PURPOSES[family],
+            }
+            for family, categories in PROFILES[self.profile].items()
+        }
+
+
+def build_tool(
+    surface: Surface,
+    family: str | None,
+    operations: list[Operation],
+    handler: Any,
+    gate: Callable[[Operation], str],
+) -> Tool:
+    """The MCP tool of one family (or the single tool) for the operations it serves today."""
+    names = ", ".join(op.name for op in operations)
+    purpose = PURPOSES[family] if family else SINGLE_PURPOSE
+    lines = [purpose, f"Operations: {names}."]
+    lines.extend(_risk_lines(operations, gate))
+    lines.append(
+        'Call: {"operation": "<name>", "params": {...}}; batch: {"operations": [{"operation": ..., "params": ...}]}. '
+        'Discover parameters with {"operation": "introspect", "params": {"query": "operations", "name": "<name>"}}'
+        + (
+            ""
+            if family in (None, "read", "discover", "query")
+            else f" on {surface.tool_name(_introspect_family(surface))}"
+        )
+        + "."
+    )
+    lines.append('Every result is {"success": true, "data": ...} or {"success": false, "error": {"code", "message"}}.')
+    title = f"MCP-AQL {family}" if family else "MCP-AQL"
+    return Tool(
+        name=surface.tool_name(family),
+        title=title,
+        description="\n".join(lines),
+        handler=handler,
+        input_schema=dict(INPUT_SCHEMA),
+        annotations=_annotations(operations),
+    )
+
+
+def _introspect_family(surface: Surface) -> str | None:
+    if not surface.has_families:
+        return None
+    return "discover" if surface.profile == "dqmo" else "read"
+
+
+def _risk_lines(operations: list[Operation], gate: Callable[[Operation], str]) -> list[str]:
+    """Corporate §9.3: the risk level and side effects of a mutating tool, in words."""
+    mutating = [op for op in operations if op.category != "READ"]
+    if not mutating:
+        return ["Risk: none (read-only, no side effects)."]
+    worst = max((op.danger_level for op in mutating), key=DANGER_LEVELS.index)
+    lines = [f"Risk: {RISK_WORDS[worst]} (highest danger level: {worst})."]
+    for op in mutating:
+        effect = op.side_effects or op.description
+        gated = {
+            "confirm": " Needs confirmation (CONFIRMATION_REQUIRED, then retry with the token).",
+            "deny": " Refused.",
+        }
+        gated_text = gated.get(gate(op), "")
+        lines.append(f"- {op.name} [{op.danger_level}]: {effect}{gated_text}")
+    lines.append("Mutations are written to the audit log; failed calls change nothing and may be retried.")
+    return lines
+
+
+def _annotations(operations: list[Operation]) -> dict[str, Any]:
+    return {
+        "readOnlyHint": all(op.category == "READ" for op in operations),
+        "destructiveHint": any(op.is_destructive for op in operations),
+        "idempotentHint": all(op.is_idempotent for op in operations),
+        "openWorldHint": False,
+    }

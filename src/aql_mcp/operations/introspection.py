@@ -1,0 +1,257 @@
+"""The `introspect` operation (MCP-AQL §7, docs/introspection.md, introspection-response.schema.json).
+
+`query: "operations"` lists operations with `_protocol` metadata; with `name` it gives one
+operation's details, `null` for an unknown name. `query: "types"` does the same for types.
+Parameter descriptions come from each operation's pydantic model, so they never drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field
+
+from aql_mcp.operations.endpoints import Surface, family_of
+from aql_mcp.operations.gatekeeper import behavior
+from aql_mcp.operations.models import Call, Example, Operation, Params, Returns, TypeDef
+from aql_mcp.operations.registry import OperationRegistry
+
+SPEC_VERSION = "1.0.0-draft"
+PARAMETER_KEYS = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "format")
+
+
+class IntrospectParams(Params):
+    query: Literal["operations", "types"] = Field(description="What to list: 'operations' or 'types'.")
+    name: str | None = Field(default=None, description="One operation or type to describe in detail.")
+
+
+def introspect_operation(
+    registry: OperationRegistry, surface: Surface, protocol: Callable[[], dict[str, Any]]
+) -> Operation:
+    async def handler(params: IntrospectParams, call: Call) -> dict[str, Any]:
+        if params.query == "types":
+            if params.name is None:
+                return {"types": [t.summary() for t in registry.types()]}
+            found = registry.type(params.name)
+            return {"type": found.details() if found else None}
+        if params.name is None:
+            listing = [_summary(op, surface) for op in registry.operations()]
+            return {"_protocol": protocol(), "operations": listing}
+        operation = registry.get(params.name)
+        return {"operation": _details(operation, surface, registry) if operation else None}
+
+    return Operation(
+        name="introspect",
+        category="READ",
+        description="Discover the available operations and types, and each operation's parameters.",
+        handler=handler,
+        params=IntrospectParams,
+        returns=Returns("IntrospectionData", "union", "Operations or types, listed or in detail"),
+        discovery=True,
+        reserved=True,
+        examples=(
+            Example({"operation": "introspect", "params": {"query": "operations"}}, "List every operation"),
+            Example(
+                {"operation": "introspect", "params": {"query": "operations", "name": "introspect"}},
+                "Parameters of one operation",
+            ),
+        ),
+    )
+
+
+def _summary(operation: Operation, surface: Surface) -> dict[str, Any]:
+    return {
+        "name": operation.name,
+        "semantic_category": operation.category,
+        "endpoint": family_of(operation, surface.profile),
+        "description": operation.description,
+    }
+
+
+def _details(operation: Operation, surface: Surface, registry: OperationRegistry) -> dict[str, Any]:
+    verdict = behavior(operation, registry.trust(operation.name))
+    gate = {"allow": "runs without confirmation", "confirm": "needs confirmation", "deny": "refused"}[verdict]
+    description = (
+        f"{operation.description} Danger level: {operation.danger_level} ({gate}; plugin trust "
+        f"{registry.trust(operation.name)})."
+    )
+    if operation.side_effects:
+        description += f" Side effects: {operation.side_effects}"
+    out: dict[str, Any] = {
+        **_summary(operation, surface),
+        "mcpTool": surface.tool_for(operation),
+        "description": description,
+        "permissions": {"readOnly": operation.category == "READ", "destructive": operation.is_destructive},
+        "parameters": parameter_infos(operation),
+        "returns": operation.returns.to_wire(),
+        "examples": [example.to_wire() for example in operation.examples],
+    }
+    if operation.lifecycle is not None:
+        out["lifecycle"] = operation.lifecycle.to_wire()
+    return out
+
+
+def parameter_infos(operation: Operation) -> list[dict[str, Any]]:
+    """ParameterInfo entries from the operation's pydantic model (introspection.md §3.4)."""
+    schema = operation.params.model_json_schema()
+    required = set(schema.get("required", ()))
+    infos = []
+    for name, field in operation.params.model_fields.items():
+        prop = schema.get("properties", {}).get(name, {})
+        info: dict[str, Any] = {"name": name, "type": _type_name(prop, schema), "required": name in required}
+        if field.description:
+            info["description"] = field.description
+        if name not in required and prop.get("default") is not None:
+            info["default"] = prop["default"]
+        info.update(_constraints(prop, schema))
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if extra.get("sensitive"):
+            info["sensitive"] = True
+        infos.append(info)
+    return infos
+
+
+def _members(prop: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    members = prop.get("anyOf") or prop.get("oneOf") or [prop]
+    resolved = [_deref(member, schema) for member in members]
+    return [member for member in resolved if member.get("type") != "null"]
+
+
+def _deref(prop: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = prop.get("$ref")
+    if isinstance(ref, str):
+        return {**schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {}), "title": ref.rsplit("/", 1)[-1]}
+    return prop
+
+
+def _type_name(prop: dict[str, Any], schema: dict[str, Any]) -> str:
+    names = []
+    for member in _members(prop, schema):
+        kind = member.get("type")
+        if kind is None and ("enum" in member or "const" in member):
+            kind = "string"
+        names.append(str(kind or "any"))
+    return "|".join(dict.fromkeys(names)) or "any"
+
+
+def _constraints(prop: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for member in _members(prop, schema):
+        for key in PARAMETER_KEYS:
+            if key in member and key not in out:
+                out[key] = member[key]
+        if "const" in member and "enum" not in out:
+            out["enum"] = [member["const"]]
+        if member.get("type") == "array" and "items" in member and "items" not in out:
+            item = _deref(member["items"], schema)
+            out["items"] = {"type": _type_name(item, schema)}
+    return out
+
+
+PROTOCOL_TYPES = (
+    TypeDef(
+        "SemanticCategory",
+        "enum",
+        "Standard semantic categories",
+        {"values": ["CREATE", "READ", "UPDATE", "DELETE", "EXECUTE"]},
+    ),
+    TypeDef(
+        "DangerLevel",
+        "enum",
+        "How much harm an operation can do; gates confirmation with the plugin's trust level",
+        {"values": ["safe", "reversible", "destructive", "dangerous", "forbidden"]},
+    ),
+    TypeDef(
+        "OperationInput",
+        "object",
+        "Standard input of every operation",
+        {
+            "fields": [
+                {"name": "operation", "type": "string", "required": True, "description": "Operation name"},
+                {"name": "params", "type": "object", "required": False, "description": "Operation parameters"},
+                {
+                    "name": "operations",
+                    "type": "array",
+                    "required": False,
+                    "description": "A batch of {operation, params} run in order",
+                },
+            ]
+        },
+    ),
+    TypeDef(
+        "OperationResult",
+        "union",
+        "Standard result of every operation",
+        {"members": ["OperationSuccess", "OperationFailure"]},
+    ),
+    TypeDef(
+        "OperationSuccess",
+        "object",
+        "Successful operation result",
+        {
+            "fields": [
+                {"name": "success", "type": "boolean", "required": True, "description": "Always true"},
+                {"name": "data", "type": "any", "required": True, "description": "Operation-specific payload"},
+                {"name": "warnings", "type": "array", "required": False, "description": "Non-fatal warnings"},
+            ]
+        },
+    ),
+    TypeDef(
+        "OperationFailure",
+        "object",
+        "Failed operation result",
+        {
+            "fields": [
+                {"name": "success", "type": "boolean", "required": True, "description": "Always false"},
+                {"name": "error", "type": "object", "required": True, "description": "{code, message, details?}"},
+                {
+                    "name": "confirmation",
+                    "type": "object",
+                    "required": False,
+                    "description": "With CONFIRMATION_REQUIRED: the token and its expiry",
+                },
+            ]
+        },
+    ),
+    TypeDef(
+        "PageInfo",
+        "object",
+        "Cursor pagination metadata of a collection result",
+        {
+            "fields": [
+                {"name": "hasNextPage", "type": "boolean", "required": True},
+                {"name": "hasPreviousPage", "type": "boolean", "required": True},
+                {
+                    "name": "startCursor",
+                    "type": "string",
+                    "required": False,
+                    "description": "Pass as 'before' with 'last'",
+                },
+                {
+                    "name": "endCursor",
+                    "type": "string",
+                    "required": False,
+                    "description": "Pass as 'after' with 'first'",
+                },
+                {"name": "totalCount", "type": "integer", "required": False},
+            ]
+        },
+    ),
+    TypeDef(
+        "FieldSelection",
+        "object",
+        "Field selection: a preset name or a list of dot paths",
+        {
+            "fields": [
+                {"name": "presets", "type": "array", "required": False, "description": "minimal, standard, full"},
+                {
+                    "name": "fields",
+                    "type": "array",
+                    "required": False,
+                    "description": "Dot paths such as 'metadata.priority'",
+                },
+            ]
+        },
+    ),
+)

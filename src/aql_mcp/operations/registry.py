@@ -1,0 +1,87 @@
+"""The operation registry: every operation by name, with the plugin that added it and its trust level.
+
+A duplicate name fails at startup naming both plugins; the names MCP-AQL §8.5.4 reserves for the
+protocol are refused unless the operation is the protocol's own (`reserved=True`) and sits in the
+category the specification gives it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.operations.models import Category, Operation, TrustLevel, TypeDef
+
+OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # MCP-AQL §8.5.2
+RESERVED: Mapping[str, Category] = {
+    "introspect": "READ",
+    "execute_agent": "EXECUTE",
+    "record_execution_step": "CREATE",
+    "complete_execution": "EXECUTE",
+    "abort_execution": "EXECUTE",
+    "confirm_operation": "EXECUTE",
+    "verify_challenge": "CREATE",
+}
+
+
+class OperationRegistry:
+    """Operations and adapter types by name; listeners hear about every addition."""
+
+    def __init__(self) -> None:
+        self._operations: dict[str, Operation] = {}
+        self._owners: dict[str, str] = {}
+        self._trust: dict[str, TrustLevel] = {}
+        self._types: dict[str, TypeDef] = {}
+        self._type_owners: dict[str, str] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def add(self, operation: Operation, *, plugin: str, trust: TrustLevel) -> None:
+        name = operation.name
+        if not OPERATION_NAME.fullmatch(name):
+            raise ConfigError(f"plugin {plugin}: operation name {name!r} must match {OPERATION_NAME.pattern}")
+        owner = self._owners.get(name)
+        if owner is not None:
+            raise ConfigError(f"operation {name!r} is registered by plugin {owner} and again by plugin {plugin}")
+        reserved = RESERVED.get(name)
+        if reserved is not None and not (operation.reserved and operation.category == reserved):
+            raise ConfigError(
+                f"plugin {plugin}: operation name {name!r} is reserved by MCP-AQL §8.5.4 "
+                f"(category {reserved}); choose another name"
+            )
+        self._operations[name] = operation
+        self._owners[name] = plugin
+        self._trust[name] = trust
+        self._changed()
+
+    def add_type(self, type_def: TypeDef, *, plugin: str) -> None:
+        owner = self._type_owners.get(type_def.name)
+        if owner is not None:
+            raise ConfigError(f"type {type_def.name!r} is registered by plugin {owner} and again by plugin {plugin}")
+        self._types[type_def.name] = type_def
+        self._type_owners[type_def.name] = plugin
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def get(self, name: str) -> Operation | None:
+        return self._operations.get(name)
+
+    def operations(self) -> Iterator[Operation]:
+        return iter(self._operations.values())
+
+    def owner(self, name: str) -> str:
+        return self._owners[name]
+
+    def trust(self, name: str) -> TrustLevel:
+        return self._trust[name]
+
+    def types(self) -> Iterator[TypeDef]:
+        return iter(self._types.values())
+
+    def type(self, name: str) -> TypeDef | None:
+        return self._types.get(name)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()

@@ -1,0 +1,304 @@
+"""The operation router: one request item in, one OperationResult envelope out (MCP-AQL §3.2).
+
+Order of checks: payload shape (encoding, limits), operation name, endpoint family, parameters,
+field selection, gatekeeper, handler, result shaping (field selection, pagination, size). Any
+failure is an envelope with a registry code; an unexpected exception is logged with the request
+id and answered `INTERNAL_ERROR` without its text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from aql_mcp.exceptions import CapabilityNotDeclared, WireError
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.endpoints import Surface, family_of
+from aql_mcp.operations.fields import Selection, resolve_selection, select
+from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
+from aql_mcp.operations.models import Call, Operation, Outcome, Page
+from aql_mcp.operations.parameters import invalid_type, resolve, validate
+from aql_mcp.operations.payload import Limits, check_payload
+from aql_mcp.operations.registry import OperationRegistry
+from aql_mcp.operations.results import (
+    CONFIRMATION_REQUIRED,
+    INTERNAL_ERROR,
+    NOT_FOUND_OPERATION,
+    PERMISSION_DENIED,
+    VALIDATION_ENDPOINT_MISMATCH,
+    VALIDATION_MISSING_PARAM,
+    VALIDATION_PAYLOAD_TOO_LARGE,
+    VALIDATION_TRUNCATED_WARNING,
+    Envelope,
+    OperationError,
+    failure,
+    success,
+    warning,
+    wire_size,
+)
+from aql_mcp.protocol.policy import ScopeRules
+
+log = structlog.get_logger("aql_mcp.operations")
+IDENTIFIERS = ("id", "name", "collection", "_etag", "updated_at")
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Run this operation?"}},
+    "required": ["confirm"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RouterOptions:
+    limits: Limits
+    max_response_bytes: int
+    confirm_with_elicitation: bool
+    scopes: ScopeRules = field(default_factory=ScopeRules)
+
+
+class Router:
+    """Routes request items of one MCP-AQL surface to the registered operations."""
+
+    def __init__(
+        self,
+        registry: OperationRegistry,
+        surface: Surface,
+        gatekeeper: Gatekeeper,
+        audit: AuditLog,
+        options: RouterOptions,
+    ) -> None:
+        self.registry = registry
+        self.surface = surface
+        self.gatekeeper = gatekeeper
+        self.audit = audit
+        self.options = options
+
+    def check_payload(self, arguments: dict[str, Any]) -> Envelope | None:
+        try:
+            check_payload(arguments, self.options.limits)
+        except OperationError as exc:
+            return exc.envelope()
+        return None
+
+    async def run(self, family: str | None, item: Any, call: Call) -> Envelope:
+        """One operation; `family` is the receiving family, None for the single tool."""
+        try:
+            return await self._run(family, item, call)
+        except OperationError as exc:
+            return exc.envelope()
+        except WireError as exc:
+            log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)
+            return failure(INTERNAL_ERROR, f"Internal error: {exc.detail}", {"request_id": call.ctx.request_id})
+        except CapabilityNotDeclared:
+            return failure(PERMISSION_DENIED, "Permission denied: the client cannot be asked to confirm")
+        except Exception:
+            log.exception("operation_failed", request_id=call.ctx.request_id)
+            return failure(
+                INTERNAL_ERROR, "Internal error: the operation failed unexpectedly", {"request_id": call.ctx.request_id}
+            )
+
+    async def _run(self, family: str | None, item: Any, call: Call) -> Envelope:
+        if not isinstance(item, dict):
+            raise invalid_type("operations[]", "object", item)
+        operation = self._find(family, item.get("operation"))
+        principal = digest(call)
+        try:
+            return await self._execute(operation, item, call, principal)
+        except OperationError as exc:
+            # Every refused mutation and every refusal by policy is audited; a confirmation
+            # request is audited by the gate as a token event.
+            if exc.code != CONFIRMATION_REQUIRED and (operation.category != "READ" or exc.code == PERMISSION_DENIED):
+                self.audit.event(
+                    "refusal", operation=operation.name, principal=principal, outcome="refused", code=exc.code
+                )
+            raise
+
+    async def _execute(self, operation: Operation, item: dict[str, Any], call: Call, principal: str) -> Envelope:
+        self._authorize(operation, call)
+        values, token = resolve(item)
+        params = validate(operation, values)
+        selection = self._selection(operation, params)
+        await self._gate(operation, params.model_dump(mode="json"), token, call)
+        envelope = self._shape(operation, await operation.handler(params, call), selection)
+        if operation.category != "READ":
+            self.audit.event(
+                "mutation", operation=operation.name, principal=principal, outcome="success", resource_id=_id(envelope)
+            )
+        return envelope
+
+    def _authorize(self, operation: Operation, call: Call) -> None:
+        """`auth.policy.operations` and `.families`: a missing scope is PERMISSION_DENIED naming it (§7)."""
+        family = family_of(operation, self.surface.profile)
+        missing = self.options.scopes.missing_for_operation(operation.name, family, call.principal)
+        if missing:
+            raise OperationError(
+                PERMISSION_DENIED,
+                f"Permission denied: requires '{' '.join(missing)}' scope",
+                {
+                    "reason": "insufficient_scope",
+                    "required_scope": " ".join(missing),
+                    "http_status": 403,
+                    "operation": operation.name,
+                },
+            )
+
+    def _find(self, family: str | None, name: Any) -> Operation:
+        if name is None:
+            raise OperationError(
+                VALIDATION_MISSING_PARAM, "Missing required parameter 'operation'", {"param_name": "operation"}
+            )
+        if not isinstance(name, str):
+            raise invalid_type("operation", "string", name)
+        operation = self.registry.get(name)
+        if operation is None:
+            available = [op.name for op in self.registry.operations() if self._serves(family, op)]
+            raise OperationError(
+                NOT_FOUND_OPERATION,
+                f"Unknown operation: '{name[:100]}'. Use introspect to discover supported operations.",
+                {"operation": name[:100], "available": available},
+            )
+        expected = family_of(operation, self.surface.profile)
+        if family is not None and expected != family:
+            tool = self.surface.tool_name(expected)
+            raise OperationError(
+                VALIDATION_ENDPOINT_MISMATCH,
+                f"Operation '{name}' must be called via {tool}, not {self.surface.tool_name(family)}",
+                {"operation": name, "endpoint": family, "expected_endpoint": expected, "expected_tool": tool},
+            )
+        return operation
+
+    def _serves(self, family: str | None, operation: Operation) -> bool:
+        return family is None or family_of(operation, self.surface.profile) == family
+
+    @staticmethod
+    def _selection(operation: Operation, params: Any) -> Selection:
+        if operation.field_presets is None:
+            return None
+        return resolve_selection(getattr(params, "fields", None), operation.field_presets, operation.default_preset)
+
+    async def _gate(self, operation: Operation, params: dict[str, Any], token: str | None, call: Call) -> None:
+        trust = self.registry.trust(operation.name)
+        verdict = behavior(operation, trust)
+        principal, session = digest(call), call.session_id or ""
+        if verdict == "allow":
+            return
+        if verdict == "deny":
+            self.audit.event("gate", operation=operation.name, principal=principal, outcome="denied")
+            raise self.gatekeeper.deny(operation, trust)
+        if token is not None:
+            try:
+                await self.gatekeeper.redeem(token, operation, params, principal, session)
+            except OperationError as exc:
+                self.audit.event(
+                    "token", operation=operation.name, principal=principal, outcome="rejected", code=exc.code
+                )
+                raise
+            self.audit.event("token", operation=operation.name, principal=principal, outcome="redeemed")
+            return
+        if self.options.confirm_with_elicitation and call.ctx.has_client_capability("elicitation"):
+            await self._elicit(operation, call, principal)
+            return
+        self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
+        raise await self.gatekeeper.require(operation, params, principal, session)
+
+    async def _elicit(self, operation: Operation, call: Call, principal: str) -> None:
+        message = f"The agent asks to run '{operation.name}' ({operation.danger_level}): {operation.description}"
+        answer = await call.ctx.elicit(message, CONFIRM_SCHEMA)
+        content = answer.get("content") or {}
+        if answer.get("action") == "accept" and content.get("confirm") is True:
+            self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="approved")
+            return
+        self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="declined")
+        raise OperationError(
+            PERMISSION_DENIED,
+            "Permission denied: 'the user did not confirm the operation'",
+            {"reason": "confirmation declined", "operation": operation.name},
+        )
+
+    def _shape(self, operation: Operation, result: Any, selection: Selection) -> Envelope:
+        warnings: list[dict[str, Any]] = []
+        if isinstance(result, Outcome):
+            result, warnings = result.data, list(result.warnings)
+        if isinstance(result, Page):
+            return self._fit_page(result, selection, warnings)
+        if selection is not None and isinstance(result, dict):
+            result = select(result, selection)
+        envelope = success(result, warnings)
+        size = wire_size(envelope)
+        if size <= self.options.max_response_bytes:
+            return envelope
+        if operation.category != "READ" and isinstance(result, dict):
+            # The change is made: an error would hide it, so the caller gets the identifiers only.
+            kept = {k: result[k] for k in IDENTIFIERS if k in result}
+            notice = warning(
+                VALIDATION_TRUNCATED_WARNING,
+                "Response truncated to the resource's identifiers",
+                {"field": "data", "limit_type": "response_size", "limit_value": self.options.max_response_bytes},
+            )
+            return success(kept, [*warnings, notice])
+        raise _response_too_large(self.options.max_response_bytes, size)
+
+    def _fit_page(self, page: Page, selection: Selection, warnings: list[dict[str, Any]]) -> Envelope:
+        """The page, or its longest prefix that fits the result limit, with pageInfo for the rest."""
+        items = [select(item, selection) for item in page.items]
+        limit = self.options.max_response_bytes
+        envelope = _page_envelope(page, items, len(items), warnings)
+        size = wire_size(envelope)
+        if size <= limit:
+            return envelope
+        low, high = 0, len(items) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if wire_size(_page_envelope(page, items, middle, warnings)) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        if low == 0:
+            raise _response_too_large(limit, size)
+        notice = warning(
+            VALIDATION_TRUNCATED_WARNING,
+            f"Response truncated to {low} items",
+            {
+                "field": "items",
+                "original_count": len(items),
+                "truncated_count": low,
+                "limit": low,
+                "limit_type": "response_size",
+                "limit_value": limit,
+            },
+            severity="medium" if low * 2 < len(items) else "low",
+        )
+        return _page_envelope(page, items, low, [*warnings, notice])
+
+
+def _page_envelope(page: Page, items: list[dict[str, Any]], count: int, warnings: list[dict[str, Any]]) -> Envelope:
+    kept = items[:count]
+    info: dict[str, Any] = {"hasNextPage": page.has_next or count < len(items), "hasPreviousPage": page.has_previous}
+    if kept:
+        info["startCursor"] = page.cursors[0]
+        info["endCursor"] = page.cursors[count - 1]
+    if page.total_count is not None:
+        info["totalCount"] = page.total_count
+    return success({"items": kept, "pageInfo": info, **page.extra}, warnings)
+
+
+def _response_too_large(limit: int, size: int) -> OperationError:
+    return OperationError(
+        VALIDATION_PAYLOAD_TOO_LARGE,
+        f"Payload exceeds response_size limit of {limit}",
+        {"limit_type": "response_size", "limit_value": limit, "actual_value": size, "unit": "bytes"},
+    )
+
+
+def digest(call: Call) -> str:
+    return call.principal.digest if call.principal is not None else "anonymous"
+
+
+def _id(envelope: Envelope) -> str | None:
+    data = envelope.get("data")
+    if isinstance(data, dict):
+        for key in ("id", "name"):
+            if isinstance(data.get(key), str):
+                return str(data[key])
+    return None

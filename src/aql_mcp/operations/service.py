@@ -1,0 +1,156 @@
+"""The MCP-AQL surface of one MCP registry: operations, router and the endpoint tools.
+
+The plugin loader creates it when the first plugin with operations loads (with `introspect` and
+the protocol types) and hands each such plugin a `PluginOperations` under the plugin's name and
+trust level. Every operation added refreshes the endpoint tools, so their descriptions name the
+operations they serve.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.batch import run_batch
+from aql_mcp.operations.endpoints import PROFILES, Surface, build_tool, family_of
+from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
+from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation
+from aql_mcp.operations.models import Call, Operation, TrustLevel, TypeDef
+from aql_mcp.operations.payload import Limits
+from aql_mcp.operations.registry import OperationRegistry
+from aql_mcp.operations.results import Envelope, to_tool_result
+from aql_mcp.operations.router import Router, RouterOptions
+from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.registry import Registry, ToolResult
+from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
+
+CORE = "mcp-aql"
+
+
+class AqlService:
+    def __init__(self, registry: Registry, settings: Settings, store: Store) -> None:
+        aql = settings.aql
+        self.settings = settings
+        self.store = store
+        self.surface = Surface(aql.mode, aql.profile, aql.tool_prefix)
+        self.operations = OperationRegistry()
+        self.router = Router(
+            self.operations,
+            self.surface,
+            Gatekeeper(store.confirmations, ttl_seconds=aql.confirmation_ttl_seconds),
+            AuditLog(),
+            RouterOptions(
+                limits=Limits(aql.max_string_length, aql.max_array_elements, aql.max_nesting_depth),
+                max_response_bytes=settings.limits.max_result_bytes,
+                confirm_with_elicitation=aql.confirm_with_elicitation,
+                scopes=ScopeRules(operations=settings.auth.policy.operations, families=settings.auth.policy.families),
+            ),
+        )
+        self._registry = registry
+        self._tools: set[str] = set()
+        self.operations.on_change(self._refresh)
+        for type_def in PROTOCOL_TYPES:
+            self.operations.add_type(type_def, plugin=CORE)
+        self.operations.add(
+            introspect_operation(self.operations, self.surface, self.protocol), plugin=CORE, trust="certified"
+        )
+
+    def for_plugin(self, plugin: str, trust: TrustLevel) -> PluginOperations:
+        return PluginOperations(self, plugin=plugin, trust=trust)
+
+    def protocol(self) -> dict[str, Any]:
+        """`_protocol` of the operations list (introspection.md §4.1.1, MCP-AQL §4.7.5, §9.3.3)."""
+        aql = self.settings.aql
+        return {
+            "version": SPEC_VERSION,
+            "conformance": "level-2",
+            "mode": self.surface.mode,
+            "profile": self.surface.profile,
+            "families": self.surface.describe_profile(),
+            "capabilities": {
+                "batch": True,
+                "field_selection": True,
+                "pagination": True,
+                "warnings": True,
+                "confirmation": True,
+                "dangerous_operations": True,
+                "aggregations": False,
+                "computed_fields": False,
+                "relationship_queries": False,
+            },
+            "limits": {
+                "max_request_size": self.settings.http.max_body_bytes,
+                "max_response_size": self.settings.limits.max_result_bytes,
+                "max_string_length": aql.max_string_length,
+                "max_array_elements": aql.max_array_elements,
+                "max_nesting_depth": aql.max_nesting_depth,
+                "max_batch_size": aql.max_batch_size,
+                "default_page_size": aql.default_page_size,
+                "max_page_size": aql.max_page_size,
+            },
+            "concurrency": "resource-locked",
+            "supports_etag": True,
+            "max_concurrent_requests": self.settings.limits.max_concurrent_calls,
+        }
+
+    async def call(self, family: str | None, arguments: dict[str, Any], ctx: Context) -> ToolResult:
+        call = Call(principal=ctx.principal, session_id=ctx.session_id, ctx=ctx)
+        envelope = self.router.check_payload(arguments)
+        if envelope is None:
+            envelope = await self._dispatch(family, arguments, call)
+        return to_tool_result(envelope)
+
+    async def _dispatch(self, family: str | None, arguments: dict[str, Any], call: Call) -> Envelope:
+        if "operations" in arguments:
+            return await run_batch(self.router, family, arguments, call, cap=self.settings.aql.max_batch_size)
+        return await self.router.run(family, arguments, call)
+
+    def _refresh(self) -> None:
+        """Register every tool again with descriptions naming today's operations."""
+        previous, self._registry.plugin = self._registry.plugin, CORE
+        try:
+            if self.surface.has_families:
+                for family in PROFILES[self.surface.profile]:
+                    ops = [op for op in self.operations.operations() if family_of(op, self.surface.profile) == family]
+                    self._put(family, ops)
+            if self.surface.has_single:
+                self._put(None, list(self.operations.operations()))
+        finally:
+            self._registry.plugin = previous
+
+    def _put(self, family: str | None, operations: list[Operation]) -> None:
+        if not operations:
+            return
+        name = self.surface.tool_name(family)
+
+        async def handler(arguments: dict[str, Any], ctx: Context) -> ToolResult:
+            return await self.call(family, arguments, ctx)
+
+        tool = build_tool(self.surface, family, operations, handler, self._gate)
+        if name in self._tools:
+            self._registry.remove_tool(name)
+        self._registry.add_tool(tool)
+        self._tools.add(name)
+
+    def _gate(self, operation: Operation) -> str:
+        return behavior(operation, self.operations.trust(operation.name))
+
+
+class PluginOperations:
+    """What a plugin holds to add operations and types under its name and trust level, with the
+    settings and the store its handlers work with."""
+
+    def __init__(self, service: AqlService, *, plugin: str, trust: TrustLevel) -> None:
+        self.service = service
+        self.plugin = plugin
+        self.trust = trust
+        self.settings = service.settings
+        self.store = service.store
+
+    def add(self, operation: Operation) -> None:
+        self.service.operations.add(operation, plugin=self.plugin, trust=self.trust)
+
+    def add_type(self, type_def: TypeDef) -> None:
+        self.service.operations.add_type(type_def, plugin=self.plugin)

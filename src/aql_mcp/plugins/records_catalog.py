@@ -1,0 +1,157 @@
+"""The operations of the `records` plugin as MCP-AQL declares them: category, danger level, side
+effects, field presets and examples, in the order introspection lists them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aql_mcp.operations.models import Example, Operation, Params, Returns
+from aql_mcp.plugins.records_params import (
+    PRESETS,
+    CollectionRef,
+    CreateCollection,
+    CreateRecord,
+    DeleteRecord,
+    ListRecords,
+    RecordRef,
+    SearchRecords,
+    UpdateRecord,
+)
+
+if TYPE_CHECKING:
+    from aql_mcp.plugins.records import Records
+
+RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
+RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
+
+
+def catalog(records: Records) -> list[Operation]:
+    """The operations of the plugin, in the order introspection lists them."""
+    new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
+    return [
+        Operation(
+            "create_collection",
+            "CREATE",
+            "Create a named collection of records.",
+            records.create_collection,
+            CreateCollection,
+            Returns("Collection", "object"),
+            side_effects="Adds an empty collection.",
+            examples=(Example({"operation": "create_collection", "params": {"collection": "notes"}}),),
+        ),
+        Operation(
+            "list_collections",
+            "READ",
+            "List the caller's collections with their record counts.",
+            records.list_collections,
+            Params,
+            Returns("CollectionList", "object"),
+            discovery=True,
+        ),
+        Operation(
+            "delete_collection",
+            "DELETE",
+            "Delete a collection and every record in it.",
+            records.delete_collection,
+            CollectionRef,
+            Returns("Deletion", "object"),
+            danger="dangerous",
+            danger_reasons=("Deletes every record of the collection", "Cannot be undone"),
+            side_effects="Permanently removes the collection and all its records.",
+        ),
+        Operation(
+            "create_record",
+            "CREATE",
+            "Create a record (a JSON object) in a collection.",
+            records.create_record,
+            CreateRecord,
+            RECORD,
+            side_effects="Adds one record; counts against the tenant's quotas.",
+            examples=(Example({"operation": "create_record", "params": {**new, "idempotency_key": "plan-1"}}),),
+            idempotent=True,
+        ),
+        Operation(
+            "get_record",
+            "READ",
+            "Get one record by id.",
+            records.get_record,
+            RecordRef,
+            RECORD,
+            field_presets=PRESETS,
+            default_preset="full",
+        ),
+        Operation(
+            "list_records",
+            "READ",
+            "List a collection's records with filter, sort, fields and cursor pagination.",
+            records.list_records,
+            ListRecords,
+            RECORD_PAGE,
+            field_presets=PRESETS,
+            default_preset="standard",
+            examples=(
+                Example(
+                    {
+                        "operation": "list_records",
+                        "params": {
+                            "collection": "notes",
+                            "filter": {"metadata.priority": "high"},
+                            "sort": {"field": "created_at", "order": "desc"},
+                            "fields": ["id", "title"],
+                            "first": 10,
+                        },
+                    }
+                ),
+            ),
+        ),
+        Operation(
+            "search_records",
+            "READ",
+            "Search a collection's records by free text (OR over words).",
+            records.search_records,
+            SearchRecords,
+            RECORD_PAGE,
+            field_presets=PRESETS,
+            default_preset="minimal",
+            examples=(Example({"operation": "search_records", "params": {"collection": "notes", "query": "plan"}}),),
+        ),
+        Operation(
+            "update_record",
+            "UPDATE",
+            "Update a record: `input` deep-merges into it; `if_match` guards against lost updates.",
+            records.update_record,
+            UpdateRecord,
+            RECORD,
+            side_effects="Changes the record and its _etag.",
+            examples=(
+                Example(
+                    {
+                        "operation": "update_record",
+                        "params": {
+                            "collection": "notes",
+                            "id": "rec_0123456789abcdef0123",
+                            "input": {"metadata": {"priority": "high", "tags": None}},
+                        },
+                    }
+                ),
+            ),
+        ),
+        Operation(
+            "delete_record",
+            "DELETE",
+            "Delete one record.",
+            records.delete_record,
+            DeleteRecord,
+            Returns("Deletion", "object"),
+            danger_reasons=("The record cannot be recovered",),
+            side_effects="Permanently removes one record.",
+        ),
+        Operation(
+            "get_usage",
+            "READ",
+            "The caller's record count and bytes against its quotas.",
+            records.get_usage,
+            Params,
+            Returns("Usage", "object"),
+        ),
+    ]
