@@ -66,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--reps", type=int, default=1)
     run_cmd.add_argument("--conc", default="1,16,64")
     run_cmd.add_argument("--sessions", type=int, default=1000, help="handshakes in the session phase")
+    run_cmd.add_argument("--source", type=Path, help="serve this copy of aql_mcp (an A/B baseline, a run's src/)")
     _add_load_options(run_cmd)
     run_cmd.set_defaults(command=run)
 
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> None:
     place_driver(args)
     options = load_options(args)
     targets = select(args.targets)
-    source = snapshot_source(out)
+    source = args.source.resolve() if args.source else snapshot_source(out)
     (out / "versions.json").write_text(json.dumps(versions(source), indent=2))
     (out / "commands.json").write_text(json.dumps(commands(targets, options), indent=2))
     settings = {**asdict(options), "reps": args.reps, "sessions": args.sessions, "nice": args.nice}
@@ -254,7 +255,7 @@ def machine() -> str:
 
 def _first_line(argv: list[str]) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)  # noqa: S603
     except OSError:
         return "not found"
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else "unknown"

@@ -87,7 +87,7 @@ def wrk_argv(
 def run_wrk(argv: list[str], duration: int) -> tuple[dict[str, Any], str, float]:
     """Run wrk once; its BENCH_RESULT line, its stderr (bad responses), its CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60, check=False)  # noqa: S603
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     line = next((x for x in done.stdout.splitlines() if x.startswith(RESULT_PREFIX)), None)
     if done.returncode != 0 or line is None:

@@ -31,8 +31,8 @@ def profile_service(
         url, headers, cpu = SERVICE.url, server.headers, options.load_cpu
         run_wrk(wrk_argv(url, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup)
         waited = wait_quiet(server.pid, options)
-        spy = subprocess.Popen(
-            [
+        spy = subprocess.Popen(  # noqa: S603
+            [  # noqa: S607
                 "taskset",
                 "-c",
                 str(cpu),

@@ -5,6 +5,7 @@
 #   REPS=3 bench/run.sh                # 3 repetitions, target order rotated
 #   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh
 #   NICE=-10 bench/run.sh              # servers and wrk ahead of other work on a busy machine
+#   SOURCE=/tmp/before bench/run.sh    # serve this copy of aql_mcp instead of a snapshot of src/ (A/B)
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -25,7 +26,7 @@ fi
 "$PYTHON" bench/driver.py run --out "$OUT" \
   --targets "${TARGETS:-aql-mcp,sdk-stateless-json,sdk-stateful-sse,ceiling}" \
   --reps "${REPS:-1}" --conc "${CONC:-1,16,64}" --duration "${DURATION:-10}" --warmup "${WARMUP:-3}" \
-  --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}"
+  --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"}
 "$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"
 case "$OUT" in bench/results/*) ln -sfn "$(basename "$OUT")" bench/results/latest ;; esac
 echo "bench: raw results in $OUT"

@@ -93,7 +93,7 @@ def snapshot_source(run_dir: Path) -> Path:
 def import_problem(source: Path) -> str | None:
     check = "import aql_mcp.app, aql_mcp.main, aql_mcp.testing.echo; print(aql_mcp.__file__)"
     env = {**os.environ, "PYTHONPATH": str(source), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)  # noqa: S603
     if done.returncode != 0:
         return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
     if not done.stdout.strip().startswith(str(source)):
@@ -140,9 +140,8 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            ["taskset", "-c", str(cpu), *target.argv], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
-        )
+        argv = ["taskset", "-c", str(cpu), *target.argv]
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)  # noqa: S603
     server = Server(target, process, log_path, headers)
     try:
         wait_ready(server)
@@ -154,7 +153,7 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
 
 def mint_token(target: Target, env: dict[str, str]) -> str:
     argv = [str(BIN / "aql-mcp"), "dev-token", "--config", str(SERVICE_CONFIG), "--port", str(target.port)]
-    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
     if done.returncode != 0:
         raise RuntimeError(f"aql-mcp dev-token failed ({done.returncode}): {done.stderr.strip()[-1500:]}")
     return done.stdout.strip()

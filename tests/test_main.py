@@ -1,7 +1,14 @@
 import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
@@ -12,6 +19,8 @@ from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.main import main
 from aql_mcp.settings import Settings, load_settings
+from tests.support.redaction import LOGS, remember_secret
+from tests.support.server import free_port, start_server
 
 
 def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,3 +157,77 @@ def test_dev_token_refuses_a_ttl_that_is_not_positive(state: Path, capsys: pytes
     except SystemExit as exc:
         code = exc.code
     assert code == 2
+
+
+def serve_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(port)]
+
+
+def read_until(fd: int, marker: bytes, seconds: float) -> bytes:
+    """What `fd` yields until `marker` and the end of its line arrive (the banner comes in one write)."""
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while marker not in seen or not seen.split(marker, 1)[1].count(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise AssertionError(f"{marker!r} did not arrive within {seconds}s: {seen!r}")
+        try:
+            seen += os.read(fd, 65536)
+        except OSError:  # the terminal's other end closed: the process exited
+            raise AssertionError(f"the server exited before {marker!r}: {seen!r}") from None
+    return seen
+
+
+def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None:
+    """`make run` at a terminal: the banner carries a token the service accepts."""
+    port = free_port()
+    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path), "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0"}
+    terminal, child_side = pty.openpty()
+    log_path = tmp_path / "server.log"
+    LOGS.add(log_path)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(serve_command(port), env=environ, stdout=log, stderr=child_side)
+    os.close(child_side)
+    try:
+        banner = read_until(terminal, b"export MCP_TOKEN=", 20.0).decode()
+        token = remember_secret(banner.split("export MCP_TOKEN=", 1)[1].split()[0])
+        answer = post_initialize(process, f"http://127.0.0.1:{port}/mcp", token, seconds=20.0)
+        assert answer.status_code == 200
+        assert "mcp-session-id" in answer.headers
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        os.close(terminal)
+
+
+def test_dev_banner_without_a_terminal_prints_no_token_but_how_to_get_one(tmp_path: Path) -> None:
+    """stderr into a file or a log collector must not keep a live credential."""
+    with start_server(tmp_path) as server:
+        log = server.log_text()
+    assert "DEVELOPMENT mode" in log
+    assert "export MCP_TOKEN=$(aql-mcp dev-token " in log
+    assert not re.search(r"eyJ[\w-]+\.[\w-]+\.[\w-]+", log)  # no JWT anywhere
+
+
+def post_initialize(process: subprocess.Popen[bytes], url: str, token: str, *, seconds: float) -> httpx.Response:
+    """initialize, retried while the service is still starting."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.post(url, json=body, headers=headers, timeout=2.0)
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+        try:
+            # Waiting on the process itself: returns at once if it died, else after the interval.
+            process.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError("the server exited while starting")

@@ -157,3 +157,47 @@ async def test_metrics_allow_list_refuses_other_clients(tmp_path: Path) -> None:
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5555))
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
             assert (await client.get("/metrics")).status_code == 403
+
+
+async def test_an_operation_is_a_child_span_of_its_tool_call_and_labels_the_call_metrics(
+    http: httpx.AsyncClient, token: str, exporter: InMemorySpanExporter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Observability issue: child spans per operation with MCP attributes and the outcome; calls
+    counted by tool, operation and outcome; a batch logs one line per operation."""
+    session = await open_session(http, token)
+    exporter.clear()
+    log_lines(capsys)
+
+    async def call(tool: str, arguments: dict[str, Any]) -> None:
+        await http.post("/mcp", json=rpc("tools/call", {"name": tool, "arguments": arguments}), headers=session)
+
+    await call("mcp_aql_create", {"operation": "create_collection", "params": {"collection": "notes"}})
+    await call("mcp_aql_read", {"operation": "get_record", "params": {"collection": "notes", "id": "rec_0"}})
+    batch = [
+        {"operation": "create_record", "params": {"collection": "notes", "data": {"a": 1}}},
+        {"operation": "create_record", "params": {"collection": "nowhere", "data": {"a": 2}}},
+    ]
+    await call("mcp_aql_create", {"operations": batch})
+    exposition = (await http.get("/metrics")).text
+
+    spans = exporter.get_finished_spans()
+    created = next(s for s in spans if s.name == "aql create_collection")
+    tool = next(s for s in spans if s.name == "tools/call mcp_aql_create")
+    assert created.parent is not None
+    assert created.parent.span_id == tool.context.span_id
+    assert dict(created.attributes or {})["mcp.operation"] == "create_collection"
+    assert dict(created.attributes or {})["mcp.outcome"] == "ok"
+    missing = next(s for s in spans if s.name == "aql get_record")
+    assert dict(missing.attributes or {})["mcp.outcome"] == "client_error"
+    lines = log_lines(capsys)
+    calls = [(line["tool"], line.get("operation"), line["outcome"]) for line in lines if line["event"] == "tool_call"]
+    assert calls == [
+        ("mcp_aql_create", "create_collection", "ok"),
+        ("mcp_aql_read", "get_record", "client_error"),
+        ("mcp_aql_create", "batch", "ok"),
+    ]
+    items = [(line["operation"], line["outcome"], line["code"]) for line in lines if line["event"] == "operation"]
+    assert items == [("create_record", "ok", None), ("create_record", "client_error", "NOT_FOUND_RESOURCE")]
+    labels = {"tool": "mcp_aql_create", "operation": "create_collection", "outcome": "ok"}
+    assert sample(exposition, "aql_mcp_calls_total", **labels) == 1.0
+    assert sample(exposition, "aql_mcp_calls_total", tool="mcp_aql_create", operation="batch", outcome="ok") == 1.0

@@ -76,9 +76,6 @@ class Services:
 
 def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
     """The app; `span_exporter` lets tests collect spans in memory."""
-    registry = Registry()
-    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
-    load_plugins(settings.plugin_paths, registry, settings, store)
     metrics = Metrics(service=settings.server.name, version=__version__)
     tracing = Tracing(
         service=settings.tracing.service_name or settings.server.name,
@@ -88,6 +85,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         exporter=span_exporter,
     )
     telemetry = Telemetry(metrics=metrics, tracing=tracing)
+    registry = Registry()
+    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
+    load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import sys
 from collections.abc import Sequence
@@ -98,6 +99,10 @@ def serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=math.ceil(settings.shutdown.grace_seconds),
     )
     services = app.state.services
+    # Everything built so far (modules, plugins, the registry, settings) lives as long as the process:
+    # out of the collector's sight, a full collection scans only what requests create, which keeps
+    # its pauses (the p99 of a busy service) short (bench/PROFILE.md).
+    gc.freeze()
     server = DrainingServer(
         config,
         probes=services.probes,
@@ -127,14 +132,24 @@ def check_config(args: argparse.Namespace) -> int:
 
 
 def _print_banner(settings: Settings) -> None:
-    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
-    token = issuer.mint(subject="developer", scopes=["mcp"], ttl=settings.auth.dev_token_ttl_seconds)
     url = f"{settings.base_url}/mcp"
-    # Printed to the terminal once, on purpose, in development mode only; never through the logger.
+    # Printed once, on purpose, in development mode only; never through the logger. The token only
+    # goes to a terminal: stderr redirected to a file or a log collector would keep a live credential.
+    if sys.stderr.isatty():
+        issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+        token = issuer.mint(subject="developer", scopes=["mcp"], ttl=settings.auth.dev_token_ttl_seconds)
+        how = (
+            f"Bearer token (valid {settings.auth.dev_token_ttl_seconds}s; more with `aql-mcp dev-token`):\n\n"
+            f"  export MCP_TOKEN={token}\n\n"
+        )
+    else:
+        how = (
+            "Bearer token: not shown, stderr is not a terminal. Mint one with the same configuration:\n\n"
+            f"  export MCP_TOKEN=$(aql-mcp dev-token --host {settings.server.host} --port {settings.server.port})\n\n"
+        )
     print(
         f"\naql-mcp {__version__} in DEVELOPMENT mode on {url}\n"
-        f"Bearer token (valid {settings.auth.dev_token_ttl_seconds}s; more with `aql-mcp dev-token`):\n\n"
-        f"  export MCP_TOKEN={token}\n\n"
+        f"{how}"
         "Example call:\n\n"
         f"  curl -s {url} -H \"Authorization: Bearer $MCP_TOKEN\" -H 'Content-Type: application/json' \\\n"
         "    -H 'Accept: application/json, text/event-stream' \\\n"

@@ -81,6 +81,9 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._tools = BoundedNames(MAX_TOOLS)
         self._operations = BoundedNames(MAX_OPERATIONS)
+        # Labelled children by the raw label values: `.labels()` costs more than the update it serves.
+        self._http_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._call_children: dict[tuple[str, str, str], tuple[Counter, Histogram, bool]] = {}
         self._calls = Counter(
             "aql_mcp_calls",
             "MCP calls (tools/call and other methods) by tool, MCP-AQL operation and outcome.",
@@ -131,15 +134,37 @@ class Metrics:
             self._jwks_refreshes.labels(result=result)
 
     def http_request(self, *, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        children = self._http_children.get(key)
+        if children is None:
+            children = self._http_series(route, method, status)
+            if method in METHODS:  # the route is clamped by the caller, the status is a 3-digit int
+                self._http_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _http_series(self, route: str, method: str, status: int) -> tuple[Counter, Histogram]:
         route = clamp(route, ROUTES)
-        self._requests.labels(route=route, method=clamp(method, METHODS), status=clamp_status(status)).inc()
-        self._request_seconds.labels(route=route).observe(seconds)
+        counter = self._requests.labels(route=route, method=clamp(method, METHODS), status=clamp_status(status))
+        return counter, self._request_seconds.labels(route=route)
 
     def call(self, *, tool: str, operation: str, outcome: str, seconds: float) -> None:
-        tool = self._tools.clamp(tool)
-        operation = self._operations.clamp(operation)
-        self._calls.labels(tool=tool, operation=operation, outcome=clamp(outcome, OUTCOMES)).inc()
-        self._call_seconds.labels(tool=tool, operation=operation).observe(seconds)
+        key = (tool, operation, outcome)
+        children = self._call_children.get(key)
+        if children is None:
+            children = self._call_series(tool, operation, outcome)
+            # Only names the bounded sets took are remembered: the cache is as bounded as the series.
+            if children[2]:
+                self._call_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _call_series(self, tool: str, operation: str, outcome: str) -> tuple[Counter, Histogram, bool]:
+        clamped_tool = self._tools.clamp(tool)
+        clamped_operation = self._operations.clamp(operation)
+        counter = self._calls.labels(tool=clamped_tool, operation=clamped_operation, outcome=clamp(outcome, OUTCOMES))
+        exact = clamped_tool == tool and clamped_operation == operation and outcome in OUTCOMES
+        return counter, self._call_seconds.labels(tool=clamped_tool, operation=clamped_operation), exact
 
     def auth_failure(self, reason: str) -> None:
         self._auth_failures.labels(reason=clamp(reason, AUTH_REASONS)).inc()

@@ -12,7 +12,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -23,6 +23,12 @@ from aql_mcp.jsonrpc.messages import RequestId, encode_notification
 from aql_mcp.store.base import SessionRecord, Store
 
 log = structlog.get_logger("aql_mcp.sessions")
+
+
+class Cancellable(Protocol):
+    """What an in-flight request offers to `notifications/cancelled`."""
+
+    def cancel(self) -> None: ...
 
 
 class PendingRequest:
@@ -58,7 +64,7 @@ class Session:
         self.last_persisted = record.last_seen
         self.subscriptions: set[str] = set()
         self.streams: dict[str, EventStream] = {}
-        self.in_flight: dict[RequestId, anyio.CancelScope] = {}
+        self.in_flight: dict[RequestId, Cancellable] = {}
         self.pending: dict[RequestId, PendingRequest] = {}
         self._ids = itertools.count(1)
         self._manager = manager

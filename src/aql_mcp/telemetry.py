@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -27,16 +29,70 @@ OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL = (
     "timeout",
     "internal",
 )
+# MCP-AQL error codes by the outcome class they count as; every other failure is a client error.
+OPERATION_OUTCOMES = {
+    "INTERNAL_ERROR": INTERNAL,
+    "RATE_LIMIT_QUOTA_EXHAUSTED": RATE_LIMITED,
+    "PERMISSION_DENIED": AUTH_ERROR,
+    "PERMISSION_DANGER_LEVEL_DENIED": AUTH_ERROR,
+}
+BATCH = "batch"
+# The tools/call running in this task, so an MCP-AQL operation inside it can name itself there.
+_CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("aql_mcp_current_call", default=None)
+# Reusable: entering it does nothing, so one serves every call when tracing is off.
+NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 
 class CallRecord:
-    """Filled in while a call runs; read when it ends."""
+    """One tools/call while it runs: the handler sets `outcome`; leaving it writes what the call leaves behind.
 
-    __slots__ = ("outcome", "span")
+    A plain class rather than a generator context manager: it is entered on every call.
+    """
 
-    def __init__(self, span: Any) -> None:
+    __slots__ = ("_ctx", "_current", "_span_scope", "_started", "_telemetry", "operation", "outcome", "span", "tool")
+
+    def __init__(self, telemetry: Telemetry, tool: str, ctx: Context, meta: Any) -> None:
+        self._telemetry = telemetry
+        self._ctx = ctx
+        self.tool = tool
+        self.operation = ""
         self.outcome = OK
-        self.span = span
+        self._current: Token[CallRecord | None] | None = None
+        self.span: Any = None
+        self._span_scope: AbstractContextManager[Any] = NO_SPAN
+        self._started = 0.0
+        if telemetry.tracing.enabled:
+            attributes = {"mcp.method": "tools/call", "mcp.tool": tool, "mcp.session": (ctx.session_id or "")[:8]}
+            self._span_scope = telemetry.tracing.span(f"tools/call {tool}", attributes, meta)
+
+    def __enter__(self) -> CallRecord:
+        self.span = self._span_scope.__enter__()
+        self._current = _CURRENT_CALL.set(self)
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool | None:
+        seconds = time.perf_counter() - self._started
+        if self._current is not None:
+            _CURRENT_CALL.reset(self._current)
+        if exc_type is not None and self.outcome == OK:
+            self.outcome = INTERNAL
+        set_outcome(self.span, self.outcome)
+        self._telemetry.metrics.call(tool=self.tool, operation=self.operation, outcome=self.outcome, seconds=seconds)
+        ctx = self._ctx
+        log.info(
+            "tool_call",
+            tool=self.tool,
+            operation=self.operation or None,
+            outcome=self.outcome,
+            duration_ms=round(seconds * 1000, 2),
+            session_id=(ctx.session_id or "")[:8] or None,
+            subject=ctx.principal.digest if ctx.principal else None,
+            jsonrpc_id=ctx.message_id,
+        )
+        return self._span_scope.__exit__(exc_type, exc, traceback)
 
 
 class Telemetry:
@@ -44,36 +100,60 @@ class Telemetry:
         self.metrics = metrics
         self.tracing = tracing
 
-    @contextmanager
-    def tool_call(self, tool: str, ctx: Context, meta: Any) -> Iterator[CallRecord]:
+    def tool_call(self, tool: str, ctx: Context, meta: Any) -> CallRecord:
         """Span, duration, outcome, one log line and the call metrics of one tools/call."""
-        started = time.perf_counter()
-        attributes = {"mcp.method": "tools/call", "mcp.tool": tool, "mcp.session": (ctx.session_id or "")[:8]}
-        with self.tracing.span(f"tools/call {tool}", attributes, meta) as span:
-            record = CallRecord(span)
-            try:
-                yield record
-            except BaseException:
-                if record.outcome == OK:
-                    record.outcome = INTERNAL
-                raise
-            finally:
-                seconds = time.perf_counter() - started
-                set_outcome(span, record.outcome)
-                self.metrics.call(tool=tool, operation="", outcome=record.outcome, seconds=seconds)
-                log.info(
-                    "tool_call",
-                    tool=tool,
-                    outcome=record.outcome,
-                    duration_ms=round(seconds * 1000, 2),
-                    session_id=(ctx.session_id or "")[:8] or None,
-                    subject=ctx.principal.digest if ctx.principal else None,
-                    jsonrpc_id=ctx.message_id,
-                )
+        return CallRecord(self, tool, ctx, meta)
+
+    def method(self, method: str, ctx: Context, meta: Any) -> AbstractContextManager[Any]:
+        """The span of a JSON-RPC method other than tools/call."""
+        if not self.tracing.enabled:
+            return NO_SPAN
+        attributes = {"mcp.method": method, "mcp.session": (ctx.session_id or "")[:8]}
+        return self.tracing.span(method, attributes, meta)
 
     @contextmanager
-    def method(self, method: str, ctx: Context, meta: Any) -> Iterator[None]:
-        """The span of a JSON-RPC method other than tools/call."""
-        attributes = {"mcp.method": method, "mcp.session": (ctx.session_id or "")[:8]}
-        with self.tracing.span(method, attributes, meta):
-            yield
+    def operation(self, name: str, ctx: Context, *, batch: bool) -> Iterator[OperationRecord]:
+        """An MCP-AQL operation inside the current tools/call: a child span, and the call's
+        `operation` label (`batch` for a batch, whose items each get a log line of their own)."""
+        call = _CURRENT_CALL.get()
+        if call is not None:
+            call.operation = BATCH if batch else name
+        record = OperationRecord()
+        started = time.perf_counter()
+        scope: AbstractContextManager[Any] = NO_SPAN
+        if self.tracing.enabled:
+            attributes = {
+                "mcp.operation": name,
+                "mcp.tool": call.tool if call is not None else "",
+                "mcp.session": (ctx.session_id or "")[:8],
+            }
+            scope = self.tracing.span(f"aql {name}", attributes)
+        with scope as span:
+            try:
+                yield record
+            finally:
+                set_outcome(span, record.outcome)
+                if batch:
+                    log.info(
+                        "operation",
+                        tool=call.tool if call is not None else None,
+                        operation=name,
+                        outcome=record.outcome,
+                        code=record.code,
+                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                        jsonrpc_id=ctx.message_id,
+                    )
+
+
+class OperationRecord:
+    """One MCP-AQL operation while it runs; the router sets the error code it ended with."""
+
+    __slots__ = ("code", "outcome")
+
+    def __init__(self) -> None:
+        self.outcome = OK
+        self.code: str | None = None
+
+    def failed(self, code: str) -> None:
+        self.code = code
+        self.outcome = OPERATION_OUTCOMES.get(code, CLIENT_ERROR)

@@ -8,6 +8,8 @@ dispatched, its JSON-RPC errors travel with 200 or in its stream (DESIGN.md, "HT
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 import anyio
@@ -39,11 +41,12 @@ from aql_mcp.jsonrpc.messages import (
     parse_message,
     peek_id,
 )
+from aql_mcp.logging import bind_log_context
 from aql_mcp.protocol import lifecycle
-from aql_mcp.protocol.context import Context, ResourceHub
+from aql_mcp.protocol.context import Context, RequestId, ResourceHub
 from aql_mcp.responses import error_object, send_body, send_empty, send_error
 from aql_mcp.scope import header, principal_of, request_id_of
-from aql_mcp.sessions import Session, SessionManager
+from aql_mcp.sessions import Cancellable, Session, SessionManager
 from aql_mcp.telemetry import Telemetry
 
 SESSION_HEADER = b"mcp-session-id"
@@ -197,38 +200,31 @@ class StreamableHTTPEndpoint:
             connections=self.connections,
         )
         ctx = self._context(scope, request, session, exchange)
-        in_flight = session.in_flight if session is not None else {}
-        structlog.contextvars.bind_contextvars(
-            mcp_method=request.method, session_id=session.id[:8] if session else None
-        )
-        with anyio.CancelScope() as cancel_scope:
-            in_flight[request.id] = cancel_scope
+        # Typed as anyio cancel scopes in sessions.py; only `cancel()` is ever called on them.
+        in_flight: dict[RequestId, Cancellable] = session.in_flight if session is not None else {}
+        bind_log_context(mcp_method=request.method, session_id=session.id[:8] if session else None)
+        running = RunningRequest()
+        in_flight[request.id] = running
+        try:
             try:
                 with self._telemetry.method(request.method, ctx, request.params.get("_meta")):
                     result = await self._dispatcher.call(request, ctx)
-            except Exception as exc:
-                wire, error = error_object(exc, ctx.request_id)
-                # In-session errors travel with 200, except those whose status is the signal
-                # (timeout 504, rate limited 429) while the status can still be sent (DESIGN.md).
-                status = wire.status if wire.keeps_status else 200
-                headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
-                await exchange.finish(encode_error(request.id, error), headers, status=status)
-                return
             finally:
                 in_flight.pop(request.id, None)
+        except asyncio.CancelledError:
+            if not running.cancelled:
+                raise  # not ours: the server is stopping the task
+            running.uncancel()
+            await _answer_cancelled(exchange, send)
+        except Exception as exc:
+            wire, error = error_object(exc, ctx.request_id)
+            # In-session errors travel with 200, except those whose status is the signal
+            # (timeout 504, rate limited 429) while the status can still be sent (DESIGN.md).
+            status = wire.status if wire.keeps_status else 200
+            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+            await exchange.finish(encode_error(request.id, error), headers, status=status)
+        else:
             await exchange.respond(result, [])
-            return
-        # Cancelled (notifications/cancelled): no response is sent for the request (MCP
-        # cancellation), yet a request must be answered with JSON or SSE (transports, "Sending
-        # Messages" 5): an exchange not yet started becomes an SSE stream that ends empty, one
-        # already streaming ends without the response.
-        with anyio.CancelScope(shield=True):
-            if exchange.started:
-                await exchange.abandon()
-            else:
-                empty = Connection(send)
-                await empty.start([])
-                await empty.end()
 
     def _priming(self, session: Session | None) -> int | None:
         """The `retry` hint that comes with a priming event, or None where priming is not understood.
@@ -342,6 +338,43 @@ class _NoOutbound:
         return None
 
 
+class RunningRequest:
+    """The task answering one request, as `notifications/cancelled` and a session's end stop it.
+
+    A plain `Task.cancel()` that remembers it was asked: the service runs on asyncio, and an anyio
+    cancel scope per request costs several times as much. The handler is cancelled at its next await.
+    """
+
+    __slots__ = ("_task", "cancelled")
+
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        if not self.cancelled and self._task is not None:
+            self.cancelled = True
+            self._task.cancel()
+
+    def uncancel(self) -> None:
+        """The cancellation has been handled: the task is no longer being cancelled (`Task.uncancel`)."""
+        if self._task is not None:
+            self._task.uncancel()
+
+
+async def _answer_cancelled(exchange: PostExchange, send: Send) -> None:
+    """No response for a cancelled request (MCP cancellation), yet a POST must be answered with JSON
+    or SSE (transports, "Sending Messages" 5): an exchange not yet started becomes an SSE stream that
+    ends empty, one already streaming ends without the response."""
+    with anyio.CancelScope(shield=True):
+        if exchange.started:
+            await exchange.abandon()
+        else:
+            empty = Connection(send)
+            await empty.start([])
+            await empty.end()
+
+
 def _owner(principal: Principal | None) -> str:
     return principal.digest if principal is not None else "anonymous"
 
@@ -362,14 +395,20 @@ def _check_content_type(scope: Scope) -> None:
 
 def _check_accept(scope: Scope, *, post: bool) -> None:
     """POST must accept JSON and SSE, GET must accept SSE (2025-11-25 transports; corporate §6)."""
-    accept = {part.split(";", 1)[0].strip().lower() for part in (header(scope, b"accept") or "").split(",")}
-    if "*/*" in accept:
-        return
-    sse = "text/event-stream" in accept or "text/*" in accept
-    json = "application/json" in accept or "application/*" in accept
-    if not sse or (post and not json):
+    if not is_acceptable(header(scope, b"accept") or "", post):
         needed = "application/json and text/event-stream" if post else "text/event-stream"
         raise NotAcceptable(f"Not acceptable: Accept must include {needed}")
+
+
+@functools.lru_cache(maxsize=256)
+def is_acceptable(accept: str, post: bool) -> bool:
+    """Whether an Accept value takes the answer; cached, as clients send the same value every time."""
+    media = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    if "*/*" in media:
+        return True
+    sse = "text/event-stream" in media or "text/*" in media
+    json = "application/json" in media or "application/*" in media
+    return sse and (json or not post)
 
 
 async def _read_body(receive: Receive) -> bytes:

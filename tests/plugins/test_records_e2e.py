@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import anyio
 import pytest
 from mcp import ClientSession, types
 from mcp.client import ClientRequestContext
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -18,54 +21,65 @@ from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.anyio
 DEADLINE = 20.0
+Call = Callable[..., Awaitable[dict[str, Any]]]
+
+
+@asynccontextmanager
+async def aql_client(
+    server: ServerProcess, subject: str = "tester", elicitation_callback: ElicitationFnT | None = None
+) -> AsyncIterator[Call]:
+    """An initialized official-client session; yields `call(tool, operation, **params)` -> the envelope,
+    checked against the MCP-AQL schema rules and against `structuredContent`."""
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {server.token(subject=subject)}"})
+    async with (
+        http,
+        streamable_http_client(server.url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicitation_callback) as session,
+    ):
+        with anyio.fail_after(DEADLINE):
+            await session.initialize()
+
+            async def call(tool: str, operation: str, **params: Any) -> dict[str, Any]:
+                result = await session.call_tool(tool, {"operation": operation, "params": params})
+                envelope = json.loads(result.content[0].text)  # type: ignore[union-attr]
+                assert result.structured_content == envelope
+                return check_introspection(envelope) if operation == "introspect" else check_result(envelope)
+
+            yield call
 
 
 async def test_an_agent_discovers_operations_by_introspection_and_manages_records(tmp_path: Path) -> None:
-    with start_server(tmp_path, plugins=("aql_mcp.plugins.records:plugin",)) as server:
-        http = create_mcp_http_client(headers={"authorization": f"Bearer {server.token()}"})
-        async with (
-            http,
-            streamable_http_client(server.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            with anyio.fail_after(DEADLINE):
-                await session.initialize()
-
-                async def call(tool: str, operation: str, **params: Any) -> dict[str, Any]:
-                    result = await session.call_tool(tool, {"operation": operation, "params": params})
-                    envelope = json.loads(result.content[0].text)  # type: ignore[union-attr]
-                    assert result.structured_content == envelope
-                    return check_introspection(envelope) if operation == "introspect" else check_result(envelope)
-
-                listing = await call("mcp_aql_read", "introspect", query="operations")
-                tools = {}
-                for op in listing["data"]["operations"]:
-                    detail = await call("mcp_aql_read", "introspect", query="operations", name=op["name"])
-                    tools[op["name"]] = detail["data"]["operation"]["mcpTool"]
-                assert (await call(tools["create_collection"], "create_collection", collection="tasks"))["success"]
-                made = [
-                    (await call(tools["create_record"], "create_record", collection="tasks", data=data))["data"]
-                    for data in ({"title": "a", "state": "open"}, {"title": "b", "state": "done"})
-                ]
-                listed = await call(
-                    tools["list_records"],
-                    "list_records",
-                    collection="tasks",
-                    filter={"state": "open"},
-                    fields=["title"],
-                )
-                assert listed["data"]["items"] == [{"title": "a"}]
-                updated = await call(
-                    tools["update_record"],
-                    "update_record",
-                    collection="tasks",
-                    id=made[0]["id"],
-                    input={"state": "done"},
-                    if_match=made[0]["_etag"],
-                )
-                assert updated["data"]["state"] == "done"
-                deleted = await call(tools["delete_record"], "delete_record", collection="tasks", id=made[1]["id"])
-                assert deleted["data"]["deleted"] is True
+    with start_server(tmp_path, plugins=()) as server:
+        async with aql_client(server) as call:
+            listing = await call("mcp_aql_read", "introspect", query="operations")
+            tools = {}
+            for op in listing["data"]["operations"]:
+                detail = await call("mcp_aql_read", "introspect", query="operations", name=op["name"])
+                tools[op["name"]] = detail["data"]["operation"]["mcpTool"]
+            assert (await call(tools["create_collection"], "create_collection", collection="tasks"))["success"]
+            made = [
+                (await call(tools["create_record"], "create_record", collection="tasks", data=data))["data"]
+                for data in ({"title": "a", "state": "open"}, {"title": "b", "state": "done"})
+            ]
+            listed = await call(
+                tools["list_records"],
+                "list_records",
+                collection="tasks",
+                filter={"state": "open"},
+                fields=["title"],
+            )
+            assert listed["data"]["items"] == [{"title": "a"}]
+            updated = await call(
+                tools["update_record"],
+                "update_record",
+                collection="tasks",
+                id=made[0]["id"],
+                input={"state": "done"},
+                if_match=made[0]["_etag"],
+            )
+            assert updated["data"]["state"] == "done"
+            deleted = await call(tools["delete_record"], "delete_record", collection="tasks", id=made[1]["id"])
+            assert deleted["data"]["deleted"] is True
 
 
 ELICIT = {"AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}
@@ -80,19 +94,10 @@ async def _delete_collection_with_human(
         asked.append(params)
         return answer
 
-    http = create_mcp_http_client(headers={"authorization": f"Bearer {server.token()}"})
-    async with (
-        http,
-        streamable_http_client(server.url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit) as session,
-    ):
-        with anyio.fail_after(DEADLINE):
-            await session.initialize()
-            arguments = {"operation": "create_collection", "params": {"collection": "old"}}
-            await session.call_tool("mcp_aql_create", arguments)
-            arguments = {"operation": "delete_collection", "params": {"collection": "old"}}
-            result = await session.call_tool("mcp_aql_delete", arguments)
-    return check_result(json.loads(result.content[0].text)), asked  # type: ignore[union-attr]
+    async with aql_client(server, elicitation_callback=elicit) as call:
+        await call("mcp_aql_create", "create_collection", collection="old")
+        result = await call("mcp_aql_delete", "delete_collection", collection="old")
+    return result, asked
 
 
 async def test_with_elicitation_on_the_human_confirms_a_dangerous_operation_instead_of_the_agent(
@@ -130,27 +135,15 @@ async def test_mutations_refusals_and_token_events_are_audited_without_values(tm
     """records issue, Audit: event type, operation, principal digest, resource id, outcome; no values."""
     secret_value = "audit-must-not-see-this-value-7f3a"
     with start_server(tmp_path, plugins=()) as server:
-        http = create_mcp_http_client(headers={"authorization": f"Bearer {server.token(subject='auditee')}"})
-        async with (
-            http,
-            streamable_http_client(server.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            with anyio.fail_after(DEADLINE):
-                await session.initialize()
-
-                async def call(tool: str, operation: str, **params: Any) -> dict[str, Any]:
-                    result = await session.call_tool(tool, {"operation": operation, "params": params})
-                    return dict(json.loads(result.content[0].text))  # type: ignore[union-attr]
-
-                await call("mcp_aql_create", "create_collection", collection="c")
-                made = await call("mcp_aql_create", "create_record", collection="c", data={"s": secret_value})
-                missing = "rec_0123456789abcdef0123"
-                await call("mcp_aql_update", "update_record", collection="c", id=missing, input={"s": 1})
-                gated = await call("mcp_aql_delete", "delete_collection", collection="c")
-                token = gated["error"]["details"]["confirmation_token"]
-                await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation="conf_wrong")
-                await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation=token)
+        async with aql_client(server, subject="auditee") as call:
+            await call("mcp_aql_create", "create_collection", collection="c")
+            made = await call("mcp_aql_create", "create_record", collection="c", data={"s": secret_value})
+            missing = "rec_0123456789abcdef0123"
+            await call("mcp_aql_update", "update_record", collection="c", id=missing, input={"s": 1})
+            gated = await call("mcp_aql_delete", "delete_collection", collection="c")
+            token = gated["error"]["details"]["confirmation_token"]
+            await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation="conf_wrong")
+            await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation=token)
         with anyio.fail_after(5):
             while '"token"' not in server.log_text() or "redeemed" not in server.log_text():  # noqa: ASYNC110
                 await anyio.sleep(0.02)

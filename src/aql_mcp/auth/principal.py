@@ -7,16 +7,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def subject_digest(subject: str) -> str:
+    """A stable, non-reversible id of a subject for logs and session ownership."""
+    return hashlib.sha256(subject.encode("utf-8")).hexdigest()[:16]
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """A verified caller. `subject` is the token's `sub`; never log it raw, log `digest`."""
+    """A verified caller. `subject` is the token's `sub`; never log it raw, log `digest`.
+
+    `digest` is computed once, when the principal is built: the verified-token cache hands the same
+    principal to every request of a token, and the rate limiter, the session owner check and the
+    call log all read it.
+    """
 
     subject: str
     scopes: frozenset[str] = frozenset()
     expires_at: float | None = None
     claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    digest: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def digest(self) -> str:
-        """A stable, non-reversible id of the subject for logs and session ownership."""
-        return hashlib.sha256(self.subject.encode("utf-8")).hexdigest()[:16]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", subject_digest(self.subject))

@@ -6,16 +6,21 @@ empty for every request, so nothing of one request's context leaks into another'
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 
-import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aql_mcp.logging import end_log_context, start_log_context
 from aql_mcp.scope import REQUEST_ID_KEY, header
 
 REQUEST_ID_HEADER = b"x-request-id"
 SAFE_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+
+
+def new_request_id() -> str:
+    """32 random hex digits: the entropy and shape of `uuid4().hex`, at a fifth of its cost."""
+    return os.urandom(16).hex()
 
 
 class RequestIdMiddleware:
@@ -27,7 +32,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         offered = header(scope, REQUEST_ID_HEADER)
-        request_id = offered if offered and SAFE_ID.fullmatch(offered) else uuid.uuid4().hex
+        request_id = offered if offered and SAFE_ID.fullmatch(offered) else new_request_id()
         scope[REQUEST_ID_KEY] = request_id
         raw_id = request_id.encode("ascii")
 
@@ -36,9 +41,8 @@ class RequestIdMiddleware:
                 message["headers"] = [*message.get("headers", ()), (REQUEST_ID_HEADER, raw_id)]
             await send(message)
 
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(request_id=request_id)
+        token = start_log_context(request_id=request_id)
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            structlog.contextvars.clear_contextvars()
+            end_log_context(token)

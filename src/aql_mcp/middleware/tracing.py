@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aql_mcp.logging import bind_log_context
 from aql_mcp.scope import header
 from aql_mcp.tracing import Tracing, current_trace_id, trace_id_of
 
@@ -21,13 +21,13 @@ class TracingMiddleware:
         if not self.tracing.enabled:
             trace_id = trace_id_of(header(scope, b"traceparent"))
             if trace_id:
-                structlog.contextvars.bind_contextvars(trace_id=trace_id)
+                bind_log_context(trace_id=trace_id)
             await self.app(scope, receive, send)
             return
         carrier = {k: v for k in ("traceparent", "tracestate") if (v := header(scope, k.encode())) is not None}
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
         with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes) as span:
-            structlog.contextvars.bind_contextvars(trace_id=current_trace_id())
+            bind_log_context(trace_id=current_trace_id())
 
             async def send_with_status(message: Message) -> None:
                 if message["type"] == "http.response.start" and span is not None:

@@ -8,6 +8,7 @@ the size cap) are `success: false` with only `code` and `message`, as the schema
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aql_mcp.operations.models import Call
@@ -28,9 +29,10 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
     assert isinstance(items, list)
     results: list[dict[str, Any]] = []
     succeeded = failed = 0
+    in_batch = replace(call, batch=True)
     for index, item in enumerate(items):
         name = _name(item)
-        envelope = await router.run(family, item, call)
+        envelope = await router.run(family, item, in_batch)
         result = _bare(envelope)
         if not envelope["success"] and envelope["error"]["code"] == CONFIRMATION_REQUIRED:
             pending = [_pending(i, later) for i, later in enumerate(items[index + 1 :], start=index + 1)]

@@ -128,6 +128,7 @@ class Call:
     principal: Principal | None
     session_id: str | None
     ctx: Context
+    batch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

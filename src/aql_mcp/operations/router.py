@@ -39,6 +39,7 @@ from aql_mcp.operations.results import (
     wire_size,
 )
 from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.telemetry import Telemetry
 
 log = structlog.get_logger("aql_mcp.operations")
 IDENTIFIERS = ("id", "name", "collection", "_etag", "updated_at")
@@ -67,12 +68,14 @@ class Router:
         gatekeeper: Gatekeeper,
         audit: AuditLog,
         options: RouterOptions,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.surface = surface
         self.gatekeeper = gatekeeper
         self.audit = audit
         self.options = options
+        self.telemetry = telemetry
 
     def check_payload(self, arguments: dict[str, Any]) -> Envelope | None:
         try:
@@ -84,7 +87,23 @@ class Router:
     async def run(self, family: str | None, item: Any, call: Call) -> Envelope:
         """One operation; `family` is the receiving family, None for the single tool."""
         try:
-            return await self._run(family, item, call)
+            if not isinstance(item, dict):
+                raise invalid_type("operations[]", "object", item)
+            operation = self._find(family, item.get("operation"))
+        except OperationError as exc:
+            return exc.envelope()
+        if self.telemetry is None:
+            return await self._guarded(operation, item, call)
+        with self.telemetry.operation(operation.name, call.ctx, batch=call.batch) as record:
+            envelope = await self._guarded(operation, item, call)
+            if envelope.get("success") is False:
+                record.failed(str(envelope["error"]["code"]))
+            return envelope
+
+    async def _guarded(self, operation: Operation, item: dict[str, Any], call: Call) -> Envelope:
+        """The operation's envelope, whatever happens: internals are logged, never answered."""
+        try:
+            return await self._audited(operation, item, call)
         except OperationError as exc:
             return exc.envelope()
         except WireError as exc:
@@ -93,15 +112,12 @@ class Router:
         except CapabilityNotDeclared:
             return failure(PERMISSION_DENIED, "Permission denied: the client cannot be asked to confirm")
         except Exception:
-            log.exception("operation_failed", request_id=call.ctx.request_id)
+            log.exception("operation_failed", request_id=call.ctx.request_id, operation=operation.name)
             return failure(
                 INTERNAL_ERROR, "Internal error: the operation failed unexpectedly", {"request_id": call.ctx.request_id}
             )
 
-    async def _run(self, family: str | None, item: Any, call: Call) -> Envelope:
-        if not isinstance(item, dict):
-            raise invalid_type("operations[]", "object", item)
-        operation = self._find(family, item.get("operation"))
+    async def _audited(self, operation: Operation, item: dict[str, Any], call: Call) -> Envelope:
         principal = digest(call)
         try:
             return await self._execute(operation, item, call, principal)

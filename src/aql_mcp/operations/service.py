@@ -25,12 +25,15 @@ from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Registry, ToolResult
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.telemetry import Telemetry
 
 CORE = "mcp-aql"
 
 
 class AqlService:
-    def __init__(self, registry: Registry, settings: Settings, store: Store) -> None:
+    def __init__(
+        self, registry: Registry, settings: Settings, store: Store, telemetry: Telemetry | None = None
+    ) -> None:
         aql = settings.aql
         self.settings = settings
         self.store = store
@@ -47,6 +50,7 @@ class AqlService:
                 confirm_with_elicitation=aql.confirm_with_elicitation,
                 scopes=ScopeRules(operations=settings.auth.policy.operations, families=settings.auth.policy.families),
             ),
+            telemetry,
         )
         self._registry = registry
         self._tools: set[str] = set()

@@ -12,6 +12,7 @@ from aql_mcp.plugins.base import OperationsPlugin, Plugin
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.telemetry import Telemetry
 
 AnyPlugin = Plugin | OperationsPlugin
 
@@ -48,7 +49,11 @@ def _is_plugin(candidate: object) -> bool:
 
 
 def load_plugins(
-    paths: Iterable[str], registry: Registry, settings: Settings | None = None, store: Store | None = None
+    paths: Iterable[str],
+    registry: Registry,
+    settings: Settings | None = None,
+    store: Store | None = None,
+    telemetry: Telemetry | None = None,
 ) -> list[AnyPlugin]:
     """Import every plugin and let it register; a duplicate name fails naming both plugins.
 
@@ -69,7 +74,7 @@ def load_plugins(
             if service is None:
                 if store is None:
                     raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
-                service = AqlService(registry, settings or Settings(), store)
+                service = AqlService(registry, settings or Settings(), store, telemetry)
             plugin.register_operations(service.for_plugin(plugin.name, plugin.trust))
     registry.plugin = "runtime"
     return plugins
