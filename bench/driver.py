@@ -1,4 +1,4 @@
-"""The benchmark driver (stdlib only; run with the project venv's python).
+"""The benchmark driver (run with the project venv's python: the stand-in IdP uses PyJWT).
 
     driver.py run --out DIR [--targets a,b] [--reps N] [--conc 1,16,64] [--duration 10] [--warmup 3]
     driver.py report DIR [DIR...] [--output bench/RESULTS.md]

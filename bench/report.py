@@ -287,7 +287,8 @@ def render(runs: list[Path]) -> list[str]:
         "## Commands",
         "",
         f"This run: `{invocation(options)}` (`make bench` runs `bench/run.sh`). Per target, as run "
-        "(`$TOKEN` from `aql-mcp dev-token --config bench/service.yaml --port 18201`, same `AQL_MCP_STORE__PATH`; "
+        "(`$TOKEN`: an ES256 JWT from the stand-in IdP of `bench/idp.py`, whose JWKS URL, issuer and audience "
+        "reach aql-mcp as `AQL_MCP_AUTH__*`; "
         "aql-mcp with `PYTHONPATH=<run>/src`, the snapshot of src/ the run served):",
         "",
         *commands_block(runs),

@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from idp import idp
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 BIN = Path(sys.executable).parent
@@ -136,7 +138,10 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     shutil.rmtree(state, ignore_errors=True)
     state.mkdir(parents=True)
     env = {**os.environ, "AQL_MCP_STORE__PATH": str(state), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(source)}
-    headers = {"Authorization": f"Bearer {mint_token(target, env)}"} if target.authenticated else {}
+    headers = {}
+    if target.authenticated:
+        env.update(idp().env(target.url))
+        headers = {"Authorization": f"Bearer {idp().token(target.url)}"}
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
@@ -149,14 +154,6 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
         stop(server)
         raise
     return server
-
-
-def mint_token(target: Target, env: dict[str, str]) -> str:
-    argv = [str(BIN / "aql-mcp"), "dev-token", "--config", str(SERVICE_CONFIG), "--port", str(target.port)]
-    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
-    if done.returncode != 0:
-        raise RuntimeError(f"aql-mcp dev-token failed ({done.returncode}): {done.stderr.strip()[-1500:]}")
-    return done.stdout.strip()
 
 
 def is_listening(port: int) -> bool:
