@@ -102,7 +102,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         telemetry=telemetry,
         hub=sessions,
         server_name=settings.server.name,
-        instructions=instructions(settings),
+        instructions=instructions(settings, registry),
         retry_ms=settings.streams.retry_ms,
         log_level=settings.logging.level,
         anonymous_methods=ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset(),
@@ -169,11 +169,22 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     return app
 
 
-def instructions(settings: Settings) -> str:
-    return (
+def instructions(settings: Settings, registry: Registry) -> str:
+    text = (
         f"{settings.server.name} serves tools, prompts and resources registered by its plugins. "
         "Call tools/list to see the tools; every tool states its side effects and risk level."
     )
+    prefix = settings.aql.tool_prefix
+    # The tool that answers `introspect`: the read family's (crude), discover's (dqmo), or the single tool.
+    introspecting = next(
+        (name for name in (f"{prefix}_read", f"{prefix}_discover", prefix) if registry.tool(name) is not None), None
+    )
+    if introspecting is not None:
+        text += (
+            f" Its operations are served through MCP-AQL: call {introspecting} with "
+            '{"operation": "introspect", "params": {"query": "operations"}} to list them.'
+        )
+    return text
 
 
 def protected_resource(settings: Settings) -> Endpoint:

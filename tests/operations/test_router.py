@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.service import PluginOperations
@@ -14,7 +15,12 @@ from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.registry import Registry
 from aql_mcp.store.sqlite import SqliteStore
 from tests.operations.client import RECORDS, aql_session, records_settings
-from tests.support.asgi import rpc
+from tests.support.asgi import MCP_HEADERS, asgi_client, initialize_params, rpc
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+
 
 pytestmark = pytest.mark.anyio
 
@@ -274,3 +280,20 @@ async def test_a_missing_scope_for_an_operation_or_its_family_is_permission_deni
     assert delete["error"]["details"]["required_scope"] == "records:admin"
     assert listed["success"] is True
     assert allowed["success"] is True
+
+
+@pytest.mark.parametrize(
+    ("aql", "tool"), [({}, "mcp_aql_read"), ({"profile": "dqmo"}, "mcp_aql_discover"), ({"mode": "single"}, "mcp_aql")]
+)
+async def test_the_initialize_instructions_say_how_to_discover_operations(
+    tmp_path: Path, aql: dict[str, str], tool: str
+) -> None:
+    settings = records_settings(tmp_path, aql=aql)
+    async with asgi_client(settings) as http:
+        token = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience).mint(
+            subject="alice", scopes=["mcp"], ttl=60
+        )
+        answer = await http.post("/mcp", json=rpc("initialize", initialize_params()), headers=bearer(token))
+    instructions = answer.json()["result"]["instructions"]
+    assert f"call {tool} with" in instructions
+    assert '"introspect"' in instructions

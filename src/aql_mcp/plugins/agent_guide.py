@@ -158,7 +158,8 @@ def _tool_text(tool: Tool) -> str:
     lines = [heading, "", tool.description.strip()]
     risk = _risk(tool)
     if risk:
-        lines.append(f"\nRisk: {risk}.")
+        # "Annotations", not "Risk": a tool description may state its own risk level (corporate §9.3).
+        lines.append(f"\nAnnotations: {risk}.")
     parameters = list(_parameters(tool.input_schema))
     lines.append("\nParameters:\n" + "\n".join(parameters) if parameters else "\nParameters: none.")
     arguments = json.dumps(example_arguments(tool.input_schema), ensure_ascii=False)
