@@ -9,7 +9,7 @@ and DELETE when the client closes.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +27,7 @@ from mcp.shared.message import ClientMessageMetadata
 from aql_mcp import __version__
 from tests.support.asgi import MCP_HEADERS, rpc
 from tests.support.server import ServerProcess
+from tests.support.wait import eventually
 
 pytestmark = [
     pytest.mark.anyio,
@@ -79,14 +80,6 @@ async def connect(server: ServerProcess, **callbacks: Any) -> AsyncIterator[tupl
         with anyio.fail_after(DEADLINE):
             await session.initialize()
         yield session, wire
-
-
-async def poll(condition: Callable[[], bool]) -> None:
-    """Wait for something another process does (no event to wait on); the caller holds the deadline."""
-    while True:
-        if condition():
-            return
-        await anyio.sleep(0.01)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -294,7 +287,10 @@ async def test_cancelling_a_call_stops_its_handler_and_the_session_stays_usable(
                 group.start_soon(run_call)
                 await running.wait()
                 call.cancel()  # the client sends notifications/cancelled for the abandoned request
-            await poll(lambda: server.log_text().count('"request_cancelled"') > cancelled_before)
+            await eventually(
+                lambda: server.log_text().count('"request_cancelled"') > cancelled_before,
+                "the cancellation was never logged",
+            )
             await session.send_ping()
             after = await session.call_tool("test_simple_text", {})
 

@@ -53,6 +53,14 @@ def test_a_line_outside_an_event_loop_reaches_the_file_at_once(redirect: Redirec
     assert line["timestamp"].endswith("Z")
 
 
+async def scheduled_callbacks() -> None:
+    """Return once the callbacks scheduled so far (the writer's flush) have run: `call_soon` keeps order."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    loop.call_soon(done.set_result, None)
+    await done
+
+
 @pytest.mark.anyio
 async def test_lines_of_one_loop_iteration_reach_the_file_together_at_its_end(redirect: Redirect) -> None:
     stdout = redirect()
@@ -60,7 +68,7 @@ async def test_lines_of_one_loop_iteration_reach_the_file_together_at_its_end(re
     log.info("first")
     log.info("second")
     assert stdout.reached_file() == []  # one write for both comes at the end of this iteration
-    await asyncio.sleep(0)
+    await scheduled_callbacks()
     assert [line["event"] for line in stdout.reached_file()] == ["first", "second"]
 
 
@@ -73,7 +81,7 @@ async def test_every_line_carries_the_request_context_and_the_next_request_start
     log.info("inside", session_id="explicit")
     end_log_context(token)
     log.info("after")
-    await asyncio.sleep(0)
+    await scheduled_callbacks()
     inside, after = stdout.reached_file()
     assert inside["request_id"] == "req-1"
     assert inside["session_id"] == "explicit"  # a field the call names wins over the context

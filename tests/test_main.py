@@ -16,9 +16,10 @@ from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.principal import Principal
 from aql_mcp.auth.principal import Principal as _Principal
 from aql_mcp.auth.tokens import BearerVerifier
+from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.main import main
-from aql_mcp.settings import Settings, load_settings
+from aql_mcp.settings import Settings
 from tests.support.redaction import LOGS, remember_secret
 from tests.support.server import free_port, start_server
 

@@ -7,8 +7,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.settings import BUILTIN_PLUGINS, Settings, field_defaults, load_settings
+from aql_mcp.settings import BUILTIN_PLUGINS, Settings, field_defaults
 
 DEV: dict[str, dict[str, Any]] = {"server": {"dev": True}}
 DEFAULT_YAML = Path(__file__).resolve().parent.parent / "config" / "default.yaml"

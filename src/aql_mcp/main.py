@@ -15,9 +15,10 @@ import uvicorn
 from aql_mcp import __version__
 from aql_mcp.app import create_app
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.logging import configure_logging
-from aql_mcp.settings import Settings, load_settings
+from aql_mcp.settings import Settings
 from aql_mcp.shutdown import DrainingServer
 
 

@@ -1,25 +1,21 @@
-"""Typed, frozen settings: built once from the config file and an environment mapping.
+"""Typed, frozen settings: every section, its fields, defaults and checks.
 
-Precedence, highest first: environment (`AQL_MCP_<SECTION>__<NAME>`, lists and mappings as
-JSON), the YAML config file, the defaults below. `config/default.yaml` documents every field;
-a test keeps it equal to these models. This is the only module that reads the environment.
+`configuration.load_settings` builds them (file, then environment `AQL_MCP_<SECTION>__<NAME>`,
+then command-line overrides). `config/default.yaml` documents every field; a test keeps it equal
+to these models.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
-import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from aql_mcp.exceptions import ConfigError
 
@@ -287,38 +283,6 @@ class Settings(BaseSettings):
         return (init_settings,)
 
 
-class _MappingEnvSource(EnvSettingsSource):
-    """The environment source, reading an injected mapping instead of `os.environ`."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = {k.lower(): v for k, v in environ.items() if k.upper().startswith(ENV_PREFIX)}
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return self._environ
-
-
-def load_settings(
-    config_file: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-) -> Settings:
-    """Build settings from the file, then the environment, then CLI overrides; raise ConfigError."""
-    data = _read_yaml(config_file) if config_file else {}
-    env = os.environ if environ is None else environ
-    try:
-        env_data = _MappingEnvSource(Settings, env)()
-    except Exception:  # pydantic-settings raises SettingsError for JSON it cannot decode
-        raise ConfigError(f"{_undecodable(env)}: not valid JSON (lists and mappings are JSON arrays/objects)") from None
-    merged = _deep_merge(_deep_merge(data, env_data), {k: dict(v) for k, v in (overrides or {}).items()})
-    try:
-        settings = Settings(**merged)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, env, config_file)) from None
-    check_safety(settings)
-    return settings
-
-
 def check_safety(settings: Settings) -> None:
     """Refuse configurations that are only safe on a developer's machine (corporate §6, §7)."""
     if not settings.server.dev and "*" in settings.http.allowed_origins:
@@ -356,10 +320,6 @@ def check_safety(settings: Settings) -> None:
         )
 
 
-def env_name(loc: tuple[str | int, ...]) -> str:
-    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
-
-
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -367,54 +327,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: not valid YAML ({exc})") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
-    return loaded
-
-
-def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _describe(exc: ValidationError, environ: Mapping[str, str], config_file: Path | None) -> str:
-    lines = []
-    upper = {k.upper() for k in environ}
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        field = ".".join(str(p) for p in loc)
-        variable = env_name(loc[:2])
-        source = "environment" if variable in upper else (f"config file {config_file}" if config_file else "default")
-        lines.append(f"{field} ({variable}, from {source}): {error['msg']}")
-    return "invalid settings:\n  " + "\n  ".join(lines)
-
-
-def _undecodable(environ: Mapping[str, str]) -> str:
-    """The variable whose JSON the environment source could not decode, for the error message."""
-    for name, value in environ.items():
-        if not name.upper().startswith(ENV_PREFIX) or not value.strip().startswith(("[", "{")):
-            continue
-        try:
-            json.loads(value)
-        except ValueError:
-            return name.upper()
-    return "environment"
 
 
 def field_defaults() -> dict[str, dict[str, Any]]:

@@ -9,7 +9,6 @@ dispatched, its JSON-RPC errors travel with 200 or in its stream (DESIGN.md, "HT
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import Any
 
 import anyio
@@ -24,10 +23,8 @@ from aql_mcp.exceptions import (
     InvalidRequest,
     MissingSession,
     MissingToken,
-    NotAcceptable,
     SessionAlreadyInitialized,
     StreamGone,
-    UnsupportedMediaType,
     WireError,
 )
 from aql_mcp.exchange import Connection, PostExchange
@@ -42,6 +39,7 @@ from aql_mcp.jsonrpc.messages import (
     peek_id,
 )
 from aql_mcp.logging import bind_log_context
+from aql_mcp.media import check_accept, check_content_type
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import Context, RequestId, ResourceHub
 from aql_mcp.responses import error_object, send_body, send_empty, send_error
@@ -118,8 +116,8 @@ class StreamableHTTPEndpoint:
     # POST ---------------------------------------------------------------------------------
 
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
-        _check_content_type(scope)
-        _check_accept(scope, post=True)
+        check_content_type(scope)
+        check_accept(scope, post=True)
         body = await _read_body(receive)
         try:
             message = parse_message(body)
@@ -251,7 +249,7 @@ class StreamableHTTPEndpoint:
     # GET ----------------------------------------------------------------------------------
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        _check_accept(scope, post=False)
+        check_accept(scope, post=False)
         session_id = header(scope, SESSION_HEADER)
         if session_id is None:
             raise MissingSession()
@@ -385,30 +383,6 @@ def _cancel(session: Session, message: Notification) -> None:
     if scope is not None:
         log.info("request_cancelled", session_id=session.id[:8], reason=str(message.params.get("reason", ""))[:100])
         scope.cancel()
-
-
-def _check_content_type(scope: Scope) -> None:
-    value = header(scope, b"content-type") or ""
-    if value.split(";", 1)[0].strip().lower() != "application/json":
-        raise UnsupportedMediaType()
-
-
-def _check_accept(scope: Scope, *, post: bool) -> None:
-    """POST must accept JSON and SSE, GET must accept SSE (2025-11-25 transports; corporate §6)."""
-    if not is_acceptable(header(scope, b"accept") or "", post):
-        needed = "application/json and text/event-stream" if post else "text/event-stream"
-        raise NotAcceptable(f"Not acceptable: Accept must include {needed}")
-
-
-@functools.lru_cache(maxsize=256)
-def is_acceptable(accept: str, post: bool) -> bool:
-    """Whether an Accept value takes the answer; cached, as clients send the same value every time."""
-    media = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
-    if "*/*" in media:
-        return True
-    sse = "text/event-stream" in media or "text/*" in media
-    json = "application/json" in media or "application/*" in media
-    return sse and (json or not post)
 
 
 async def _read_body(receive: Receive) -> bytes:

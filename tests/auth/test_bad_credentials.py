@@ -26,6 +26,7 @@ import pytest
 from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
 from tests.support.idp import IdentityProvider, IdpKey, new_private_key, running_idp
 from tests.support.server import ServerProcess, start_server
+from tests.support.wait import until
 
 REALM = "aql-mcp"
 ORIGIN = "https://agents.example"
@@ -34,8 +35,6 @@ OCT_KID = "symmetric"
 OCT_SECRET = secrets.token_bytes(32)
 OPAQUE = "opq_" + secrets.token_urlsafe(32)
 COOLDOWN_SECONDS = 1
-DEADLINE = 8.0
-POLL_SECONDS = 0.05
 CHALLENGE_PARAM = re.compile(r'\s*([A-Za-z_]+)="([^"]*)"\s*(?:,|$)')
 
 
@@ -281,7 +280,7 @@ def test_an_unknown_kid_refetches_the_jwks_once_and_not_again_within_the_cooldow
     idp = known.idp
     before = idp.fetches
     # Unknown kids until one lands after the cooldown since the service's last fetch.
-    poll(lambda: refused_unknown_kid(known, http) and idp.fetches > before, "an unknown kid caused no JWKS fetch")
+    until(lambda: refused_unknown_kid(known, http) and idp.fetches > before, "an unknown kid caused no JWKS fetch")
     assert idp.fetches == before + 1
     assert refused_unknown_kid(known, http)
     assert idp.fetches == before + 1
@@ -290,7 +289,7 @@ def test_an_unknown_kid_refetches_the_jwks_once_and_not_again_within_the_cooldow
 def test_a_key_rotated_at_the_idp_is_accepted_without_a_restart(known: Known, http: httpx.Client) -> None:
     new_kid = known.idp.rotate("RS256")
     token = known.idp.mint(kid=new_kid)
-    poll(lambda: initialize(http, bearer(token))[0].status_code == 200, "the rotated key was never picked up")
+    until(lambda: initialize(http, bearer(token))[0].status_code == 200, "the rotated key was never picked up")
 
 
 def test_ready_stays_200_but_degraded_while_the_jwks_fails_and_recovers(known: Known, http: httpx.Client) -> None:
@@ -300,12 +299,12 @@ def test_ready_stays_200_but_degraded_while_the_jwks_fails_and_recovers(known: K
     idp.answer_status = 500
     try:
         before = idp.fetches
-        poll(lambda: refused_unknown_kid(known, http) and idp.fetches > before, "no refetch while failing")
-        poll(lambda: jwks_check(http) == (200, "degraded"), "readiness never reported degraded")
+        until(lambda: refused_unknown_kid(known, http) and idp.fetches > before, "no refetch while failing")
+        until(lambda: jwks_check(http) == (200, "degraded"), "readiness never reported degraded")
         assert initialize(http, bearer(known.mint()))[0].status_code == 200
     finally:
         idp.answer_status = 200
-    poll(lambda: refused_unknown_kid(known, http) and jwks_check(http) == (200, "ok"), "never recovered")
+    until(lambda: refused_unknown_kid(known, http) and jwks_check(http) == (200, "ok"), "never recovered")
 
 
 def test_ready_is_503_until_a_first_key_set_is_fetched(tmp_path: Path) -> None:
@@ -318,7 +317,7 @@ def test_ready_is_503_until_a_first_key_set_is_fetched(tmp_path: Path) -> None:
             assert jwks_check(client)[0] == 503
             idp.answer_status = 200
             token = idp.mint()
-            poll(lambda: initialize(client, bearer(token))[0].status_code == 200, "no key set was ever fetched")
+            until(lambda: initialize(client, bearer(token))[0].status_code == 200, "no key set was ever fetched")
             assert jwks_check(client) == (200, "ok")
 
 
@@ -354,16 +353,9 @@ def parse_challenge(value: str) -> tuple[str, dict[str, str]]:
 def assert_never_exposed(
     service: ServerProcess, response: httpx.Response, request_id: str, credential_secrets: tuple[str, ...]
 ) -> None:
-    poll(lambda: request_id in service.log_text(), f"request {request_id} was never logged")
+    until(lambda: request_id in service.log_text(), f"request {request_id} was never logged")
     log = service.log_text()
     for secret in credential_secrets:
         assert secret not in log
         assert secret not in response.text
         assert all(secret not in v for v in response.headers.values())
-
-
-def poll(condition: Callable[[], bool], message: str, seconds: float = DEADLINE) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(POLL_SECONDS)

@@ -18,6 +18,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.operations.envelope import check_introspection, check_result
 from tests.support.server import ServerProcess, start_server
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
 DEADLINE = 20.0
@@ -144,9 +145,7 @@ async def test_mutations_refusals_and_token_events_are_audited_without_values(tm
             token = gated["error"]["details"]["confirmation_token"]
             await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation="conf_wrong")
             await call("mcp_aql_delete", "delete_collection", collection="c", _confirmation=token)
-        with anyio.fail_after(5):
-            while '"token"' not in server.log_text() or "redeemed" not in server.log_text():  # noqa: ASYNC110
-                await anyio.sleep(0.02)
+        await eventually(lambda: "redeemed" in server.log_text(), "the token redemption was never audited")
         lines = [json.loads(line) for line in server.log_text().splitlines() if '"audit"' in line]
         log = server.log_text()
     events = {(e["audit"], e["operation"], e["outcome"], e.get("code")) for e in lines}

@@ -1,0 +1,105 @@
+"""Where the settings come from: the YAML file, the environment, then command-line overrides.
+
+Merged in that order, validated once, then checked for what is only safe on a workstation. This
+is the one place that reads the environment (`AQL_MCP_<SECTION>__<NAME>`); an error names the
+setting, its variable and the source that set it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, EnvSettingsSource
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.settings import ENV_PREFIX, Settings, check_safety
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """The environment source, reading an injected mapping instead of `os.environ`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = {k.lower(): v for k, v in environ.items() if k.upper().startswith(ENV_PREFIX)}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._environ
+
+
+def load_settings(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Settings:
+    """Build settings from the file, then the environment, then CLI overrides; raise ConfigError."""
+    data = _read_yaml(config_file) if config_file else {}
+    env = os.environ if environ is None else environ
+    try:
+        env_data = _MappingEnvSource(Settings, env)()
+    except Exception:  # pydantic-settings raises SettingsError for JSON it cannot decode
+        raise ConfigError(f"{_undecodable(env)}: not valid JSON (lists and mappings are JSON arrays/objects)") from None
+    merged = _deep_merge(_deep_merge(data, env_data), {k: dict(v) for k, v in (overrides or {}).items()})
+    try:
+        settings = Settings(**merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, env, config_file)) from None
+    check_safety(settings)
+    return settings
+
+
+def env_name(loc: tuple[str | int, ...]) -> str:
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not valid YAML ({exc})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
+    return loaded
+
+
+def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(exc: ValidationError, environ: Mapping[str, str], config_file: Path | None) -> str:
+    lines = []
+    upper = {k.upper() for k in environ}
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        field = ".".join(str(p) for p in loc)
+        variable = env_name(loc[:2])
+        source = "environment" if variable in upper else (f"config file {config_file}" if config_file else "default")
+        lines.append(f"{field} ({variable}, from {source}): {error['msg']}")
+    return "invalid settings:\n  " + "\n  ".join(lines)
+
+
+def _undecodable(environ: Mapping[str, str]) -> str:
+    """The variable whose JSON the environment source could not decode, for the error message."""
+    for name, value in environ.items():
+        if not name.upper().startswith(ENV_PREFIX) or not value.strip().startswith(("[", "{")):
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            return name.upper()
+    return "environment"

@@ -1,0 +1,30 @@
+"""Waiting for what another process or thread does, where there is no event to wait on.
+
+Poll the condition with a deadline: `until` for synchronous tests, `eventually` under anyio.
+Waiting this way is bounded and ends as soon as the condition holds; a bare sleep is neither.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import anyio
+
+INTERVAL = 0.02
+DEADLINE = 10.0
+
+
+def until(condition: Callable[[], bool], message: str, seconds: float = DEADLINE) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(INTERVAL)
+
+
+async def eventually(condition: Callable[[], bool], message: str, seconds: float = DEADLINE) -> None:
+    with anyio.move_on_after(seconds):
+        while not condition():  # noqa: ASYNC110 - the condition is another process's doing: no event to await
+            await anyio.sleep(INTERVAL)
+        return
+    raise AssertionError(message)
