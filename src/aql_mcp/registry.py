@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
+from aql_mcp.arguments import ArgumentCheck, compile_check
 from aql_mcp.content import Content
 from aql_mcp.exceptions import ConfigError
 
@@ -175,6 +176,14 @@ def with_deprecation(description: str, deadline: str | None) -> str:
 class RegisteredTool:
     tool: Tool
     validator: Validator
+    check: ArgumentCheck | None = None
+
+    def first_error(self, arguments: dict[str, Any]) -> ValidationError | None:
+        """The first schema violation of `arguments`, or None; the plain check spares jsonschema
+        the common valid call, and jsonschema words every error."""
+        if self.check is not None and self.check(arguments):
+            return None
+        return next(iter(self.validator.iter_errors(arguments)), None)
 
 
 class Registry:
@@ -193,7 +202,8 @@ class Registry:
         if not TOOL_NAME.fullmatch(tool.name):
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
         self._claim("tool", tool.name)
-        self._tools[tool.name] = RegisteredTool(tool, _compile(tool))
+        validator = _compile(tool)
+        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator))
         self._changed("tool")
 
     def add_prompt(self, prompt: Prompt) -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from aql_mcp.content import text
@@ -42,13 +40,11 @@ class ToolMethods:
         self._rules = rules
         self._telemetry = telemetry
         self._listing: list[dict[str, Any]] | None = None
-        self._checks: dict[str, tuple[RegisteredTool, ArgumentCheck | None]] = {}
         registry.on_change(self._forget)
 
     def _forget(self, kind: str) -> None:
         if kind == "tool":
             self._listing = None
-            self._checks = {}
 
     async def list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         if self._listing is None:
@@ -85,9 +81,7 @@ class ToolMethods:
             record.outcome = AUTH_ERROR
             refusal = f"Permission denied: this tool needs the scope(s) {' '.join(missing)}, which the token lacks."
             return ToolResult([text(refusal)], is_error=True).to_wire()
-        error = None
-        if not self._passes_check(entry, arguments):
-            error = next(iter(entry.validator.iter_errors(arguments)), None)
+        error = entry.first_error(arguments)
         if error is not None:
             record.outcome = CLIENT_ERROR
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
@@ -107,14 +101,6 @@ class ToolMethods:
         if limited is not result:
             self._telemetry.metrics.limit_event("result_size")
         return limited
-
-    def _passes_check(self, entry: RegisteredTool, arguments: dict[str, Any]) -> bool:
-        """True when the tool's plain check proves the arguments valid; False means "ask jsonschema"."""
-        cached = self._checks.get(entry.tool.name)
-        if cached is None or cached[0] is not entry:
-            cached = self._checks[entry.tool.name] = (entry, compile_check(entry))
-        check = cached[1]
-        return check is not None and check(arguments)
 
 
 async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: str) -> tuple[dict[str, Any], str]:
@@ -140,94 +126,6 @@ def to_result(output: ToolOutput) -> dict[str, Any]:
     if isinstance(output, str):
         return {"content": [text(output)]}
     return {"content": output}
-
-
-ArgumentCheck = Callable[[dict[str, Any]], bool]
-ValueCheck = Callable[[Any], bool]
-# Drafts in which `type`, `properties`, `required`, `additionalProperties` and `enum` mean the same
-# thing (draft 3 puts `required` inside each property).
-PLAIN_DRAFTS = (Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator)
-# Keywords that never make an instance invalid; `format` only while no format checker is set.
-ANNOTATIONS = frozenset(
-    {"$schema", "$id", "$comment", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly"}
-)
-JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
-
-
-def compile_check(entry: RegisteredTool) -> ArgumentCheck | None:
-    """A plain-Python check for a flat object schema, or None when the schema needs jsonschema.
-
-    Most tools declare `{"type": "object", "properties": {name: {"type": ...}}, "required": [...]}`;
-    jsonschema spends ~13 µs per call walking that. The check answers True only when jsonschema
-    would find no error, so a False (or no check) falls back to jsonschema, which words the error:
-    what a caller sees is the same either way. Exact Python types are compared, so `True` is never
-    an integer and `1.0` (an integer to jsonschema) takes the jsonschema path.
-    """
-    validator = entry.validator
-    schema = validator.schema
-    if not isinstance(validator, PLAIN_DRAFTS) or not isinstance(schema, Mapping):
-        return None
-    annotations = ANNOTATIONS | ({"format"} if getattr(validator, "format_checker", None) is None else frozenset())
-    if not set(schema) <= annotations | {"type", "properties", "required", "additionalProperties"}:
-        return None
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    if schema.get("type", "object") != "object" or not isinstance(properties, Mapping) or not isinstance(extra, bool):
-        return None
-    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
-        return None
-    checks = {}
-    for name, subschema in properties.items():
-        check = _value_check(subschema, annotations)
-        if check is None:
-            return None
-        checks[name] = check
-    return _object_check(checks, tuple(required), closed=not extra)
-
-
-def _value_check(schema: Any, annotations: frozenset[str]) -> ValueCheck | None:
-    if schema is True or schema == {}:
-        return lambda _value: True
-    if not isinstance(schema, Mapping) or not set(schema) <= annotations | {"type", "enum"}:
-        return None
-    names = schema.get("type", list(JSON_TYPES))
-    names = [names] if isinstance(names, str) else names
-    if not isinstance(names, list) or not all(isinstance(n, str) and n in JSON_TYPES for n in names):
-        return None
-    types = frozenset(t for n in names for t in JSON_TYPES[n])
-    enum = schema.get("enum")
-    if enum is None:
-        return lambda value: type(value) in types
-    if not isinstance(enum, list) or not all(isinstance(v, str) for v in enum):
-        return None
-    allowed = frozenset(enum)
-    return lambda value: type(value) is str and str in types and value in allowed
-
-
-def _object_check(checks: dict[str, ValueCheck], required: tuple[str, ...], *, closed: bool) -> ArgumentCheck:
-    def check(arguments: dict[str, Any]) -> bool:
-        for name in required:
-            if name not in arguments:
-                return False
-        for name, value in arguments.items():
-            value_check = checks.get(name)
-            if value_check is None:
-                if closed:
-                    return False
-            elif not value_check(value):
-                return False
-        return True
-
-    return check
 
 
 def describe(error: ValidationError) -> str:

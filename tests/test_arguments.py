@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from aql_mcp.arguments import compile_check
 from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.tools import compile_check
 from aql_mcp.registry import RegisteredTool, Registry, Tool
 
 PLAIN_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -86,7 +86,7 @@ def argument_sets() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", sorted(PLAIN_SCHEMAS))
 def test_the_plain_check_never_passes_arguments_jsonschema_refuses(name: str) -> None:
     tool = registered(f"tool_{name}", PLAIN_SCHEMAS[name])
-    check = compile_check(tool)
+    check = compile_check(tool.validator)
     assert check is not None
     passed = 0
     for arguments in argument_sets():
@@ -97,8 +97,8 @@ def test_the_plain_check_never_passes_arguments_jsonschema_refuses(name: str) ->
 
 
 def test_the_plain_check_passes_the_usual_valid_arguments() -> None:
-    closed = compile_check(registered("tool_closed", PLAIN_SCHEMAS["closed"]))
-    typed = compile_check(registered("tool_typed", PLAIN_SCHEMAS["typed"]))
+    closed = compile_check(registered("tool_closed", PLAIN_SCHEMAS["closed"]).validator)
+    typed = compile_check(registered("tool_typed", PLAIN_SCHEMAS["typed"]).validator)
     assert closed is not None
     assert typed is not None
     assert closed({"text": "bench-echo"})
@@ -107,4 +107,4 @@ def test_the_plain_check_passes_the_usual_valid_arguments() -> None:
 
 @pytest.mark.parametrize("name", sorted(OTHER_SCHEMAS))
 def test_schemas_with_other_keywords_or_drafts_are_left_to_jsonschema(name: str) -> None:
-    assert compile_check(registered(f"tool_{name}", OTHER_SCHEMAS[name])) is None
+    assert compile_check(registered(f"tool_{name}", OTHER_SCHEMAS[name]).validator) is None
