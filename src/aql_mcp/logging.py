@@ -75,9 +75,7 @@ class LineFields:
         return event_dict
 
 
-# Built once. The standard library's encoder, not orjson: its `", "` and `": "` separators are what
-# the log's readers match today (tests/test_conformance_suite.py reads `"status": 401`); orjson would
-# save ~2.5 µs per line.
+# The fallback for what orjson refuses; built once.
 _encode = json.JSONEncoder(default=repr).encode
 
 
@@ -88,6 +86,11 @@ def render_json(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> by
     except TypeError:
         # orjson refuses what the standard encoder takes (an integer beyond 64 bits in a request id).
         return _encode(event_dict).encode("ascii")
+
+
+def render_json_text(logger: WrappedLogger, name: str, event_dict: EventDict) -> str:
+    """`render_json` for the standard library's records, whose formatter wants text: one line format."""
+    return render_json(logger, name, event_dict).decode()
 
 
 class LineWriter:
@@ -144,7 +147,7 @@ def configure_logging(*, level: str, console: bool) -> None:
         renderer = structlog.dev.ConsoleRenderer()
         line_renderer, factory = renderer, structlog.PrintLoggerFactory()
     else:
-        renderer = structlog.processors.JSONRenderer()
+        renderer = render_json_text
         line_renderer, factory = render_json, LineWriter()
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, line_renderer],

@@ -15,20 +15,14 @@ from typing import Any
 
 import structlog
 
-from aql_mcp.metrics import Metrics
+from aql_mcp.metrics import OUTCOMES, Metrics
 from aql_mcp.protocol.context import Context
 from aql_mcp.tracing import Tracing, set_outcome
 
 log = structlog.get_logger("aql_mcp.calls")
 
-OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL = (
-    "ok",
-    "client_error",
-    "auth_error",
-    "rate_limited",
-    "timeout",
-    "internal",
-)
+# The outcome classes are the metrics' label values, named here for the code that sets them.
+OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL = OUTCOMES
 # MCP-AQL error codes by the outcome class they count as; every other failure is a client error.
 OPERATION_OUTCOMES = {
     "INTERNAL_ERROR": INTERNAL,
