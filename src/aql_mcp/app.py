@@ -13,7 +13,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import anyio
 import structlog
@@ -40,6 +39,7 @@ from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
 from aql_mcp.middleware.rate_limit import RateLimitMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
+from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.probes import Probes
@@ -174,12 +174,9 @@ def instructions(settings: Settings, registry: Registry) -> str:
         f"{settings.server.name} serves tools, prompts and resources registered by its plugins. "
         "Call tools/list to see the tools; every tool states its side effects and risk level."
     )
-    prefix = settings.aql.tool_prefix
-    # The tool that answers `introspect`: the read family's (crude), discover's (dqmo), or the single tool.
-    introspecting = next(
-        (name for name in (f"{prefix}_read", f"{prefix}_discover", prefix) if registry.tool(name) is not None), None
-    )
-    if introspecting is not None:
+    aql = settings.aql
+    introspecting = Surface(aql.mode, aql.profile, aql.tool_prefix).introspect_tool
+    if registry.tool(introspecting) is not None:
         text += (
             f" Its operations are served through MCP-AQL: call {introspecting} with "
             '{"operation": "introspect", "params": {"query": "operations"}} to list them.'
@@ -267,8 +264,7 @@ async def _forget_spent(services: Services) -> None:
     idempotency keys past their retention."""
     store, settings, now = services.sessions.store, services.settings, time.time()
     await store.confirmations.purge_grants(now - settings.aql.confirmation_ttl_seconds)
-    horizon = datetime.fromtimestamp(now - settings.records.idempotency_retention_seconds, UTC)
-    await store.records.purge_idempotency(horizon.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    await store.records.purge_idempotency(now - settings.records.idempotency_retention_seconds)
 
 
 async def _refresh_keys(jwks: JwksKeySource) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -119,8 +120,8 @@ async def test_idempotency_keys_are_forgotten_after_their_retention(tmp_path: Pa
     await store.create_collection("t1", "c", "", None, "now")
     first = NewRecord("c", "r1", {"a": 1}, "e1", "2026-01-01T00:00:00.000Z")
     await store.create_record("t1", first, QUOTA, Idempotency("k", "h"))
-    assert await store.purge_idempotency("2025-12-31T00:00:00.000Z") == 0
-    assert await store.purge_idempotency("2026-01-02T00:00:00.000Z") == 1
+    assert await store.purge_idempotency(datetime(2025, 12, 31, tzinfo=UTC).timestamp()) == 0
+    assert await store.purge_idempotency(datetime(2026, 1, 2, tzinfo=UTC).timestamp()) == 1
     again = NewRecord("c", "r2", {"a": 1}, "e2", "2026-01-03T00:00:00.000Z")
     _created, replayed = await store.create_record("t1", again, QUOTA, Idempotency("k", "h"))
     await owner.close()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -66,6 +66,7 @@ from aql_mcp.store.records import (
     StoredCollection,
     StoredRecord,
     VersionMismatch,
+    timestamp,
 )
 
 
@@ -135,7 +136,7 @@ class Records:
             raise _quota(exc) from None
         except Missing:
             raise _not_found("collection", params.collection) from None
-        wire = record_wire(stored) if isinstance(stored, StoredRecord) else replay_wire(stored)
+        wire = record_wire(stored)
         if replayed:
             return Outcome(
                 wire,
@@ -260,17 +261,6 @@ def record_wire(record: StoredRecord) -> dict[str, Any]:
     }
 
 
-def replay_wire(first: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": first["id"],
-        "collection": first["collection"],
-        **first["data"],
-        "_etag": first["etag"],
-        "created_at": first["created_at"],
-        "updated_at": first["updated_at"],
-    }
-
-
 def collection_wire(collection: StoredCollection) -> dict[str, Any]:
     return {
         "name": collection.name,
@@ -330,7 +320,7 @@ def _quota(exc: QuotaExceeded) -> OperationError:
 
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return timestamp(time.time())
 
 
 def new_id() -> str:
@@ -345,17 +335,15 @@ def new_etag() -> str:
 class RecordsPlugin:
     """Registers the records operations (trust level `community_reviewed`, a built-in)."""
 
-    settings: Settings
     name: str = "records"
     trust: TrustLevel = "community_reviewed"
 
     def register_operations(self, operations: PluginOperations) -> None:
-        records = Records(self.settings, operations.store.records)
+        records = Records(operations.settings, operations.store.records)
         for type_def in TYPES:
             operations.add_type(type_def)
         for operation in catalog(records):
             operations.add(operation)
 
 
-def plugin(settings: Settings | None = None) -> RecordsPlugin:
-    return RecordsPlugin(settings or Settings())
+plugin = RecordsPlugin()

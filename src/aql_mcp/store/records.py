@@ -12,11 +12,17 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
 
 from aql_mcp.exceptions import AqlMcpError
+
+
+def timestamp(epoch: float) -> str:
+    """The stored form of a moment: ISO 8601 UTC in milliseconds, which sorts as text (purges compare it)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class SqliteConnection(Protocol):
@@ -124,7 +130,7 @@ class RecordStore(Protocol):
     async def delete_collection(self, tenant: str, name: str) -> int: ...
     async def create_record(
         self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
-    ) -> tuple[StoredRecord | dict[str, Any], bool]: ...
+    ) -> tuple[StoredRecord, bool]: ...
     async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None: ...
     async def scan_records(self, tenant: str, collection: str) -> list[StoredRecord]: ...
     async def page_records(self, tenant: str, collection: str, window: SeqWindow) -> SeqPage:
@@ -145,8 +151,8 @@ class RecordStore(Protocol):
     ) -> StoredRecord: ...
     async def delete_record(self, tenant: str, collection: str, record_id: str, *, if_match: str | None) -> None: ...
     async def usage(self, tenant: str) -> tuple[int, int]: ...
-    async def purge_idempotency(self, before: str) -> int:
-        """Forget idempotency keys first used before `before` (an ISO timestamp); return how many."""
+    async def purge_idempotency(self, before: float) -> int:
+        """Forget idempotency keys first used before `before` (epoch seconds); return how many."""
         ...
 
 
@@ -167,11 +173,11 @@ class SqliteRecordStore:
         return StoredCollection(name, description, fields, now)
 
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
+        # Every record write and listing asks this first; counting the records here would cost in
+        # proportion to the collection, and none of them reads the count (record_count stays 0).
         with self._store.guard() as db:
             row = db.execute(
-                "SELECT name, description, fields, created_at, "
-                "(SELECT count(*) FROM records r WHERE r.tenant = c.tenant AND r.collection = c.name) "
-                "FROM record_collections c WHERE tenant = ? AND name = ?",
+                "SELECT name, description, fields, created_at, 0 FROM record_collections WHERE tenant = ? AND name = ?",
                 (tenant, name),
             ).fetchone()
         return _collection(row) if row else None
@@ -203,8 +209,8 @@ class SqliteRecordStore:
 
     async def create_record(
         self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
-    ) -> tuple[StoredRecord | dict[str, Any], bool]:
-        """The new record, or the first response for a repeated idempotency key (then True)."""
+    ) -> tuple[StoredRecord, bool]:
+        """The new record, or the first one for a repeated idempotency key (then True)."""
         body = orjson.dumps(record.data)
         with self._store.transaction() as db:
             if idempotency is not None:
@@ -215,7 +221,7 @@ class SqliteRecordStore:
                 if row is not None:
                     if row[0] != idempotency.request_hash:
                         raise KeyReused(idempotency.key)
-                    return orjson.loads(row[1]), True
+                    return StoredRecord(**orjson.loads(row[1]), seq=0), True
             if not db.execute(
                 "SELECT 1 FROM record_collections WHERE tenant = ? AND name = ?", (tenant, record.collection)
             ).fetchone():
@@ -345,9 +351,10 @@ class SqliteRecordStore:
             row = db.execute("SELECT records, bytes FROM record_usage WHERE tenant = ?", (tenant,)).fetchone()
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
-    async def purge_idempotency(self, before: str) -> int:
+    async def purge_idempotency(self, before: float) -> int:
         with self._store.transaction() as db:
-            return int(db.execute("DELETE FROM record_idempotency WHERE created_at < ?", (before,)).rowcount)
+            cutoff = timestamp(before)
+            return int(db.execute("DELETE FROM record_idempotency WHERE created_at < ?", (cutoff,)).rowcount)
 
 
 _COLUMNS = "collection, id, data, etag, created_at, updated_at, seq"

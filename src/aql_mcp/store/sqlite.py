@@ -121,7 +121,7 @@ class SqliteStore:
         return self._db
 
     @contextmanager
-    def _guard(self) -> Iterator[sqlite3.Connection]:
+    def guard(self) -> Iterator[sqlite3.Connection]:
         """The connection, with SQLite's errors translated where they enter (no SQL on the wire)."""
         try:
             yield self.db
@@ -130,19 +130,13 @@ class SqliteStore:
             raise StoreError() from exc
 
     @contextmanager
-    def guard(self) -> Iterator[sqlite3.Connection]:
-        """The connection for reads, with SQLite's errors translated (the facets' entry point)."""
-        with self._guard() as db:
-            yield db
-
-    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: committed on success, rolled back on any exception.
 
         IMMEDIATE takes the write lock at the start, so the reads a write depends on (a quota, an
         `_etag`, an unconsumed token) cannot change before it commits.
         """
-        with self._guard() as db:
+        with self.guard() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -174,7 +168,7 @@ class SqliteStore:
         return True
 
     async def create_session(self, record: SessionRecord, *, max_open: int) -> bool:
-        with self._guard() as db:
+        with self.guard() as db:
             # One statement, so the cap check and the insert cannot interleave with another writer.
             cursor = db.execute(
                 "INSERT INTO sessions SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM sessions) < ?",
@@ -193,7 +187,7 @@ class SqliteStore:
             return cursor.rowcount == 1
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        with self._guard() as db:
+        with self.guard() as db:
             row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 return None
@@ -209,42 +203,38 @@ class SqliteStore:
             )
 
     async def touch_session(self, session_id: str, now: float) -> None:
-        with self._guard() as db:
+        with self.guard() as db:
             db.execute("UPDATE sessions SET last_seen = ? WHERE id = ?", (now, session_id))
 
     async def set_log_level(self, session_id: str, level: str) -> None:
-        with self._guard() as db:
+        with self.guard() as db:
             db.execute("UPDATE sessions SET log_level = ? WHERE id = ?", (level, session_id))
 
     async def delete_session(self, session_id: str) -> bool:
-        with self._guard() as db:
-            with db:
-                db.execute("BEGIN")
-                db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-                cursor = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            return cursor.rowcount == 1
+        with self.transaction() as db:
+            db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+            cursor = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return cursor.rowcount == 1
 
     async def expire_sessions(self, idle_before: float) -> list[str]:
-        with self._guard() as db:
-            with db:
-                db.execute("BEGIN")
-                ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
-                db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in ids])
-                db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
-            return ids
+        with self.transaction() as db:
+            ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
+            db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in ids])
+            db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
+        return ids
 
     async def count_sessions(self, owner: str | None = None) -> int:
-        with self._guard() as db:
+        with self.guard() as db:
             if owner is None:
                 return int(db.execute("SELECT count(*) FROM sessions").fetchone()[0])
             return int(db.execute("SELECT count(*) FROM sessions WHERE owner = ?", (owner,)).fetchone()[0])
 
     async def append_event(self, session_id: str, stream_id: str, seq: int, data: bytes, now: float) -> None:
-        with self._guard() as db:
+        with self.guard() as db:
             db.execute("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", (session_id, stream_id, seq, data, now))
 
     async def events_after(self, session_id: str, stream_id: str, seq: int) -> list[StoredEvent]:
-        with self._guard() as db:
+        with self.guard() as db:
             rows = db.execute(
                 "SELECT seq, data FROM events WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq",
                 (session_id, stream_id, seq),
@@ -252,7 +242,7 @@ class SqliteStore:
             return [StoredEvent(seq=r[0], data=r[1]) for r in rows]
 
     async def purge_events(self, before: float) -> int:
-        with self._guard() as db:
+        with self.guard() as db:
             return db.execute("DELETE FROM events WHERE created_at < ?", (before,)).rowcount
 
 
