@@ -7,8 +7,7 @@ argument values, so nothing marked sensitive can reach a log line, a label or a 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
@@ -105,48 +104,61 @@ class Telemetry:
         attributes = {"mcp.method": method, "mcp.session": (ctx.session_id or "")[:8]}
         return self.tracing.span(method, attributes, meta)
 
-    @contextmanager
-    def operation(self, name: str, ctx: Context, *, batch: bool) -> Iterator[OperationRecord]:
+    def operation(self, name: str, ctx: Context, *, batch: bool) -> OperationRecord:
         """An MCP-AQL operation inside the current tools/call: a child span, and the call's
         `operation` label (`batch` for a batch, whose items each get a log line of their own)."""
-        call = _CURRENT_CALL.get()
-        if call is not None:
-            call.operation = BATCH if batch else name
-        record = OperationRecord()
-        started = time.perf_counter()
-        scope: AbstractContextManager[Any] = NO_SPAN
-        if self.tracing.enabled:
-            attributes = {
-                "mcp.operation": name,
-                "mcp.tool": call.tool if call is not None else "",
-                "mcp.session": (ctx.session_id or "")[:8],
-            }
-            scope = self.tracing.span(f"aql {name}", attributes)
-        with scope as span:
-            try:
-                yield record
-            finally:
-                set_outcome(span, record.outcome)
-                if batch:
-                    log.info(
-                        "operation",
-                        tool=call.tool if call is not None else None,
-                        operation=name,
-                        outcome=record.outcome,
-                        code=record.code,
-                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                        jsonrpc_id=ctx.message_id,
-                    )
+        return OperationRecord(self, name, ctx, batch=batch)
 
 
 class OperationRecord:
-    """One MCP-AQL operation while it runs; the router sets the error code it ended with."""
+    """One MCP-AQL operation while it runs; the router sets the error code it ended with.
 
-    __slots__ = ("code", "outcome")
+    A plain context manager, like `CallRecord`: it is entered for every operation.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_batch", "_call", "_ctx", "_name", "_span_scope", "_started", "code", "outcome", "span")
+
+    def __init__(self, telemetry: Telemetry, name: str, ctx: Context, *, batch: bool) -> None:
+        self._name = name
+        self._ctx = ctx
+        self._batch = batch
+        self._call = _CURRENT_CALL.get()
         self.outcome = OK
         self.code: str | None = None
+        self.span: Any = None
+        self._started = 0.0
+        self._span_scope: AbstractContextManager[Any] = NO_SPAN
+        if self._call is not None:
+            self._call.operation = BATCH if batch else name
+        if telemetry.tracing.enabled:
+            attributes = {
+                "mcp.operation": name,
+                "mcp.tool": self._call.tool if self._call is not None else "",
+                "mcp.session": (ctx.session_id or "")[:8],
+            }
+            self._span_scope = telemetry.tracing.span(f"aql {name}", attributes)
+
+    def __enter__(self) -> OperationRecord:
+        self.span = self._span_scope.__enter__()
+        if self._batch:
+            self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool | None:
+        set_outcome(self.span, self.outcome)
+        if self._batch:
+            log.info(
+                "operation",
+                tool=self._call.tool if self._call is not None else None,
+                operation=self._name,
+                outcome=self.outcome,
+                code=self.code,
+                duration_ms=round((time.perf_counter() - self._started) * 1000, 2),
+                jsonrpc_id=self._ctx.message_id,
+            )
+        return self._span_scope.__exit__(exc_type, exc, traceback)
 
     def failed(self, code: str) -> None:
         self.code = code

@@ -26,12 +26,10 @@ class AuditLog:
         outcome: str,
         resource_id: str | None = None,
         code: str | None = None,
-        **extra: Any,
     ) -> None:
         fields: dict[str, Any] = {"audit": kind, "operation": operation, "principal": principal, "outcome": outcome}
         if resource_id is not None:
             fields["resource_id"] = resource_id
         if code is not None:
             fields["code"] = code
-        fields.update(extra)
         self._log.info("audit_event", **fields)

@@ -17,6 +17,7 @@ from aql_mcp.operations.results import (
     VALIDATION_INVALID_TYPE,
     VALIDATION_PAYLOAD_TOO_LARGE,
     Envelope,
+    failure,
 )
 from aql_mcp.operations.router import Router
 
@@ -59,16 +60,12 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
 
 def _refusal(arguments: dict[str, Any], items: Any, cap: int) -> Envelope | None:
     if "operation" in arguments:
-        return _failure(VALIDATION_INVALID_TYPE, "Send either 'operation' or 'operations' (a batch), not both")
+        return failure(VALIDATION_INVALID_TYPE, "Send either 'operation' or 'operations' (a batch), not both")
     if not isinstance(items, list) or not items:
-        return _failure(VALIDATION_INVALID_TYPE, "Parameter 'operations' expected 'a non-empty array of operations'")
+        return failure(VALIDATION_INVALID_TYPE, "Parameter 'operations' expected 'a non-empty array of operations'")
     if len(items) > cap:
-        return _failure(VALIDATION_PAYLOAD_TOO_LARGE, f"Payload exceeds batch_size limit of {cap}")
+        return failure(VALIDATION_PAYLOAD_TOO_LARGE, f"Payload exceeds batch_size limit of {cap}")
     return None
-
-
-def _failure(code: str, message: str) -> Envelope:
-    return {"success": False, "error": {"code": code, "message": message}}
 
 
 def _bare(envelope: Envelope) -> dict[str, Any]:

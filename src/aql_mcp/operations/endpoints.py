@@ -92,6 +92,13 @@ class Surface:
     def tool_name(self, family: str | None) -> str:
         return self.prefix if family is None else f"{self.prefix}_{family}"
 
+    @property
+    def introspect_tool(self) -> str:
+        """The tool that answers `introspect` (a READ operation marked `discovery`)."""
+        if not self.has_families:
+            return self.tool_name(None)
+        return self.tool_name("discover" if self.profile == "dqmo" else "read")
+
     def tool_for(self, operation: Operation) -> str:
         """The tool introspection names as `mcpTool`: the family's tool unless only `mcp_aql` exists."""
         return self.tool_name(family_of(operation, self.profile) if self.has_families else None)
@@ -123,10 +130,11 @@ def build_tool(
     lines.append(
         'Call: {"operation": "<name>", "params": {...}}; batch: {"operations": [{"operation": ..., "params": ...}]}. '
         'Discover parameters with {"operation": "introspect", "params": {"query": "operations", "name": "<name>"}}'
+        # The single tool takes every operation, introspect included.
         + (
             ""
-            if family in (None, "read", "discover", "query")
-            else f" on {surface.tool_name(_introspect_family(surface))}"
+            if family is None or surface.tool_name(family) == surface.introspect_tool
+            else f" on {surface.introspect_tool}"
         )
         + "."
     )
@@ -140,12 +148,6 @@ def build_tool(
         input_schema=dict(INPUT_SCHEMA),
         annotations=_annotations(operations),
     )
-
-
-def _introspect_family(surface: Surface) -> str | None:
-    if not surface.has_families:
-        return None
-    return "discover" if surface.profile == "dqmo" else "read"
 
 
 def _risk_lines(operations: list[Operation], gate: Callable[[Operation], str]) -> list[str]:

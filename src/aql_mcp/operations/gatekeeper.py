@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.operations.models import DANGER_LEVELS, TRUST_LEVELS, DangerLevel, Operation, TrustLevel
+from aql_mcp.operations.models import TRUST_LEVELS, DangerLevel, Operation, TrustLevel
 from aql_mcp.operations.results import (
     CONFIRMATION_REQUIRED,
     PERMISSION_DANGER_LEVEL_DENIED,
@@ -42,9 +42,8 @@ TOKEN_PREFIX = "conf_"  # noqa: S105 (a token prefix, not a secret)
 
 
 def behavior(operation: Operation, trust: TrustLevel) -> str:
-    """allow, confirm, deny or introspect_only for this operation from a plugin of this trust."""
-    if operation.name == "introspect":
-        return "allow"
+    """allow, confirm or deny for this operation from a plugin of this trust; the matrix's
+    `introspect_only` denies the call (the operation stays visible to `introspect`)."""
     verdict = MATRIX[operation.danger_level][TRUST_LEVELS.index(trust)]
     return "deny" if verdict == "introspect_only" else verdict
 
@@ -106,7 +105,8 @@ class Gatekeeper:
         self, token: str, operation: Operation, params: Mapping[str, Any], principal: str, session: str
     ) -> None:
         """Consume the token or raise the TOKEN_* error that says why it cannot be used."""
-        grant = await self._grants.get_grant(token_digest(token))
+        digest = token_digest(token)
+        grant = await self._grants.get_grant(digest)
         if grant is None:
             raise OperationError(TOKEN_INVALID, "Invalid confirmation token", {"token": token[:80]})
         if grant.operation != operation.name:
@@ -122,7 +122,7 @@ class Gatekeeper:
                 "Confirmation token has expired",
                 {"token": token, "expired_at": iso(grant.expires_at), "current_time": iso(now)},
             )
-        if grant.consumed_at is not None or not await self._grants.consume_grant(token_digest(token), now):
+        if grant.consumed_at is not None or not await self._grants.consume_grant(digest, now):
             raise OperationError(
                 TOKEN_ALREADY_USED,
                 "Confirmation token has already been used",
@@ -152,7 +152,3 @@ def token_digest(token: str) -> str:
 
 def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def danger_rank(level: DangerLevel) -> int:
-    return DANGER_LEVELS.index(level)

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from aql_mcp.protocol.context import Context
 
 Category = Literal["CREATE", "READ", "UPDATE", "DELETE", "EXECUTE"]
-CATEGORIES: tuple[Category, ...] = ("CREATE", "READ", "UPDATE", "DELETE", "EXECUTE")
 
 # docs/adapter/danger-levels.md §2.1, in increasing order.
 DangerLevel = Literal["safe", "reversible", "destructive", "dangerous", "forbidden"]

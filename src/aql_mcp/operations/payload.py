@@ -41,7 +41,7 @@ def _walk(value: Any, limits: Limits, location: str, depth: int) -> None:
     elif isinstance(value, list):
         _check_depth(depth, limits)
         if len(value) > limits.max_array_elements:
-            raise _too_large("array_elements", limits.max_array_elements, len(value), "elements", location)
+            raise too_large("array_elements", limits.max_array_elements, len(value), "elements", location)
         for index, item in enumerate(value):
             _walk(item, limits, f"{location}[{index}]", depth + 1)
 
@@ -58,15 +58,15 @@ def _check_string(value: str, limits: Limits, location: str) -> None:
     if len(value) * 4 > limits.max_string_length:
         size = len(value.encode("utf-8"))
         if size > limits.max_string_length:
-            raise _too_large("string_length", limits.max_string_length, size, "bytes", location)
+            raise too_large("string_length", limits.max_string_length, size, "bytes", location)
 
 
 def _check_depth(depth: int, limits: Limits) -> None:
     if depth > limits.max_nesting_depth:
-        raise _too_large("nesting_depth", limits.max_nesting_depth, depth, "levels", None)
+        raise too_large("nesting_depth", limits.max_nesting_depth, depth, "levels", None)
 
 
-def _too_large(kind: str, limit: int, actual: int, unit: str, location: str | None) -> OperationError:
+def too_large(kind: str, limit: int, actual: int, unit: str, location: str | None) -> OperationError:
     details: dict[str, Any] = {"limit_type": kind, "limit_value": limit, "actual_value": actual, "unit": unit}
     if location:
         details["location"] = location

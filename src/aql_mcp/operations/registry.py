@@ -70,9 +70,6 @@ class OperationRegistry:
     def operations(self) -> Iterator[Operation]:
         return iter(self._operations.values())
 
-    def owner(self, name: str) -> str:
-        return self._owners[name]
-
     def trust(self, name: str) -> TrustLevel:
         return self._trust[name]
 

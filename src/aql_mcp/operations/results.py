@@ -98,5 +98,20 @@ def to_tool_result(envelope: Envelope) -> ToolResult:
 
 
 def wire_size(envelope: Envelope) -> int:
-    """Bytes the envelope takes in a tools/call result: once as JSON text, once as structured content."""
-    return len(orjson.dumps(to_tool_result(envelope).to_wire()))
+    """Bytes the envelope takes in a tools/call result: once as JSON text, once as structured content.
+
+    From one serialisation (the router measures every candidate page): the envelope, the same
+    bytes as a JSON string, and the fixed frame of `to_tool_result` around them.
+    """
+    body = orjson.dumps(envelope)
+    frame = _FRAME[bool(envelope.get("success", False))]
+    return frame + len(body) + len(orjson.dumps(body.decode("utf-8")))
+
+
+def _frame(envelope: Envelope) -> int:
+    body = orjson.dumps(envelope)
+    return len(orjson.dumps(to_tool_result(envelope).to_wire())) - len(body) - len(orjson.dumps(body.decode("utf-8")))
+
+
+# The bytes `to_tool_result(...).to_wire()` adds around the envelope, for a failure and a success.
+_FRAME = {False: _frame(failure("X", "x")), True: _frame(success(None))}

@@ -18,9 +18,9 @@ from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
-from aql_mcp.operations.models import Call, Operation, Outcome, Page
+from aql_mcp.operations.models import Call, Operation, Outcome, Page, Params
 from aql_mcp.operations.parameters import invalid_type, resolve, validate
-from aql_mcp.operations.payload import Limits, check_payload
+from aql_mcp.operations.payload import Limits, check_payload, too_large
 from aql_mcp.operations.registry import OperationRegistry
 from aql_mcp.operations.results import (
     CONFIRMATION_REQUIRED,
@@ -29,7 +29,6 @@ from aql_mcp.operations.results import (
     PERMISSION_DENIED,
     VALIDATION_ENDPOINT_MISMATCH,
     VALIDATION_MISSING_PARAM,
-    VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_TRUNCATED_WARNING,
     Envelope,
     OperationError,
@@ -135,7 +134,7 @@ class Router:
         values, token = resolve(item)
         params = validate(operation, values)
         selection = self._selection(operation, params)
-        await self._gate(operation, params.model_dump(mode="json"), token, call)
+        await self._gate(operation, params, token, call, principal)
         envelope = self._shape(operation, await operation.handler(params, call), selection)
         if operation.category != "READ":
             self.audit.event(
@@ -193,18 +192,19 @@ class Router:
             return None
         return resolve_selection(getattr(params, "fields", None), operation.field_presets, operation.default_preset)
 
-    async def _gate(self, operation: Operation, params: dict[str, Any], token: str | None, call: Call) -> None:
+    async def _gate(self, operation: Operation, params: Params, token: str | None, call: Call, principal: str) -> None:
         trust = self.registry.trust(operation.name)
         verdict = behavior(operation, trust)
-        principal, session = digest(call), call.session_id or ""
         if verdict == "allow":
             return
         if verdict == "deny":
             self.audit.event("gate", operation=operation.name, principal=principal, outcome="denied")
             raise self.gatekeeper.deny(operation, trust)
+        # Only a gated call binds a token to its parameters: the dump is not paid on every call.
+        values, session = params.model_dump(mode="json"), call.session_id or ""
         if token is not None:
             try:
-                await self.gatekeeper.redeem(token, operation, params, principal, session)
+                await self.gatekeeper.redeem(token, operation, values, principal, session)
             except OperationError as exc:
                 self.audit.event(
                     "token", operation=operation.name, principal=principal, outcome="rejected", code=exc.code
@@ -216,7 +216,7 @@ class Router:
             await self._elicit(operation, call, principal)
             return
         self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
-        raise await self.gatekeeper.require(operation, params, principal, session)
+        raise await self.gatekeeper.require(operation, values, principal, session)
 
     async def _elicit(self, operation: Operation, call: Call, principal: str) -> None:
         message = f"The agent asks to run '{operation.name}' ({operation.danger_level}): {operation.description}"
@@ -253,7 +253,7 @@ class Router:
                 {"field": "data", "limit_type": "response_size", "limit_value": self.options.max_response_bytes},
             )
             return success(kept, [*warnings, notice])
-        raise _response_too_large(self.options.max_response_bytes, size)
+        raise too_large("response_size", self.options.max_response_bytes, size, "bytes", None)
 
     def _fit_page(self, page: Page, selection: Selection, warnings: list[dict[str, Any]]) -> Envelope:
         """The page, or its longest prefix that fits the result limit, with pageInfo for the rest."""
@@ -271,7 +271,7 @@ class Router:
             else:
                 high = middle - 1
         if low == 0:
-            raise _response_too_large(limit, size)
+            raise too_large("response_size", limit, size, "bytes", None)
         notice = warning(
             VALIDATION_TRUNCATED_WARNING,
             f"Response truncated to {low} items",
@@ -297,14 +297,6 @@ def _page_envelope(page: Page, items: list[dict[str, Any]], count: int, warnings
     if page.total_count is not None:
         info["totalCount"] = page.total_count
     return success({"items": kept, "pageInfo": info, **page.extra}, warnings)
-
-
-def _response_too_large(limit: int, size: int) -> OperationError:
-    return OperationError(
-        VALIDATION_PAYLOAD_TOO_LARGE,
-        f"Payload exceeds response_size limit of {limit}",
-        {"limit_type": "response_size", "limit_value": limit, "actual_value": size, "unit": "bytes"},
-    )
 
 
 def digest(call: Call) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.batch import run_batch
-from aql_mcp.operations.endpoints import PROFILES, Surface, build_tool, family_of
+from aql_mcp.operations.endpoints import Surface, build_tool, family_of
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
 from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation
 from aql_mcp.operations.models import Call, Operation, TrustLevel, TypeDef
@@ -116,7 +116,7 @@ class AqlService:
         previous, self._registry.plugin = self._registry.plugin, CORE
         try:
             if self.surface.has_families:
-                for family in PROFILES[self.surface.profile]:
+                for family in self.surface.families:
                     ops = [op for op in self.operations.operations() if family_of(op, self.surface.profile) == family]
                     self._put(family, ops)
             if self.surface.has_single:

@@ -29,7 +29,7 @@ def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
     candidate = getattr(module, attribute, None)
     if candidate is None:
         raise ConfigError(f"plugin {path!r}: {module_name} has no attribute {attribute!r}")
-    if not _is_plugin(candidate) and callable(candidate):
+    if not isinstance(candidate, (Plugin, OperationsPlugin)) and callable(candidate):
         try:
             candidate = candidate(settings)
         except Exception as exc:
@@ -42,10 +42,6 @@ def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
             "or `trust` and `register_operations(operations)`)"
         )
     return candidate
-
-
-def _is_plugin(candidate: object) -> bool:
-    return isinstance(candidate, (Plugin, OperationsPlugin))
 
 
 def load_plugins(
