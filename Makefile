@@ -25,7 +25,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The store tests run on SQLite and on a throwaway PostgreSQL the suite starts (scripts/postgres.sh).
 unit: $(STAMP)
+	scripts/postgres.sh install
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit

@@ -10,7 +10,10 @@ import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
 from tests.support.asgi import asgi_client, dev_settings
+from tests.support.engines import ENGINES, Backend, backend_for
+from tests.support.postgres import start_postgres, stop_postgres
 from tests.support.redaction import leaks
 from tests.support.server import ServerProcess, start_server
 
@@ -42,6 +45,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A real `aql-mcp serve --dev` process with the conformance fixtures, one per test module."""
     with start_server(tmp_path_factory.mktemp("server")) as process:
         yield process
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway PostgreSQL for the whole run (scripts/postgres.sh); each test takes a database of its own."""
+    directory = tmp_path_factory.mktemp("postgres")
+    url = start_postgres(directory)
+    yield url
+    stop_postgres(directory)
+
+
+@pytest.fixture(params=ENGINES)
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """An empty database of each engine in turn: tests taking it form the engine contract suite."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    async for opened in backend_for(request.param, tmp_path, server):
+        yield opened
+
+
+@pytest.fixture
+async def store(backend: Backend) -> Store:
+    return await backend.open()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

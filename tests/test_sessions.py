@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from aql_mcp.events import STANDALONE
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
 from aql_mcp.sessions import Session, SessionManager
 from aql_mcp.store.sqlite import SqliteStore
@@ -168,7 +169,7 @@ async def test_sweep_expires_idle_sessions_and_keeps_active_ones(
     clock.advance(20)
     await manager.sweep()
     assert await store.get_session(idle.id) is None
-    assert await store.events_after(idle.id, idle.standalone_id, 0) == []
+    assert await store.events_after(idle.id, STANDALONE, 0) == []
     assert await store.get_session(active.id) is not None
     assert idle not in list(manager)
     with pytest.raises(SessionNotFound):

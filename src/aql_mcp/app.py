@@ -36,7 +36,7 @@ from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.middleware.limits import BodyLimitMiddleware
 from aql_mcp.middleware.origin import OriginMiddleware
 from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
-from aql_mcp.middleware.rate_limit import RateLimitMiddleware
+from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.operations.endpoints import Surface
@@ -47,13 +47,16 @@ from aql_mcp.protocol.methods import build_dispatcher
 from aql_mcp.registry import Kind, Registry
 from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
-from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.store.base import Store
+from aql_mcp.store.factory import open_store
 from aql_mcp.telemetry import Telemetry
 from aql_mcp.tracing import Tracing
 from aql_mcp.transport import StreamableHTTPEndpoint
 
 log = structlog.get_logger("aql_mcp.app")
 HOUSEKEEPING_SECONDS = 30.0
+# How often a replica says it is alive; the store counts one as gone after three missed beats.
+HEARTBEAT_SECONDS = 5.0
 Endpoint = Callable[[Request], Awaitable[Response]]
 # What a caller without a token may do when `auth.anonymous_listing` is on (corporate §7.1 MAY).
 ANONYMOUS_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list", "prompts/list"})
@@ -72,6 +75,7 @@ class Services:
     dev_issuer: DevIssuer | None
     authentication: Authentication
     telemetry: Telemetry
+    share: ReplicaShare
 
 
 def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
@@ -86,7 +90,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     )
     telemetry = Telemetry(metrics=metrics, tracing=tracing)
     registry = Registry()
-    store = SqliteStore(settings.store.path / "aql-mcp.sqlite3")
+    store = open_store(settings)
+    share = ReplicaShare()
     load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
     sessions = SessionManager(
         store,
@@ -106,6 +111,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         retry_ms=settings.streams.retry_ms,
         log_level=settings.logging.level,
         anonymous_methods=ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset(),
+        # A request runs at most the tool timeout; a follower waits that long and a little more.
+        follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
     )
     issuer = (
         DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
@@ -113,9 +120,19 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         else None
     )
     authentication = build_authentication(settings, issuer, on_refresh=metrics.jwks_refresh)
-    metrics.track(sessions=sessions.live_count, streams=lambda: len(endpoint.connections))
+    metrics.track(
+        sessions=sessions.live_count, streams=lambda: len(endpoint.connections), replicas=lambda: share.replicas
+    )
     services = Services(
-        settings, registry, sessions, endpoint, Probes(store, authentication.jwks), issuer, authentication, telemetry
+        settings,
+        registry,
+        sessions,
+        endpoint,
+        Probes(store, authentication.jwks),
+        issuer,
+        authentication,
+        telemetry,
+        share,
     )
     mcp_middleware = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
@@ -133,6 +150,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             rate_per_second=settings.limits.rate_per_second,
             burst=settings.limits.rate_burst,
             max_concurrent=settings.limits.max_concurrent_calls,
+            share=share,
             on_refusal=metrics.limit_event,
         ),
         Middleware(ProtocolVersionMiddleware),
@@ -207,10 +225,12 @@ def jwks(issuer: DevIssuer) -> Endpoint:
     return handler
 
 
-def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def lifespan(services: Services, store: Store) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
+        store.bus.listen(services.sessions.on_signal)
         await store.open()
+        services.share.replicas = await store.bus.heartbeat(time.time())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))
         jwks = services.authentication.jwks
@@ -220,6 +240,7 @@ def lifespan(services: Services, store: SqliteStore) -> Callable[[Starlette], Ab
             if jwks is not None:
                 group.start_soon(_refresh_keys, jwks)
             group.start_soon(_housekeeping, services)
+            group.start_soon(_heartbeat, services, store)
             group.start_soon(_keepalive, services)
             group.start_soon(_announce_changes, services, changes_out)
             log.info("service_started", name=services.settings.server.name, dev=services.settings.server.dev)
@@ -265,6 +286,16 @@ async def _forget_spent(services: Services) -> None:
     store, settings, now = services.sessions.store, services.settings, time.time()
     await store.confirmations.purge_grants(now - settings.aql.confirmation_ttl_seconds)
     await store.records.purge_idempotency(now - settings.records.idempotency_retention_seconds)
+
+
+async def _heartbeat(services: Services, store: Store) -> None:
+    """Tell the other replicas this one is alive, and take this replica's share of the rate budget."""
+    while True:
+        await anyio.sleep(HEARTBEAT_SECONDS)
+        try:
+            services.share.replicas = await store.bus.heartbeat(time.time())
+        except Exception:
+            log.warning("heartbeat_failed")
 
 
 async def _refresh_keys(jwks: JwksKeySource) -> None:

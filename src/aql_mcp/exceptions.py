@@ -162,7 +162,16 @@ class UpstreamUnavailable(WireError):
 
 
 class StoreError(UpstreamUnavailable):
+    """The engine failed or is out of reach: 503 with `Retry-After`, even inside a session, so a
+    client backs off and retries; what the engine did not commit did not happen."""
+
     message = "Service unavailable: the store could not complete the operation"
+    keeps_status = True
+    RETRY_AFTER = 2
+
+    def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(detail, data=data or {"retryAfter": self.RETRY_AFTER})
+        self.headers["retry-after"] = str(self.RETRY_AFTER)
 
 
 class SessionLimitReached(UpstreamUnavailable):

@@ -128,7 +128,7 @@ class PostExchange:
     async def abandon(self) -> None:
         """The request was cancelled: end its stream with no response (MCP cancellation)."""
         if self.stream is not None:
-            await self.stream.close()
+            await self.stream.abandon()
             self._release()
 
     async def _emit(self, data: bytes) -> None:

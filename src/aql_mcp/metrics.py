@@ -121,6 +121,9 @@ class Metrics:
         )
         self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions.", registry=self.registry)
         self._streams = Gauge("aql_mcp_open_sse_streams", "Open SSE streams.", registry=self.registry)
+        self._replicas = Gauge(
+            "aql_mcp_replicas", "Live replicas sharing the store, this one included.", registry=self.registry
+        )
         build = Gauge(
             "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
         )
@@ -175,10 +178,13 @@ class Metrics:
     def jwks_refresh(self, *, ok: bool) -> None:
         self._jwks_refreshes.labels(result="ok" if ok else "failed").inc()
 
-    def track(self, *, sessions: Callable[[], int], streams: Callable[[], int]) -> None:
-        """Read the open sessions and streams when scraped, not on every change."""
+    def track(
+        self, *, sessions: Callable[[], int], streams: Callable[[], int], replicas: Callable[[], int] = lambda: 1
+    ) -> None:
+        """Read the open sessions, streams and live replicas when scraped, not on every change."""
         self._sessions.set_function(sessions)
         self._streams.set_function(streams)
+        self._replicas.set_function(replicas)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text exposition format 0.0.4 and its content type."""

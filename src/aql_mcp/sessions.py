@@ -1,9 +1,12 @@
 """MCP sessions: created by `initialize`, owned by one subject, kept in the store.
 
-The store holds what must survive a restart (who owns the session, the negotiated version, the
-client's capabilities, its log level). Live state (open streams, requests in flight, requests
-the server is waiting on) stays in this process. Reads are served from memory; `last_seen` is
-written to the store at most once per `touch_interval`, not on every request.
+The store holds what must survive a restart and what every replica must see (who owns the
+session, the negotiated version, the client's capabilities, its log level, its resource
+subscriptions, its streams' events). Live state (open connections, requests in flight, requests
+the server is waiting on) stays in the process that holds it; when a message for it lands on
+another replica (a cancellation, the client's answer), that replica signals it over the store's
+bus (docs/store.md, "Any replica serves any request"). Reads are served from memory; `last_seen`
+is written to the store at most once per `touch_interval`, not on every request.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import anyio
+import orjson
 import structlog
 
 from aql_mcp.events import STANDALONE, EventStream
-from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound
+from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound, StoreError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification
-from aql_mcp.store.base import SessionRecord, Store
+from aql_mcp.store.base import SessionRecord, Signal, Store
 
 log = structlog.get_logger("aql_mcp.sessions")
 
@@ -53,23 +57,18 @@ class Session:
         "last_seen",
         "pending",
         "record",
-        "standalone_id",
         "streams",
-        "subscriptions",
     )
 
     def __init__(self, record: SessionRecord, manager: SessionManager) -> None:
         self.record = record
         self.last_seen = record.last_seen
         self.last_persisted = record.last_seen
-        self.subscriptions: set[str] = set()
         self.streams: dict[str, EventStream] = {}
         self.in_flight: dict[RequestId, Cancellable] = {}
         self.pending: dict[RequestId, PendingRequest] = {}
         self._ids = itertools.count(1)
         self._manager = manager
-        # New per process: a GET stream id from before a restart is replayed, then continued here.
-        self.standalone_id = STANDALONE + secrets.token_hex(4)
 
     @property
     def id(self) -> str:
@@ -91,35 +90,55 @@ class Session:
         self.record.log_level = level
         await self._manager.store.set_log_level(self.id, level)
 
-    def subscribe(self, uri: str) -> None:
-        self.subscriptions.add(uri)
+    async def subscribe(self, uri: str) -> None:
+        await self._manager.store.subscribe(self.id, uri)
 
-    def unsubscribe(self, uri: str) -> None:
-        self.subscriptions.discard(uri)
+    async def unsubscribe(self, uri: str) -> None:
+        await self._manager.store.unsubscribe(self.id, uri)
 
     def next_request_id(self) -> str:
         return f"srv-{next(self._ids)}"
 
-    def open_stream(self, stream_id: str) -> EventStream:
-        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store)
+    def open_stream(self, stream_id: str, *, follows: bool = False) -> EventStream:
+        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store, follows=follows)
         self.streams[stream_id] = stream
         return stream
 
     def standalone(self) -> EventStream:
-        stream = self.streams.get(self.standalone_id)
-        return stream if stream is not None else self.open_stream(self.standalone_id)
+        stream = self.streams.get(STANDALONE)
+        return stream if stream is not None else self.open_stream(STANDALONE)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """A server-initiated notification: on the GET stream only, never broadcast (§ Multiple Connections)."""
         await self.standalone().emit(encode_notification(method, params))
 
     def resolve(self, message_id: RequestId, result: dict[str, Any] | None, error: dict[str, Any] | None) -> bool:
+        """Hand the client's answer to the request waiting for it here; False if none waits here."""
         waiter = self.pending.pop(message_id, None)
         if waiter is None:
             return False
         waiter.result, waiter.error = result, error
         waiter.done.set()
         return True
+
+    async def answer(self, message_id: RequestId, result: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        """The client's answer to a server request, whichever replica sent that request."""
+        if not self.resolve(message_id, result, error):
+            body = orjson.dumps({"result": result, "error": error})
+            await self._manager.store.bus.publish(Signal("response", self.id, _target(message_id), body))
+
+    async def cancel(self, request_id: RequestId, reason: str) -> None:
+        """`notifications/cancelled`: stop the request here, or tell the replica that runs it."""
+        running = self.in_flight.get(request_id)
+        if running is None:
+            await self._manager.store.bus.publish(Signal("cancel", self.id, _target(request_id)))
+            return
+        log.info("request_cancelled", session_id=self.id[:8], reason=reason[:100])
+        running.cancel()
+
+    def is_busy(self) -> bool:
+        """A connection is open or a request runs here: this process must keep its copy."""
+        return bool(self.in_flight) or any(stream.sink is not None for stream in self.streams.values())
 
     async def close(self) -> None:
         for scope in self.in_flight.values():
@@ -168,10 +187,6 @@ class SessionManager:
         capabilities: dict[str, Any],
         log_level: str,
     ) -> Session:
-        if await self.store.count_sessions(owner=owner) >= self._max_per_owner:
-            # One caller may not take the whole table (corporate §14): 429, not the table-full 503.
-            self._on_limit("sessions")
-            raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
         now = self._clock()
         record = SessionRecord(
             # 256 bits from the OS CSPRNG, URL-safe base64: visible ASCII only (2025-11-25 transports).
@@ -184,7 +199,12 @@ class SessionManager:
             created_at=now,
             last_seen=now,
         )
-        if not await self.store.create_session(record, max_open=self._max_open):
+        admission = await self.store.create_session(record, max_open=self._max_open, max_per_owner=self._max_per_owner)
+        if admission == "owner_full":
+            # One caller may not take the whole table (corporate §14): 429, not the table-full 503.
+            self._on_limit("sessions")
+            raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
+        if admission == "table_full":
             self._on_limit("session_table")
             error = SessionLimitReached(data={"retryAfter": self._retry_after})
             error.headers["retry-after"] = str(self._retry_after)
@@ -194,19 +214,14 @@ class SessionManager:
         return session
 
     async def get(self, session_id: str, *, owner: str) -> Session:
-        """The live session, loaded from the store after a restart; SessionNotFound otherwise."""
+        """The session, loaded from the store when this process has not seen it lately (a restart,
+        another replica serving it meanwhile); SessionNotFound when it is unknown, idle or not `owner`'s."""
         now = self._clock()
         session = self._live.get(session_id)
-        if session is None:
-            record = await self.store.get_session(session_id)
-            if record is None:
-                raise SessionNotFound()
-            session = self._live.setdefault(session_id, Session(record, self))
+        if session is None or now - session.last_seen > self._idle:
+            session = await self._load(session_id, now)
         if session.record.owner != owner:
             # Another subject's session is answered exactly as a missing one: no oracle.
-            raise SessionNotFound()
-        if now - session.last_seen > self._idle:
-            await self.delete(session)
             raise SessionNotFound()
         session.last_seen = now
         if now - session.last_persisted > self._touch_interval:
@@ -214,28 +229,79 @@ class SessionManager:
             await self.store.touch_session(session_id, now)
         return session
 
+    async def _load(self, session_id: str, now: float) -> Session:
+        record = await self.store.get_session(session_id)
+        live = self._live.get(session_id)
+        if record is None:
+            await self._forget(session_id)
+            raise SessionNotFound()
+        if now - record.last_seen > self._idle:
+            # Idle by every replica's account: the store's last use is the latest any of them wrote.
+            await self.delete(live or Session(record, self))
+            raise SessionNotFound()
+        if live is None:
+            return self._live.setdefault(session_id, Session(record, self))
+        live.last_seen = live.last_persisted = record.last_seen
+        return live
+
     async def delete(self, session: Session) -> None:
         self._live.pop(session.id, None)
         await session.close()
         await self.store.delete_session(session.id)
+        await self.store.bus.publish(Signal("session_ended", session.id))
 
     async def sweep(self) -> int:
-        """Expire idle sessions, here and in the store; return how many ended."""
+        """Expire sessions idle by the store's account; forget the ones idle here but busy elsewhere."""
         now = self._clock()
-        ended = 0
         for session in list(self._live.values()):
-            if now - session.last_seen > self._idle:
-                await self.delete(session)
-                ended += 1
-            elif session.last_seen > session.last_persisted:
+            if session.last_seen > session.last_persisted:
                 session.last_persisted = session.last_seen
                 await self.store.touch_session(session.id, session.last_seen)
+            if now - session.last_seen > self._idle and not session.is_busy():
+                # Only this process's copy: another replica may be serving the session.
+                self._live.pop(session.id, None)
         expired = await self.store.expire_sessions(now - self._idle)
         for session_id in expired:
-            live = self._live.pop(session_id, None)
-            if live is not None:
-                await live.close()
-        return ended + len(expired)
+            await self._forget(session_id)
+            await self.store.bus.publish(Signal("session_ended", session_id))
+        return len(expired)
+
+    async def _forget(self, session_id: str) -> None:
+        live = self._live.pop(session_id, None)
+        if live is not None:
+            await live.close()
+
+    async def on_signal(self, signal: Signal) -> None:
+        """What another replica says about a session this process may hold (store/base.py `Signal`)."""
+        if signal.kind == "resync":
+            await self._resync()
+            return
+        session = self._live.get(signal.session_id)
+        if session is None:
+            return
+        if signal.kind == "events":
+            stream = session.streams.get(signal.target)
+            if stream is not None:
+                await stream.catch_up()
+        elif signal.kind == "cancel":
+            running = session.in_flight.get(orjson.loads(signal.target))
+            if running is not None:
+                log.info("request_cancelled", session_id=session.id[:8], reason="from another replica")
+                running.cancel()
+        elif signal.kind == "response":
+            answer = orjson.loads(signal.payload)
+            session.resolve(orjson.loads(signal.target), answer.get("result"), answer.get("error"))
+        elif signal.kind == "session_ended":
+            await self._forget(session.id)
+
+    async def _resync(self) -> None:
+        """Wake-ups may have been lost: drop sessions that ended meanwhile, catch up every open stream."""
+        for session in list(self._live.values()):
+            if await self.store.get_session(session.id) is None:
+                await self._forget(session.id)
+                continue
+            for stream in list(session.streams.values()):
+                await stream.catch_up()
 
     async def close_all(self) -> None:
         """On shutdown: persist the last use held back by touch coalescing, then close."""
@@ -246,11 +312,26 @@ class SessionManager:
         self._live.clear()
 
     async def resource_updated(self, uri: str) -> None:
-        for session in list(self._live.values()):
-            if uri in session.subscriptions:
-                await session.notify("notifications/resources/updated", {"uri": uri})
+        """Notify every subscribed session, on its GET stream wherever that is held."""
+        message = encode_notification("notifications/resources/updated", {"uri": uri})
+        for session_id in await self.store.subscribers(uri):
+            live = self._live.get(session_id)
+            stream = live.standalone() if live else self._detached(session_id)
+            try:
+                await stream.emit(message)
+            except StoreError:
+                log.warning("resource_update_not_delivered", session_id=session_id[:8])
+
+    def _detached(self, session_id: str) -> EventStream:
+        """The GET stream of a session this process does not hold: appended to, delivered elsewhere."""
+        return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
 
     async def broadcast(self, method: str) -> None:
         """A list-changed notification to every live session, each on its own GET stream."""
         for session in list(self._live.values()):
             await session.notify(method, {})
+
+
+def _target(request_id: RequestId) -> str:
+    """A JSON-RPC id as a signal's target: its JSON, so 1 and "1" stay apart."""
+    return orjson.dumps(request_id).decode()

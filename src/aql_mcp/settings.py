@@ -79,7 +79,34 @@ class ShutdownSettings(_Section):
 
 
 class StoreSettings(_Section):
+    """Where state lives: SQLite under `path` (one replica), or PostgreSQL at `url` (any number)."""
+
     path: Path = Path("state")
+    url: SecretStr = SecretStr("")
+    listen_url: SecretStr = SecretStr("")
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    pool_min_size: int = Field(default=2, ge=0, le=100)
+    pool_max_size: int = Field(default=10, ge=1, le=200)
+    statement_cache_size: int = Field(default=100, ge=0, le=10_000)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0, le=120)
+    command_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    ssl_mode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+    ssl_root_cert: Path | None = None
+    sqlite_readers: int = Field(default=4, ge=1, le=64)
+
+    @field_validator("url", "listen_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr) -> SecretStr:
+        # The message never repeats the value: it may hold a password.
+        url = value.get_secret_value()
+        if url and urlsplit(url).scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be empty (SQLite under store.path) or a postgresql:// URL")
+        return value
+
+    @property
+    def is_postgres(self) -> bool:
+        return bool(self.url.get_secret_value())
 
 
 class LoggingSettings(_Section):
@@ -314,6 +341,17 @@ def check_safety(settings: Settings) -> None:
             "auth.introspection_client_id / auth.introspection_client_secret (AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID, "
             "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET): required with auth.introspection_url"
         )
+    store = settings.store
+    if store.is_postgres and store.pool_min_size > store.pool_max_size:
+        raise ConfigError(
+            "store.pool_min_size (AQL_MCP_STORE__POOL_MIN_SIZE): larger than store.pool_max_size "
+            f"({store.pool_min_size} > {store.pool_max_size})"
+        )
+    if store.password is not None and store.password_file is not None:
+        raise ConfigError(
+            "store.password (AQL_MCP_STORE__PASSWORD) and store.password_file (AQL_MCP_STORE__PASSWORD_FILE): "
+            "set one of them, not both"
+        )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
@@ -348,4 +386,6 @@ def _plain(field: FieldInfo) -> Any:
         return list(value)
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
     return value

@@ -9,6 +9,7 @@ dispatched, its JSON-RPC errors travel with 200 or in its stream (DESIGN.md, "HT
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import anyio
@@ -16,7 +17,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.events import STANDALONE, format_event, parse_event_id
+from aql_mcp.events import STANDALONE, EventStream, parse_event_id
 from aql_mcp.exceptions import (
     AuthError,
     Conflict,
@@ -69,6 +70,7 @@ class StreamableHTTPEndpoint:
         log_level: str,
         telemetry: Telemetry,
         anonymous_methods: frozenset[str] = frozenset(),
+        follow_seconds: float = 60.0,
     ) -> None:
         self._telemetry = telemetry
         self._sessions = sessions
@@ -79,6 +81,7 @@ class StreamableHTTPEndpoint:
         self._retry_ms = retry_ms
         self._log_level = log_level
         self._anonymous_methods = anonymous_methods
+        self._follow_seconds = follow_seconds
         self.connections: set[Connection] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -156,9 +159,9 @@ class StreamableHTTPEndpoint:
             await self._run(scope, send, message, session)
             return
         if isinstance(message, Response):
-            session.resolve(message.id, message.result, message.error)
+            await session.answer(message.id, message.result, message.error)
         elif message.method == "notifications/cancelled":
-            _cancel(session, message)
+            await _cancel(session, message)
         else:
             await self._dispatcher.notify(message, self._context(scope, None, session, _NoOutbound()))
         await send_empty(send, 202)
@@ -260,38 +263,40 @@ class StreamableHTTPEndpoint:
             raise InvalidRequest("Invalid request: malformed Last-Event-ID", data={"field": "Last-Event-ID"})
         connection = Connection(send, standing=True)
         if resume is not None:
-            await self._resume(session, connection, *resume)
-        else:
-            standalone = session.standalone()
-            if standalone.sink is not None:
-                raise Conflict("Conflict: a GET stream is already open for this session")
-            await connection.start([])
-            await standalone.attach(connection, after=None, retry_ms=self._priming(session))
+            stream = await self._resume(session, connection, *resume)
+            await self._hold(receive, connection, session, follow=stream if stream.follows else None)
+            return
+        standalone = session.standalone()
+        if standalone.sink is not None:
+            raise Conflict("Conflict: a GET stream is already open for this session")
+        await connection.start([])
+        await standalone.attach(connection, after=None, retry_ms=self._priming(session))
         await self._hold(receive, connection, session)
 
-    async def _resume(self, session: Session, connection: Connection, stream_id: str, seq: int) -> None:
-        """Replay what the client missed on `stream_id`, then keep it live if it still is."""
-        live = session.streams.get(stream_id)
-        if live is not None:
-            await connection.start([])
-            await live.attach(connection, after=seq, retry_ms=self._priming(session))
-            return
-        missed = await self._sessions.store.events_after(session.id, stream_id, seq)
-        if not missed and not stream_id.startswith(STANDALONE):
-            # Finished, cancelled, or past retention: nothing will ever come on it. 410, not an
-            # empty 200, so a client stops polling it (and not 404, which means "session gone").
-            raise StreamGone()
+    async def _resume(self, session: Session, connection: Connection, stream_id: str, seq: int) -> EventStream:
+        """Replay what the client missed on `stream_id`, then keep it live while it still is, here
+        or on the replica answering its request."""
+        stream = session.streams.get(stream_id)
+        if stream is None and stream_id == STANDALONE:
+            stream = session.standalone()
+        if stream is None:
+            last, ended = await self._sessions.store.stream_position(session.id, stream_id)
+            if last == 0 or last < seq or (ended and last == seq) or stream_id.startswith(STANDALONE):
+                # Finished, cancelled, or past retention: nothing will ever come on it. 410, not an
+                # empty 200, so a client stops polling it (and not 404, which means "session gone").
+                raise StreamGone()
+            # Its request runs, or ran, on another replica (or before a restart): follow it here.
+            stream = session.open_stream(stream_id, follows=True)
         await connection.start([])
-        for event in missed:
-            await connection.write(format_event(f"{stream_id}-{event.seq}", event.data))
-        if stream_id.startswith(STANDALONE):
-            # A GET stream from before a restart: what it missed, then the session's current one.
-            await session.standalone().attach(connection, after=None, retry_ms=self._priming(session))
-            return
-        await connection.end()
+        await stream.attach(connection, after=seq, retry_ms=self._priming(session))
+        return stream
 
-    async def _hold(self, receive: Receive, connection: Connection, session: Session) -> None:
-        """Keep the GET exchange open until its stream ends it or the client goes away."""
+    async def _hold(
+        self, receive: Receive, connection: Connection, session: Session, *, follow: EventStream | None = None
+    ) -> None:
+        """Keep the GET exchange open until its stream ends it or the client goes away. A followed
+        stream (its request runs on another replica) also ends after the longest a call may run, in
+        case that replica stopped before answering; the client may resume it again."""
         self.connections.add(connection)
         try:
             async with anyio.create_task_group() as group:
@@ -302,10 +307,13 @@ class StreamableHTTPEndpoint:
                     group.cancel_scope.cancel()
 
                 group.start_soon(watch_disconnect)
-                await connection.ended.wait()
+                with anyio.move_on_after(self._follow_seconds if follow is not None else math.inf):
+                    await connection.ended.wait()
                 group.cancel_scope.cancel()
         finally:
             self.connections.discard(connection)
+            if follow is not None:
+                session.streams.pop(follow.id, None)
             for stream in list(session.streams.values()):
                 if stream.sink is connection:
                     with anyio.CancelScope(shield=True):
@@ -377,12 +385,10 @@ def _owner(principal: Principal | None) -> str:
     return principal.digest if principal is not None else "anonymous"
 
 
-def _cancel(session: Session, message: Notification) -> None:
+async def _cancel(session: Session, message: Notification) -> None:
     request_id = message.params.get("requestId")
-    scope = session.in_flight.get(request_id) if isinstance(request_id, str | int) else None
-    if scope is not None:
-        log.info("request_cancelled", session_id=session.id[:8], reason=str(message.params.get("reason", ""))[:100])
-        scope.cancel()
+    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+        await session.cancel(request_id, str(message.params.get("reason", "")))
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -42,6 +42,10 @@ CHART_OWNED = {
     ("auth", "introspection_client_secret"),  # secrets.introspectionClientSecret -> env from a Secret
     ("auth", "opaque_tokens_file"),  # secrets.opaqueTokens -> a mounted Secret
     ("auth", "dev_token_ttl_seconds"),  # development mode only
+    # The PostgreSQL engine's settings: the chart offers them with its PostgreSQL values (next change).
+    *{("store", name) for name in ("url", "listen_url", "password", "password_file", "pool_min_size")},
+    *{("store", name) for name in ("pool_max_size", "statement_cache_size", "connect_timeout_seconds")},
+    *{("store", name) for name in ("command_timeout_seconds", "ssl_mode", "ssl_root_cert", "sqlite_readers")},
 }
 
 

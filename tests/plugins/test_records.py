@@ -171,7 +171,9 @@ async def test_filter_sort_fields_and_search(tmp_path: Path) -> None:
         found = await aql.call("mcp_aql_read", "search_records", collection="notes", query="number 3", fields="full")
         bad = await aql.call("mcp_aql_read", "list_records", collection="notes", filter={"n": {"gt": 1, "near": 2}})
     assert listed["data"]["items"] == [{"n": 3, "status": "open"}, {"n": 2, "status": "open"}]
-    assert found["data"]["pageInfo"]["totalCount"] == 4  # OR semantics: "number" matches all
+    assert len(found["data"]["items"]) == 4  # OR semantics: "number" matches all
+    # totalCount only where it costs nothing (pagination.md §3.2): a filtered count scans the collection.
+    assert "totalCount" not in found["data"]["pageInfo"]
     assert bad["error"]["code"] == "VALIDATION_INVALID_TYPE"
 
 
@@ -202,7 +204,8 @@ async def test_cursor_pagination_forward_and_backward(tmp_path: Path) -> None:
 
 async def test_the_store_order_listing_pages_exactly_like_the_filtered_listing(tmp_path: Path) -> None:
     """A listing without filter, search or sort is read as an index range in the store; every page,
-    cursor and pageInfo flag must equal the in-process path's (a filter matching everything)."""
+    cursor and pageInfo flag must equal the compiled listing's (a filter matching everything), which
+    only leaves out totalCount (pagination.md §3.2: only where it costs nothing)."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
         made = [await _record(aql, {"n": n}) for n in range(7)]
@@ -218,8 +221,8 @@ async def test_the_store_order_listing_pages_exactly_like_the_filtered_listing(t
                 result = await aql.call(
                     "mcp_aql_read", "list_records", collection="notes", fields=["n"], **span, **extra
                 )
-                pages.append(result["data"])
                 info = result["data"]["pageInfo"]
+                pages.append({**result["data"], "pageInfo": {k: v for k, v in info.items() if k != "totalCount"}})
                 if not info["hasNextPage" if forward else "hasPreviousPage"]:
                     break
                 cursor = info["endCursor" if forward else "startCursor"]
@@ -229,8 +232,9 @@ async def test_the_store_order_listing_pages_exactly_like_the_filtered_listing(t
             assert await walk(forward) == await walk(forward, filter=everything)
         beyond = await aql.call("mcp_aql_read", "list_records", collection="notes", first=2, after=made[6]["id"])
         forward_pages = await walk(True)
+        plain = await aql.call("mcp_aql_read", "list_records", collection="notes", first=2)
     assert [[item["n"] for item in page["items"]] for page in forward_pages] == [[0, 1], [2, 4], [5, 6]]
-    assert forward_pages[-1]["pageInfo"]["totalCount"] == 6
+    assert plain["data"]["pageInfo"]["totalCount"] == 6
     assert beyond["error"]["code"] == "VALIDATION_INVALID_TYPE"
 
 

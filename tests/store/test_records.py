@@ -1,70 +1,76 @@
-"""SqliteRecordStore: tenant isolation, quotas inside the write transaction, etag checks, usage."""
+"""The `RecordStore` contract on every engine: tenant isolation, quotas inside the write transaction,
+etag checks, usage, idempotency."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from aql_mcp.store.records import Idempotency, Missing, NewRecord, Quota, QuotaExceeded, VersionMismatch
-from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.store.base import Store
+from aql_mcp.store.listing import Listing
+from aql_mcp.store.records import (
+    Idempotency,
+    Missing,
+    NewRecord,
+    Quota,
+    QuotaExceeded,
+    RecordStore,
+    VersionMismatch,
+)
+from tests.support.engines import Backend
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(max_records=2, max_bytes=10_000)
+QUOTA_LARGE = Quota(max_records=1000, max_bytes=1_000_000)
 
 
-async def _opened(tmp_path: Path) -> SqliteStore:
-    store = SqliteStore(tmp_path / "s.sqlite3")
-    await store.open()
-    return store
+async def listed_ids(records: RecordStore, tenant: str, collection: str, **listing: Any) -> list[str]:
+    page = await records.list_records(tenant, collection, Listing(size=listing.pop("size", 100), **listing))
+    return [record.id for record, _ in page.items]
 
 
 def _new(record_id: str, data: dict[str, object]) -> NewRecord:
     return NewRecord("c", record_id, data, "e1", "2026-01-01T00:00:00.000Z")
 
 
-async def test_a_refused_write_changes_nothing_and_usage_follows_writes(tmp_path: Path) -> None:
-    owner = await _opened(tmp_path)
-    store = owner.records
-    await store.create_collection("t1", "c", "", None, "now")
-    await store.create_record("t1", _new("r1", {"a": 1}), QUOTA, None)
-    await store.create_record("t1", _new("r2", {"a": 2}), QUOTA, None)
+async def test_a_refused_write_changes_nothing_and_usage_follows_writes(store: Store) -> None:
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_record("t1", _new("r1", {"a": 1}), QUOTA, None)
+    await records.create_record("t1", _new("r2", {"a": 2}), QUOTA, None)
     with pytest.raises(QuotaExceeded):
-        await store.create_record("t1", _new("r3", {"a": 3}), QUOTA, None)
-    assert [r.id for r in await store.scan_records("t1", "c")] == ["r1", "r2"]
-    assert (await store.usage("t1"))[0] == 2
-    await store.delete_record("t1", "c", "r1", if_match=None)
-    assert (await store.usage("t1"))[0] == 1
-    await owner.close()
+        await records.create_record("t1", _new("r3", {"a": 3}), QUOTA, None)
+    assert await listed_ids(records, "t1", "c") == ["r1", "r2"]
+    assert (await records.usage("t1"))[0] == 2
+    await records.delete_record("t1", "c", "r1", if_match=None)
+    assert (await records.usage("t1"))[0] == 1
 
 
-async def test_another_tenant_and_a_stale_etag_are_refused(tmp_path: Path) -> None:
-    owner = await _opened(tmp_path)
-    store = owner.records
-    await store.create_collection("t1", "c", "", None, "now")
-    await store.create_record("t1", _new("r1", {"a": 1}), QUOTA, None)
-    assert await store.get_record("t2", "c", "r1") is None
+async def test_another_tenant_and_a_stale_etag_are_refused(store: Store) -> None:
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_record("t1", _new("r1", {"a": 1}), QUOTA, None)
+    assert await records.get_record("t2", "c", "r1") is None
     with pytest.raises(Missing):
-        await store.delete_record("t2", "c", "r1", if_match=None)
+        await records.delete_record("t2", "c", "r1", if_match=None)
     with pytest.raises(VersionMismatch):
-        await store.update_record("t1", "c", "r1", lambda d: d, if_match="stale", etag="e2", now="later", quota=QUOTA)
-    assert (await store.get_record("t1", "c", "r1")) is not None
-    await owner.close()
+        await records.update_record("t1", "c", "r1", lambda d: d, if_match="stale", etag="e2", now="later", quota=QUOTA)
+    assert (await records.get_record("t1", "c", "r1")) is not None
 
 
-async def test_writers_racing_on_one_etag_are_serialized_and_only_one_wins(tmp_path: Path) -> None:
+async def test_writers_racing_on_one_etag_are_serialized_and_only_one_wins(store: Store) -> None:
     """records plugin: concurrent writers to one record are serialized by `_etag`."""
-    owner = await _opened(tmp_path)
-    store = owner.records
-    await store.create_collection("t1", "c", "", None, "now")
-    await store.create_record("t1", _new("r1", {"n": 0}), QUOTA, None)
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_record("t1", _new("r1", {"n": 0}), QUOTA, None)
     outcomes: list[str] = []
 
     async def write(n: int) -> None:
         try:
-            await store.update_record(
+            await records.update_record(
                 "t1", "c", "r1", lambda d: {**d, "n": n}, if_match="e1", etag=f"e-{n}", now="later", quota=QUOTA
             )
             outcomes.append("ok")
@@ -74,55 +80,123 @@ async def test_writers_racing_on_one_etag_are_serialized_and_only_one_wins(tmp_p
     async with anyio.create_task_group() as group:
         for n in range(1, 6):
             group.start_soon(write, n)
-    record = await store.get_record("t1", "c", "r1")
-    await owner.close()
+    record = await records.get_record("t1", "c", "r1")
     assert sorted(outcomes) == ["mismatch"] * 4 + ["ok"]
     assert record is not None
     assert record.etag == f"e-{record.data['n']}"
 
 
-async def test_a_write_that_fails_midway_changes_nothing(tmp_path: Path) -> None:
-    owner = await _opened(tmp_path)
-    store = owner.records
-    await store.create_collection("t1", "c", "", None, "now")
-    await store.create_record("t1", _new("r1", {"n": 0}), QUOTA, None)
+async def test_a_write_that_fails_midway_changes_nothing(store: Store) -> None:
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_record("t1", _new("r1", {"n": 0}), QUOTA, None)
 
     def broken(data: dict[str, object]) -> dict[str, object]:
         raise RuntimeError("the merge failed")
 
     with pytest.raises(RuntimeError):
-        await store.update_record("t1", "c", "r1", broken, if_match=None, etag="e2", now="later", quota=QUOTA)
-    record = await store.get_record("t1", "c", "r1")
+        await records.update_record("t1", "c", "r1", broken, if_match=None, etag="e2", now="later", quota=QUOTA)
+    record = await records.get_record("t1", "c", "r1")
     assert record is not None
     assert (record.etag, record.data) == ("e1", {"n": 0})
-    assert await store.usage("t1") == (1, len(b'{"n":0}'))
-    await owner.close()
+    assert await records.usage("t1") == (1, len(b'{"n":0}'))
 
 
-async def test_the_bytes_quota_counts_updates_and_refuses_growth_past_it(tmp_path: Path) -> None:
-    owner = await _opened(tmp_path)
-    store = owner.records
+async def test_the_bytes_quota_counts_updates_and_refuses_growth_past_it(store: Store) -> None:
+    records = store.records
     small = Quota(max_records=10, max_bytes=40)
-    await store.create_collection("t1", "c", "", None, "now")
-    await store.create_record("t1", _new("r1", {"t": "x"}), small, None)
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_record("t1", _new("r1", {"t": "x"}), small, None)
     with pytest.raises(QuotaExceeded) as grown:
-        await store.update_record(
+        await records.update_record(
             "t1", "c", "r1", lambda d: {"t": "x" * 60}, if_match=None, etag="e2", now="later", quota=small
         )
-    await store.update_record("t1", "c", "r1", lambda d: {"t": "y"}, if_match=None, etag="e3", now="later", quota=small)
-    await owner.close()
+    await records.update_record(
+        "t1", "c", "r1", lambda d: {"t": "y"}, if_match=None, etag="e3", now="later", quota=small
+    )
     assert (grown.value.metric, grown.value.limit) == ("bytes", 40)
 
 
-async def test_idempotency_keys_are_forgotten_after_their_retention(tmp_path: Path) -> None:
-    owner = await _opened(tmp_path)
-    store = owner.records
-    await store.create_collection("t1", "c", "", None, "now")
+async def test_idempotency_keys_are_forgotten_after_their_retention(store: Store) -> None:
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
     first = NewRecord("c", "r1", {"a": 1}, "e1", "2026-01-01T00:00:00.000Z")
-    await store.create_record("t1", first, QUOTA, Idempotency("k", "h"))
-    assert await store.purge_idempotency(datetime(2025, 12, 31, tzinfo=UTC).timestamp()) == 0
-    assert await store.purge_idempotency(datetime(2026, 1, 2, tzinfo=UTC).timestamp()) == 1
+    await records.create_record("t1", first, QUOTA, Idempotency("k", "h"))
+    assert await records.purge_idempotency(datetime(2025, 12, 31, tzinfo=UTC).timestamp()) == 0
+    assert await records.purge_idempotency(datetime(2026, 1, 2, tzinfo=UTC).timestamp()) == 1
     again = NewRecord("c", "r2", {"a": 1}, "e2", "2026-01-03T00:00:00.000Z")
-    _created, replayed = await store.create_record("t1", again, QUOTA, Idempotency("k", "h"))
-    await owner.close()
+    _created, replayed = await records.create_record("t1", again, QUOTA, Idempotency("k", "h"))
     assert replayed is False
+
+
+async def test_racing_creates_on_two_replicas_never_pass_the_records_quota(backend: Backend) -> None:
+    """issue 11: the quota is checked inside the engine's transaction, not read then written in Python."""
+    replicas = [(await backend.open()).records, (await backend.open()).records]
+    await replicas[0].create_collection("t1", "c", "", None, "now")
+    quota = Quota(max_records=10, max_bytes=1_000_000)
+    refused = 0
+
+    async def create(index: int) -> None:
+        nonlocal refused
+        try:
+            await replicas[index % 2].create_record("t1", _new(f"r{index}", {"i": index}), quota, None)
+        except QuotaExceeded:
+            refused += 1
+
+    async with anyio.create_task_group() as group:
+        for index in range(40):
+            group.start_soon(create, index)
+    assert refused == 30
+    assert (await replicas[1].usage("t1"))[0] == 10
+    assert len(await listed_ids(replicas[0], "t1", "c")) == 10
+    collection = await replicas[1].get_collection("t1", "c")
+    assert collection is not None
+    assert collection.record_count == 10
+
+
+async def test_a_repeated_idempotency_key_racing_on_two_replicas_creates_one_record(backend: Backend) -> None:
+    replicas = [(await backend.open()).records, (await backend.open()).records]
+    await replicas[0].create_collection("t1", "c", "", None, "now")
+    outcomes: list[bool] = []
+
+    async def create(index: int) -> None:
+        _, replayed = await replicas[index % 2].create_record(
+            "t1", _new(f"r{index}", {"a": 1}), QUOTA_LARGE, Idempotency("k", "h")
+        )
+        outcomes.append(replayed)
+
+    async with anyio.create_task_group() as group:
+        for index in range(6):
+            group.start_soon(create, index)
+    assert outcomes.count(False) == 1
+    assert len(await listed_ids(replicas[1], "t1", "c")) == 1
+
+
+async def test_positions_count_within_each_collection_only(store: Store) -> None:
+    """A cursor carries a position; positions never reveal what other tenants or collections write."""
+    records = store.records
+    for tenant in ("t1", "t2"):
+        await records.create_collection(tenant, "c", "", None, "now")
+    await records.create_collection("t1", "d", "", None, "now")
+    for index in range(3):
+        await records.create_record("t2", _new(f"x{index}", {}), QUOTA_LARGE, None)
+        await records.create_record("t1", _new(f"y{index}", {}), QUOTA_LARGE, None)
+    page = await records.list_records("t1", "c", Listing(size=10))
+    assert [key.position for _, key in page.items] == [1, 2, 3]
+    other = await records.create_record("t1", NewRecord("d", "w", {}, "e", "now"), QUOTA_LARGE, None)
+    assert other[0].position == 1
+
+
+async def test_deleting_a_collection_deletes_its_records_and_gives_back_their_usage(store: Store) -> None:
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_collection("t1", "keep", "", None, "now")
+    for index in range(3):
+        await records.create_record("t1", _new(f"r{index}", {"i": index}), QUOTA_LARGE, None)
+    await records.create_record("t1", NewRecord("keep", "k", {"i": 9}, "e", "now"), QUOTA_LARGE, None)
+    assert await records.delete_collection("t1", "c") == 3
+    assert await records.get_collection("t1", "c") is None
+    assert (await records.usage("t1"))[0] == 1
+    with pytest.raises(Missing):
+        await records.delete_collection("t1", "c")
+    assert [c.name for c in await records.list_collections("t1")] == ["keep"]

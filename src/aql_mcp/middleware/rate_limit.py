@@ -6,8 +6,11 @@ from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an 
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
 slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
 `Retry-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot. The
-buckets live in process: a database round trip per request would cost more than the request, and
-with several replicas each one enforces its share of the budget (DESIGN.md, "State and scale").
+buckets live in process: a database round trip per request would cost more than the request. With
+several replicas each one enforces its share of the budget: `rate / n` and `ceil(burst / n)` for
+`n` live replicas (`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over
+all of them by the gateway gets the configured budget, plus at most `n - 1` for the rounding
+(docs/store.md, "Rate limits with several replicas").
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ class TokenBucket:
         return self.tokens + (now - self.updated) * self.rate >= self.capacity
 
 
+class ReplicaShare:
+    """How many replicas share each caller's budget; the app's heartbeat keeps it current."""
+
+    __slots__ = ("replicas",)
+
+    def __init__(self, replicas: int = 1) -> None:
+        self.replicas = replicas
+
+
 class RateLimitMiddleware:
     def __init__(
         self,
@@ -62,13 +74,18 @@ class RateLimitMiddleware:
         rate_per_second: float,
         burst: int,
         max_concurrent: int,
+        share: ReplicaShare | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self.app = app
         self.on_refusal = on_refusal
-        self.rate = rate_per_second
-        self.burst = burst
+        self.total_rate = rate_per_second
+        self.total_burst = burst
+        self.share = share or ReplicaShare()
+        self.replicas = self.share.replicas
+        self.rate = rate_per_second / self.replicas
+        self.burst = math.ceil(burst / self.replicas)
         self.max_concurrent = max_concurrent
         self.clock = clock
         self.buckets: dict[str, TokenBucket] = {}
@@ -100,12 +117,23 @@ class RateLimitMiddleware:
             self._release(key)
 
     def _bucket(self, key: str, now: float) -> TokenBucket:
+        if self.share.replicas != self.replicas:
+            self._reshare()
         bucket = self.buckets.get(key)
         if bucket is None:
             if len(self.buckets) >= self.sweep_at:
                 self._sweep(now)
             bucket = self.buckets[key] = TokenBucket(capacity=self.burst, rate=self.rate, now=now)
         return bucket
+
+    def _reshare(self) -> None:
+        """The replica count changed: every bucket takes the new share (tokens held are capped to it)."""
+        self.replicas = max(1, self.share.replicas)
+        self.rate = self.total_rate / self.replicas
+        self.burst = math.ceil(self.total_burst / self.replicas)
+        for bucket in self.buckets.values():
+            bucket.rate, bucket.capacity = self.rate, self.burst
+            bucket.tokens = min(bucket.tokens, self.burst)
 
     def _sweep(self, now: float) -> None:
         # A full bucket is exactly what a new one would be, so dropping it forgets nothing; the table

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from aql_mcp.exceptions import CapabilityNotDeclared, WireError
+from aql_mcp.exceptions import CapabilityNotDeclared, UpstreamUnavailable, WireError
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
@@ -105,6 +105,16 @@ class Router:
             return await self._audited(operation, item, call)
         except OperationError as exc:
             return exc.envelope()
+        except UpstreamUnavailable as exc:
+            if not call.batch:
+                # The call as a whole: 503 with Retry-After, so the client retries later (docs/store.md).
+                raise
+            log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)
+            return failure(
+                INTERNAL_ERROR,
+                "Internal error: the store is unavailable; this item did not run, retry it later",
+                {"request_id": call.ctx.request_id, "retryable": True},
+            )
         except WireError as exc:
             log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)
             return failure(INTERNAL_ERROR, f"Internal error: {exc.detail}", {"request_id": call.ctx.request_id})

@@ -41,17 +41,7 @@ from aql_mcp.plugins.records_params import (
     SearchRecords,
     UpdateRecord,
 )
-from aql_mcp.plugins.records_query import (
-    STORE_ORDER,
-    Window,
-    compile_filter,
-    compile_search,
-    decode_cursor,
-    encode_cursor,
-    paginate,
-    sort_key,
-    window,
-)
+from aql_mcp.plugins.records_query import encode_cursor, listing, sort_identity, window
 from aql_mcp.settings import Settings
 from aql_mcp.store.records import (
     AlreadyExists,
@@ -62,7 +52,6 @@ from aql_mcp.store.records import (
     Quota,
     QuotaExceeded,
     RecordStore,
-    SeqWindow,
     StoredCollection,
     StoredRecord,
     VersionMismatch,
@@ -167,40 +156,15 @@ class Records:
         span = window(
             params.first, params.after, params.last, params.before, default=aql.default_page_size, cap=aql.max_page_size
         )
+        field, descending = (params.sort.field, params.sort.order == "desc") if params.sort else (None, False)
+        wanted = listing(span, spec=params.filter, query=query, sort_field=field, descending=descending)
         tenant = self.tenant(call)
         await self._collection(tenant, params.collection)
-        if not params.filter and query is None and params.sort is None:
-            return await self._store_order(tenant, params.collection, span)
-        records = [record_wire(r) | {"_seq": r.seq} for r in await self.store.scan_records(tenant, params.collection)]
-        if params.filter:
-            matches = compile_filter(params.filter)
-            records = [r for r in records if matches(r)]
-        if query is not None:
-            found = compile_search(query)
-            records = [r for r in records if found({k: v for k, v in r.items() if not k.startswith("_")})]
-        field, descending = (params.sort.field, params.sort.order == "desc") if params.sort else (None, False)
-        sort_id = f"{field or ''}:{'desc' if descending else 'asc'}"
-        keyed = sorted(
-            ((sort_key(r, field, r["_seq"]), r) for r in records), key=lambda pair: pair[0], reverse=descending
-        )
-        return paginate(keyed, span, sort_id, descending)
-
-    async def _store_order(self, tenant: str, collection: str, span: Window) -> Page:
-        """The common listing (no filter, search or sort) as an index range in the store; its
-        cursors are the ones the in-process path issues for the same order, so they mix."""
-        mark = None
-        if span.cursor is not None:
-            mark = decode_cursor(span.cursor, STORE_ORDER, "after" if span.forward else "before")[2]
-        found = await self.store.page_records(
-            tenant,
-            collection,
-            SeqWindow(
-                span.size, span.forward, after=mark if span.forward else None, before=None if span.forward else mark
-            ),
-        )
+        found = await self.store.list_records(tenant, params.collection, wanted)
+        sort_id = sort_identity(field, descending)
         return Page(
-            items=[record_wire(r) for r in found.records],
-            cursors=[encode_cursor(sort_key({}, None, r.seq), STORE_ORDER) for r in found.records],
+            items=[record_wire(record) for record, _ in found.items],
+            cursors=[encode_cursor(key, sort_id) for _, key in found.items],
             has_next=found.has_next,
             has_previous=found.has_previous,
             total_count=found.total,

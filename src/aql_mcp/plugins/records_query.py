@@ -3,8 +3,10 @@
 `filter` maps dot paths to a value (equality) or to operators (`eq`, `ne`, `gt`, `gte`, `lt`,
 `lte`, `in`, `contains`, `exists`); `query` is free text with OR semantics over words and
 "quoted phrases", case-insensitive, over every string value; `sort` is `{field, order}`.
-Cursors are opaque base64url tokens holding the sort key and position of an item; a cursor is
-only valid with the sort it was issued for.
+This module only validates them into a `store.listing.Listing`; the engine runs it (docs/store.md).
+Cursors are opaque base64url tokens holding the sort key of an item (`Key`); a cursor is only
+valid with the sort it was issued for, and a malformed one is a validation error naming its
+parameter.
 """
 
 from __future__ import annotations
@@ -12,21 +14,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from aql_mcp.operations.models import Page
 from aql_mcp.operations.results import VALIDATION_INVALID_TYPE, OperationError
+from aql_mcp.store.listing import COMPOSITE, ORDERING, Condition, Key, Listing, Operator
 
 OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"})
 PHRASE = re.compile(r'"([^"]+)"|(\S+)')
-MISSING = object()
-
-Key = tuple[int, Any, int]
-STORE_ORDER = ":asc"  # the sort id of a listing without `sort`: the order records were stored in
+MAX_CONDITIONS = 20
+MAX_TERMS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,73 +71,77 @@ def window(
     return Window(min(first if first is not None else default, cap), True, after)
 
 
-def lookup(item: Mapping[str, Any], path: str) -> Any:
-    value: Any = item
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return MISSING
-        value = value[part]
-    return value
+def listing(
+    span: Window,
+    *,
+    spec: Mapping[str, Any] | None,
+    query: str | None,
+    sort_field: str | None,
+    descending: bool,
+) -> Listing:
+    """The validated request as the engine takes it."""
+    sort = _path(sort_field, "sort.field") if sort_field else None
+    sort_id = sort_identity(sort_field, descending)
+    cursor = decode_cursor(span.cursor, sort_id, "after" if span.forward else "before") if span.cursor else None
+    return Listing(
+        size=span.size,
+        forward=span.forward,
+        cursor=cursor,
+        conditions=parse_filter(spec or {}),
+        terms=parse_terms(query) if query is not None else (),
+        sort=sort,
+        descending=descending,
+    )
 
 
-def compile_filter(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
-    tests = [_condition(path, condition) for path, condition in spec.items()]
-    return lambda item: all(test(item) for test in tests)
+def sort_identity(field: str | None, descending: bool) -> str:
+    """What a cursor is bound to: the sort it was issued for (no sort is creation order, ascending)."""
+    return f"{field or ''}:{'desc' if descending else 'asc'}"
 
 
-def _condition(path: str, condition: Any) -> Callable[[Mapping[str, Any]], bool]:
-    if isinstance(condition, dict) and condition and set(condition) <= OPERATORS:
-        checks = [_operator(op, operand, path) for op, operand in condition.items()]
-        return lambda item: all(check(lookup(item, path)) for check in checks)
-    if isinstance(condition, dict) and set(condition) & OPERATORS:
-        unknown = sorted(set(condition) - OPERATORS)
-        raise _bad_filter(path, f"unknown operator(s) {', '.join(unknown)}")
-    return lambda item: lookup(item, path) == condition
+def parse_filter(spec: Mapping[str, Any]) -> tuple[Condition, ...]:
+    if len(spec) > MAX_CONDITIONS:
+        raise _bad_filter("", f"at most {MAX_CONDITIONS} conditions")
+    conditions: list[Condition] = []
+    for path, condition in spec.items():
+        segments = _path(path, f"filter.{path}")
+        if isinstance(condition, dict) and condition and set(condition) <= OPERATORS:
+            conditions += [_operator(segments, path, op, operand) for op, operand in condition.items()]
+        elif isinstance(condition, dict) and set(condition) & OPERATORS:
+            unknown = sorted(set(condition) - OPERATORS)
+            raise _bad_filter(path, f"unknown operator(s) {', '.join(unknown)}")
+        else:
+            conditions.append(Condition(segments, "eq", condition))
+    return tuple(conditions)
 
 
-def _operator(op: str, operand: Any, path: str) -> Callable[[Any], bool]:
-    if op == "exists":
-        return lambda value: (value is not MISSING) == bool(operand)
-    if op == "eq":
-        return lambda value: value == operand
-    if op == "ne":
-        return lambda value: value != operand
-    if op == "in":
-        if not isinstance(operand, list):
-            raise _bad_filter(path, "'in' expects an array")
-        return lambda value: value in operand
-    if op == "contains":
-        return lambda value: _contains(value, operand)
-    return _ordering(op, operand, path)
-
-
-def _ordering(op: str, operand: Any, path: str) -> Callable[[Any], bool]:
-    if isinstance(operand, bool) or not isinstance(operand, (int, float, str)):
+def _operator(segments: tuple[str, ...], path: str, op: str, operand: Any) -> Condition:
+    if op == "in" and not isinstance(operand, list):
+        raise _bad_filter(path, "'in' expects an array")
+    if op in ORDERING and (isinstance(operand, bool) or not isinstance(operand, int | float | str)):
         raise _bad_filter(path, f"'{op}' expects a number or a string")
-    compare: Callable[[Any, Any], bool] = {
-        "gt": lambda a, b: a > b,
-        "gte": lambda a, b: a >= b,
-        "lt": lambda a, b: a < b,
-        "lte": lambda a, b: a <= b,
-    }[op]
-    kind = str if isinstance(operand, str) else (int, float)
-    return lambda value: isinstance(value, kind) and not isinstance(value, bool) and compare(value, operand)
+    return Condition(segments, cast(Operator, op), operand)
 
 
-def _contains(value: Any, operand: Any) -> bool:
-    if isinstance(value, list):
-        return operand in value
-    if isinstance(value, str) and isinstance(operand, str):
-        return operand.lower() in value.lower()
-    return False
+def _path(dotted: str, param: str) -> tuple[str, ...]:
+    """Dot path segments; a segment must be a non-empty key without a double quote (JSON paths quote keys)."""
+    segments = tuple(dotted.split("."))
+    if not all(segments) or any('"' in s or len(s) > 200 for s in segments) or len(segments) > 16:
+        raise OperationError(
+            VALIDATION_INVALID_TYPE,
+            f"Parameter '{param}' expected 'a dot path of object keys such as metadata.priority'",
+            {"param_name": param, "expected_type": "dot path", "actual_type": "string"},
+        )
+    return segments
 
 
 def _bad_filter(path: str, reason: str) -> OperationError:
+    name = f"filter.{path}" if path else "filter"
     return OperationError(
         VALIDATION_INVALID_TYPE,
-        f"Parameter 'filter.{path}' expected 'a value or an operator object', got an invalid condition: {reason}",
+        f"Parameter '{name}' expected 'a value or an operator object', got an invalid condition: {reason}",
         {
-            "param_name": f"filter.{path}",
+            "param_name": name,
             "expected_type": "value or {operator: operand}",
             "actual_type": "object",
             "operators": sorted(OPERATORS),
@@ -145,47 +149,37 @@ def _bad_filter(path: str, reason: str) -> OperationError:
     )
 
 
-def compile_search(query: str) -> Callable[[Mapping[str, Any]], bool]:
-    terms = [(phrase or word).lower() for phrase, word in PHRASE.findall(query)]
-    if not terms:
-        return lambda item: True
-    return lambda item: any(term in text for text in _strings(item) for term in terms)
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value.lower()]
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def sort_key(item: Mapping[str, Any], field: str | None, seq: int) -> Key:
-    """A total order over values of any JSON type: missing < booleans < numbers < strings < the rest."""
-    value = lookup(item, field) if field else seq
-    if value is MISSING or value is None:
-        return (0, 0, seq)
-    if isinstance(value, bool):
-        return (1, int(value), seq)
-    if isinstance(value, (int, float)):
-        return (2, value, seq)
-    if isinstance(value, str):
-        return (3, value, seq)
-    return (4, orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(), seq)
+def parse_terms(query: str) -> tuple[str, ...]:
+    """Lower-cased words and phrases; a query of blanks matches everything (no terms)."""
+    terms = tuple(dict.fromkeys((phrase or word).lower() for phrase, word in PHRASE.findall(query)))
+    if len(terms) > MAX_TERMS:
+        raise OperationError(
+            VALIDATION_INVALID_TYPE,
+            f"Parameter 'query' expected 'at most {MAX_TERMS} words or phrases'",
+            {"param_name": "query", "expected_type": "search text", "actual_type": "string"},
+        )
+    return terms
 
 
 def encode_cursor(key: Key, sort: str) -> str:
-    raw = orjson.dumps({"k": list(key), "s": sort})
+    raw = orjson.dumps({"k": [key.rank, key.number, key.text, key.position], "s": sort})
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str, sort: str, param: str) -> Key:
     try:
         raw = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        rank, value, seq = raw["k"]
-        if raw["s"] != sort or not isinstance(rank, int) or not isinstance(seq, int):
+        rank, number, text, position = raw["k"]
+        valid = (
+            raw["s"] == sort
+            and type(rank) is int
+            and 0 <= rank <= COMPOSITE
+            and type(number) in (int, float)
+            and isinstance(text, str)
+            and type(position) is int
+            and 0 <= position < 2**63
+        )
+        if not valid:
             raise ValueError
     except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError):
         raise OperationError(
@@ -193,27 +187,4 @@ def decode_cursor(cursor: str, sort: str, param: str) -> Key:
             f"Parameter '{param}' expected 'a cursor from pageInfo of the same query'",
             {"param_name": param, "expected_type": "cursor", "actual_type": "string"},
         ) from None
-    return (rank, value, seq)
-
-
-def paginate(keyed: list[tuple[Key, dict[str, Any]]], span: Window, sort_id: str, descending: bool) -> Page:
-    """The window of the sorted records; `_seq` (the store position) is dropped from the items."""
-    keys = [key for key, _ in keyed]
-    start, stop = 0, len(keyed)
-    if span.cursor is not None:
-        mark = decode_cursor(span.cursor, sort_id, "after" if span.forward else "before")
-        beyond: Callable[[Key], bool] = (lambda k: k < mark) if descending else (lambda k: k > mark)
-        if span.forward:
-            start = next((i for i, k in enumerate(keys) if beyond(k)), len(keys))
-        else:
-            stop = next((i for i, k in enumerate(keys) if beyond(k) or k == mark), len(keys))
-    forward = range(start, min(start + span.size, stop))
-    chosen = forward if span.forward else range(max(stop - span.size, start), stop)
-    items = [{k: v for k, v in keyed[i][1].items() if k != "_seq"} for i in chosen]
-    return Page(
-        items=items,
-        cursors=[encode_cursor(keys[i], sort_id) for i in chosen],
-        has_next=(chosen.stop < len(keyed)) if chosen else stop < len(keyed),
-        has_previous=chosen.start > 0 if chosen else start > 0,
-        total_count=len(keyed),
-    )
+    return Key(rank, number, text, position)

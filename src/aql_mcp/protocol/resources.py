@@ -54,13 +54,13 @@ class ResourceMethods:
         if self._registry.resolve(uri) is None:
             raise ResourceNotFound(data={"uri": uri})
         if ctx.peer is not None:
-            ctx.peer.subscribe(uri)
+            await ctx.peer.subscribe(uri)
         return {}
 
     async def unsubscribe(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         uri = _uri(params)
         if ctx.peer is not None:
-            ctx.peer.unsubscribe(uri)
+            await ctx.peer.unsubscribe(uri)
         return {}
 
 

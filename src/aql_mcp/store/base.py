@@ -1,14 +1,25 @@
 """The store interface: everything that must outlive a request goes through it.
 
-Engines implement `Store`; callers never learn which engine is underneath. Methods are async so
-an engine over the network (PostgreSQL) fits the same shape; the embedded SQLite engine answers
-them synchronously because its calls take microseconds (a thread hop would cost more).
+Engines implement `Store` (SQLite in `store/sqlite/`, PostgreSQL in `store/postgres/`) and
+`open_store(settings)` in `store/factory.py` picks one; callers never learn which is underneath,
+and this module imports neither.
+
+The contract every engine keeps (docs/store.md):
+- every method is one atomic unit: it commits whole or changes nothing;
+- a cap or quota is checked and applied in the same transaction as the write it guards, inside the
+  engine, so two replicas racing for the last slot cannot both win;
+- event sequence numbers are allocated by the engine, per stream, gap-free and never reused;
+- a failure of the engine itself raises `StoreError` (503), with its detail in the log only;
+- `bus` carries signals between the replicas sharing the engine (a cancellation, a client's
+  answer, a session's end, new events on a stream); the tables stay the truth and a lost wake-up
+  is made good by `Signal.RESYNC` after the bus reconnects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.records import RecordStore
@@ -28,10 +39,55 @@ class SessionRecord:
     last_seen: float = 0.0
 
 
+SessionAdmission = Literal["created", "table_full", "owner_full"]
+
+
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
     seq: int
     data: bytes
+
+
+SignalKind = Literal["events", "cancel", "response", "session_ended", "resync"]
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """Something one replica tells the others about a session.
+
+    - `events`: stream `target` of the session has new events in the store (a wake-up only);
+    - `cancel`: stop request `target` (its JSON-RPC id as JSON) wherever it runs;
+    - `response`: the client answered server request `target`; `payload` is the JSON-RPC response;
+    - `session_ended`: the session was deleted or expired: forget it;
+    - `resync`: the bus reconnected and may have missed wake-ups: catch up every open stream.
+    """
+
+    RESYNC: ClassVar[Signal]
+
+    kind: SignalKind
+    session_id: str = ""
+    target: str = ""
+    payload: bytes = b""
+
+
+Signal.RESYNC = Signal("resync")
+SignalHandler = Callable[[Signal], Awaitable[None]]
+
+
+class Bus(Protocol):
+    """Signals between replicas, and who the replicas are. One replica (SQLite) has nobody to tell."""
+
+    def listen(self, handler: SignalHandler) -> None:
+        """Where this replica's incoming signals go (set once, before `open`)."""
+        ...
+
+    async def publish(self, signal: Signal) -> None:
+        """Tell the other replicas; `events` wake-ups may be batched, the others are stored first."""
+        ...
+
+    async def heartbeat(self, now: float) -> int:
+        """Record that this replica is alive; return how many replicas are (this one included)."""
+        ...
 
 
 class Store(Protocol):
@@ -42,13 +98,16 @@ class Store(Protocol):
     def records(self) -> RecordStore: ...
     @property
     def confirmations(self) -> ConfirmationStore: ...
+    @property
+    def bus(self) -> Bus: ...
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
     async def is_ready(self) -> bool: ...
 
-    async def create_session(self, record: SessionRecord, *, max_open: int) -> bool:
-        """Insert unless `max_open` sessions exist already; False when full."""
+    async def create_session(self, record: SessionRecord, *, max_open: int, max_per_owner: int) -> SessionAdmission:
+        """Insert unless `max_open` sessions exist, or `max_per_owner` of this owner's; checked and
+        inserted atomically."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
@@ -66,6 +125,29 @@ class Store(Protocol):
         """Open sessions, all of them or one owner's."""
         ...
 
-    async def append_event(self, session_id: str, stream_id: str, seq: int, data: bytes, now: float) -> None: ...
+    async def append_event(
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+    ) -> int:
+        """Log one event on the stream; return its sequence number (1, 2, ... per stream). `final`
+        (a request's response) also ends the stream."""
+        ...
+
+    async def end_stream(self, session_id: str, stream_id: str) -> None:
+        """Nothing more will come on the stream (its request was cancelled); resuming it answers 410."""
+        ...
+
     async def events_after(self, session_id: str, stream_id: str, seq: int) -> list[StoredEvent]: ...
+    async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
+        """The number of the stream's newest event (0 for a stream with none; purged ones count) and
+        whether the stream has ended."""
+        ...
+
     async def purge_events(self, before: float) -> int: ...
+    async def subscribe(self, session_id: str, uri: str) -> None:
+        """`resources/subscribe`: kept with the session, so whichever replica changes `uri` finds it."""
+        ...
+
+    async def unsubscribe(self, session_id: str, uri: str) -> None: ...
+    async def subscribers(self, uri: str) -> list[str]:
+        """The sessions subscribed to `uri`."""
+        ...

@@ -1,0 +1,51 @@
+"""`open_store(settings)`: the engine `store.url` names, built but not yet connected.
+
+The app's lifespan calls `open()` on it (connect, migrate) and `close()` at shutdown. Engines are
+imported here only, on demand, so a SQLite deployment never loads asyncpg.
+"""
+
+from __future__ import annotations
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.settings import Settings, StoreSettings
+from aql_mcp.store.base import Store
+
+SQLITE_FILE = "aql-mcp.sqlite3"
+
+
+def open_store(settings: Settings) -> Store:
+    store = settings.store
+    if not store.is_postgres:
+        from aql_mcp.store.sqlite import SqliteStore
+
+        return SqliteStore(store.path / SQLITE_FILE, readers=store.sqlite_readers)
+    from aql_mcp.store.postgres import PostgresOptions, PostgresStore
+
+    return PostgresStore(
+        PostgresOptions(
+            url=store.url.get_secret_value(),
+            listen_url=store.listen_url.get_secret_value(),
+            password=database_password(store),
+            min_size=store.pool_min_size,
+            max_size=store.pool_max_size,
+            statement_cache_size=store.statement_cache_size,
+            connect_timeout=store.connect_timeout_seconds,
+            command_timeout=store.command_timeout_seconds,
+            ssl_mode=store.ssl_mode,
+            ssl_root_cert=store.ssl_root_cert,
+        )
+    )
+
+
+def database_password(store: StoreSettings) -> str | None:
+    """The password from `store.password` or the file `store.password_file` (a mounted Secret)."""
+    if store.password is not None:
+        return store.password.get_secret_value()
+    if store.password_file is None:
+        return None
+    try:
+        return store.password_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"store.password_file (AQL_MCP_STORE__PASSWORD_FILE): cannot be read ({exc.strerror})"
+        ) from None

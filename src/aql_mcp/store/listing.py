@@ -1,0 +1,73 @@
+"""A records listing as the engines receive it: typed conditions, search terms, a sort and a window.
+
+The `records` plugin validates what the caller sent and builds a `Listing`; each engine compiles it
+to SQL with its own dialect (`store/compiler.py`), so no listing reads a collection into Python.
+
+Values keep their JSON types (docs/store.md, "Typed comparisons"): `true` never equals `1`, numbers
+compare as numbers whatever their notation (`1` equals `1.0`), strings compare by code point, and an
+ordering operator only matches values of its operand's kind. A sort orders every JSON type in one
+total order, missing or null < booleans < numbers < strings < objects and arrays, with the record's
+position in its collection breaking ties; `Key` is a record's place in that order, which is what a
+cursor carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Operator = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"]
+ORDERING: frozenset[str] = frozenset({"gt", "gte", "lt", "lte"})
+
+# Fields every record has outside its data, stored as columns; a filter or sort on them reads the column.
+SYSTEM_COLUMNS: dict[str, str] = {
+    "id": "id",
+    "collection": "collection",
+    "_etag": "etag",
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+}
+
+# Ranks of the sort order.
+MISSING, BOOLEAN, NUMBER, STRING, COMPOSITE = 0, 1, 2, 3, 4
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """A record's place in a listing's order: rank, numeric value, text value, position."""
+
+    rank: int = MISSING
+    number: int | float = 0
+    text: str = ""
+    position: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One test on the value at `path` (a system field when `path` is one of `SYSTEM_COLUMNS`)."""
+
+    path: tuple[str, ...]
+    op: Operator
+    operand: Any
+
+    @property
+    def column(self) -> str | None:
+        return SYSTEM_COLUMNS.get(self.path[0]) if len(self.path) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What to list: every condition must hold, and any search term (when there are terms) must match."""
+
+    size: int
+    forward: bool = True
+    cursor: Key | None = None  # the window starts after it (forward) or ends before it (backward)
+    conditions: tuple[Condition, ...] = ()
+    terms: tuple[str, ...] = ()
+    sort: tuple[str, ...] | None = None
+    descending: bool = False
+
+    @property
+    def is_plain(self) -> bool:
+        """No filter, search or sort: the collection in store order, read as an index range."""
+        return not self.conditions and not self.terms and self.sort is None

@@ -1,0 +1,198 @@
+"""Signals between replicas over PostgreSQL: the tables are the truth, LISTEN/NOTIFY only a wake-up.
+
+- `events` wake-ups carry a session and stream id and nothing else; the replica holding that stream
+  reads the events table from the last event it delivered.
+- Every other signal (a cancellation, a client's answer, a session's end) is written to `signals`
+  first; its wake-up carries nothing, and each replica reads the signals after the last it saw.
+- Notifications go out after the write committed, on a pooled connection outside any transaction,
+  batched: one NOTIFY per event-loop turn for everything published during it.
+- The listener holds a connection of its own (LISTEN does not pass PgBouncer in transaction mode;
+  `store.listen_url` may point past it), pings it, reconnects with backoff, and after every
+  (re)connect hands `Signal.RESYNC` to the service and reads the signals it may have missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from typing import Any
+
+import asyncpg
+import structlog
+
+from aql_mcp.exceptions import StoreError
+from aql_mcp.store.base import Signal, SignalHandler
+from aql_mcp.store.postgres.engine import FAILURES, PostgresEngine
+
+CHANNEL = "aql_mcp"
+# NOTIFY payloads are capped at 8000 bytes; a batch is split below that.
+PAYLOAD_BYTES = 7000
+PING_SECONDS = 5.0
+BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+# A replica not heard from for this long no longer counts (three missed heartbeats).
+LIVE_SECONDS = 15.0
+# Signals are only needed until every replica has read them.
+SIGNAL_RETENTION_SECONDS = 300.0
+
+log = structlog.get_logger("aql_mcp.bus")
+
+
+class PostgresBus:
+    """`Bus` of a replica sharing a PostgreSQL store with others."""
+
+    def __init__(self, engine: PostgresEngine) -> None:
+        self._engine = engine
+        self.replica = secrets.token_hex(6)
+        self._handler: SignalHandler | None = None
+        self._pending: set[str] = set()
+        self._flushing = False
+        self._last_signal = 0
+        self._inbox: asyncio.Queue[str] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.connected = asyncio.Event()
+
+    def listen(self, handler: SignalHandler) -> None:
+        self._handler = handler
+
+    async def open(self) -> None:
+        self._last_signal = int(await self._engine.fetchval("SELECT coalesce(max(id), 0) FROM signals"))
+        self._tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._deliver())]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(StoreError):
+            await self._engine.execute("DELETE FROM replicas WHERE id = $1", self.replica)
+
+    async def publish(self, signal: Signal) -> None:
+        if signal.kind == "events":
+            self._wake(f"e {self.replica} {signal.session_id} {signal.target}")
+            return
+        await self._engine.execute(
+            "INSERT INTO signals (origin, kind, session_id, target, payload, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6)",
+            self.replica,
+            signal.kind,
+            signal.session_id,
+            signal.target,
+            signal.payload,
+            time.time(),
+        )
+        self._wake("s")
+
+    async def heartbeat(self, now: float) -> int:
+        async def beat(db: asyncpg.Connection) -> int:
+            await db.execute(
+                "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+                self.replica,
+                now,
+            )
+            await db.execute("DELETE FROM replicas WHERE seen_at < $1", now - 4 * LIVE_SECONDS)
+            await db.execute("DELETE FROM signals WHERE created_at < $1", now - SIGNAL_RETENTION_SECONDS)
+            return int(await db.fetchval("SELECT count(*) FROM replicas WHERE seen_at >= $1", now - LIVE_SECONDS))
+
+        return max(1, await self._engine.run(beat))
+
+    # Sending ------------------------------------------------------------------------------
+
+    def _wake(self, line: str) -> None:
+        self._pending.add(line)
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(lambda: self._tasks.append(asyncio.create_task(self._flush())))
+
+    async def _flush(self) -> None:
+        lines, self._pending, self._flushing = sorted(self._pending), set(), False
+        try:
+            async with self._engine.connection() as connection:
+                for payload in _batches(lines):
+                    await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+        except Exception:
+            # Nothing is lost: the rows are written; listeners catch up when they reconnect.
+            log.warning("bus_notify_failed")
+        finally:
+            self._tasks = [task for task in self._tasks if not task.done()]
+
+    # Receiving ----------------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        attempt = 0
+        while True:
+            connection: asyncpg.Connection | None = None
+            try:
+                connection = await self._engine.connect(self._engine.options.listen_url or None)
+                await connection.add_listener(CHANNEL, self._on_notify)
+                attempt = 0
+                self.connected.set()
+                self._inbox.put_nowait("r")
+                while True:
+                    await asyncio.sleep(PING_SECONDS)
+                    await connection.fetchval("SELECT 1", timeout=PING_SECONDS)
+            except FAILURES as exc:
+                self.connected.clear()
+                delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                attempt += 1
+                log.warning("bus_listener_lost", error=type(exc).__name__, retry_in=delay)
+                await asyncio.sleep(delay)
+            finally:
+                if connection is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(connection.close(), timeout=1.0)
+
+    def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
+        for line in payload.split("\n"):
+            self._inbox.put_nowait(line)
+
+    async def _deliver(self) -> None:
+        """One consumer, so signals reach the service in the order they arrived."""
+        while True:
+            line = await self._inbox.get()
+            try:
+                await self._handle(line)
+            except Exception:
+                log.exception("bus_signal_failed")
+
+    async def _handle(self, line: str) -> None:
+        if self._handler is None:
+            return
+        if line == "r":
+            await self._handler(Signal.RESYNC)
+            await self._read_signals()
+        elif line == "s":
+            await self._read_signals()
+        elif line.startswith("e "):
+            _, origin, session_id, stream_id = line.split(" ", 3)
+            if origin != self.replica:
+                await self._handler(Signal("events", session_id, stream_id))
+
+    async def _read_signals(self) -> None:
+        assert self._handler is not None
+        rows = await self._engine.fetch(
+            "SELECT id, origin, kind, session_id, target, payload FROM signals WHERE id > $1 ORDER BY id",
+            self._last_signal,
+        )
+        for row in rows:
+            self._last_signal = max(self._last_signal, int(row["id"]))
+            if row["origin"] != self.replica:
+                await self._handler(Signal(row["kind"], row["session_id"], row["target"], bytes(row["payload"])))
+
+
+def _batches(lines: list[str]) -> list[str]:
+    batches: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        if current and size + len(line) + 1 > PAYLOAD_BYTES:
+            batches.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        batches.append("\n".join(current))
+    return batches

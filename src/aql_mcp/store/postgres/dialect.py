@@ -1,0 +1,103 @@
+"""JSON in PostgreSQL: JSONB keeps JSON's types (`'true'::jsonb` is not `'1'::jsonb`, `1` equals
+`1.0`), so equality compares JSONB values, and an equality on a scalar is written as containment
+(`data @> '{"a": {"b": 1}}'`), which the GIN `jsonb_path_ops` index on `records.data` serves.
+
+A value is read with a strict JSON path (`strict $."a"."b"`, errors silenced): a key missing, or a
+path through an array or a scalar, is SQL NULL, exactly as SQLite's `$."a"."b"` and the listing
+rules have it. Set-returning functions sit behind CASE: PostgreSQL does not promise to evaluate
+the left side of an AND first.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from aql_mcp.store.compiler import Statement
+from aql_mcp.store.listing import Key
+
+
+class PostgresDialect:
+    text_order = ' COLLATE "C"'
+
+    def placeholder(self, index: int) -> str:
+        return f"${index}"
+
+    def path(self, segments: tuple[str, ...]) -> str:
+        return "strict $" + "".join("." + json.dumps(segment) for segment in segments)
+
+    def exists(self, path: str) -> str:
+        # Not jsonb_path_exists: silenced errors (a missing key in strict mode) make it NULL, not false.
+        return f"{_value(path)} IS NOT NULL"
+
+    def equals(self, statement: Statement, segments: tuple[str, ...], value: Any) -> str:
+        if isinstance(value, dict | list):
+            path = statement.bind(self.path(segments))
+            return f"{_value(path)} = {statement.bind(json.dumps(value))}::jsonb"
+        nested: Any = value
+        for segment in reversed(segments):
+            nested = {segment: nested}
+        return f"data @> {statement.bind(json.dumps(nested))}::jsonb"
+
+    def contains(self, statement: Statement, path: str, value: Any) -> str:
+        found = _value(path)
+        element = statement.bind(json.dumps(value))
+        elements = f"SELECT 1 FROM jsonb_array_elements({found}) AS e(x) WHERE x = {element}::jsonb"  # noqa: S608
+        in_array = f"CASE WHEN jsonb_typeof({found}) = 'array' THEN EXISTS ({elements}) ELSE FALSE END"
+        if not isinstance(value, str):
+            return in_array
+        needle = statement.bind(value.lower())
+        in_text = (
+            f"CASE WHEN jsonb_typeof({found}) = 'string' THEN strpos(lower({found} #>> '{{}}'), {needle}) > 0 "
+            "ELSE FALSE END"
+        )
+        return f"({in_text}) OR ({in_array})"
+
+    def compare(self, statement: Statement, path: str, op: str, value: Any) -> str:
+        found = _value(path)
+        if isinstance(value, str):
+            operand = statement.bind(value)
+            return (
+                f"CASE WHEN jsonb_typeof({found}) = 'string' "
+                f"THEN ({found} #>> '{{}}') COLLATE \"C\" {op} {operand}::text ELSE FALSE END"
+            )
+        operand = statement.bind(json.dumps(value))
+        return f"CASE WHEN jsonb_typeof({found}) = 'number' THEN {found} {op} {operand}::jsonb ELSE FALSE END"
+
+    def fold(self, expression: str) -> str:
+        return f"lower({expression})"
+
+    def has_substring(self, haystack: str, needle: str) -> str:
+        return f"strpos({haystack}, {needle}) > 0"
+
+    def search(self, statement: Statement, terms: tuple[str, ...]) -> str:
+        matches = " OR ".join(f"strpos(lower(v.x #>> '{{}}'), {statement.bind(term)}) > 0" for term in terms)
+        strings = "jsonb_path_query(data, 'strict $.**')"
+        return f"EXISTS (SELECT 1 FROM {strings} AS v(x) WHERE jsonb_typeof(v.x) = 'string' AND ({matches}))"  # noqa: S608
+
+    def sort_key(self, path: str) -> tuple[str, str, str]:
+        found = _value(path)
+        kind = f"jsonb_typeof({found})"
+        rank = (
+            f"CASE {kind} WHEN 'boolean' THEN 1 WHEN 'number' THEN 2 WHEN 'string' THEN 3 "
+            "WHEN 'object' THEN 4 WHEN 'array' THEN 4 ELSE 0 END"
+        )
+        number = (
+            f"CASE {kind} WHEN 'number' THEN ({found} #>> '{{}}')::numeric "
+            f"WHEN 'boolean' THEN CASE WHEN {found} = 'true'::jsonb THEN 1 ELSE 0 END ELSE 0 END::numeric"
+        )
+        text = (
+            f"CASE {kind} WHEN 'string' THEN {found} #>> '{{}}' WHEN 'object' THEN {found}::text "
+            f"WHEN 'array' THEN {found}::text ELSE '' END"
+        )
+        return rank, number, text
+
+    def key_row(self, statement: Statement, key: Key) -> str:
+        rank, number = statement.bind(key.rank), statement.bind(Decimal(repr(key.number)))
+        text, position = statement.bind(key.text), statement.bind(key.position)
+        return f"({rank}::int, {number}::numeric, {text}::text, {position}::bigint)"
+
+
+def _value(path: str) -> str:
+    return f"jsonb_path_query_first(data, ({path}::text)::jsonpath, '{{}}'::jsonb, true)"

@@ -1,0 +1,140 @@
+"""PostgreSQL through an asyncpg pool: connections, transactions, and errors translated where they enter.
+
+The pool's `reset` does nothing: asyncpg's default sends four statements on every release
+(advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) to undo session state this service never creates:
+its advisory locks are transaction-scoped, it LISTENs only on the bus's own connection (outside the
+pool), and it sets no session parameters. A statement cache of 0 (`store.statement_cache_size`)
+lets the pool work through PgBouncer in transaction mode.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import structlog
+
+from aql_mcp.exceptions import StoreError, UpstreamUnavailable
+from aql_mcp.store.postgres.schema import migrate
+
+T = TypeVar("T")
+log = structlog.get_logger("aql_mcp.store")
+# What asyncpg raises when the server is away or refuses: translated to StoreError (503).
+FAILURES: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresOptions:
+    """The connection settings of `store.*`; `password` never appears in a log or an error."""
+
+    url: str
+    password: str | None = None
+    listen_url: str = ""
+    min_size: int = 2
+    max_size: int = 10
+    statement_cache_size: int = 100
+    connect_timeout: float = 5.0
+    command_timeout: float = 30.0
+    ssl_mode: str = "prefer"
+    ssl_root_cert: Path | None = None
+
+    def ssl(self) -> ssl.SSLContext | str | bool:
+        """asyncpg's `ssl` argument: a verifying context for verify-ca/verify-full, else the mode."""
+        if self.ssl_mode == "disable":
+            return False
+        if self.ssl_mode not in ("verify-ca", "verify-full"):
+            return self.ssl_mode
+        context = ssl.create_default_context(cafile=str(self.ssl_root_cert) if self.ssl_root_cert else None)
+        context.check_hostname = self.ssl_mode == "verify-full"
+        return context
+
+    def connect_arguments(self) -> dict[str, Any]:
+        return {"password": self.password, "ssl": self.ssl(), "timeout": self.connect_timeout}
+
+
+class PostgresEngine:
+    """The pool of one replica, and the one place asyncpg's errors become `StoreError`."""
+
+    def __init__(self, options: PostgresOptions) -> None:
+        self.options = options
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        options = self.options
+        try:
+            self._pool = await asyncpg.create_pool(
+                options.url,
+                min_size=min(options.min_size, options.max_size),
+                max_size=options.max_size,
+                statement_cache_size=options.statement_cache_size,
+                command_timeout=options.command_timeout,
+                reset=_keep,
+                **options.connect_arguments(),
+            )
+            async with self._pool.acquire() as connection:
+                await migrate(connection)
+        except FAILURES as exc:
+            await self.close()
+            raise _translated(exc) from exc
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise UpstreamUnavailable("Service unavailable: the store is not open")
+        return self._pool
+
+    async def run(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`work` in one transaction on a pooled connection: committed if it returns, rolled back if
+        it raises. A domain error (`RecordStoreError`) passes unchanged; an engine failure is 503."""
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                return await work(connection)
+        except FAILURES as exc:
+            raise _translated(exc) from exc
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        return await self.run(lambda connection: connection.fetch(query, *args))
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        return await self.run(lambda connection: connection.fetchrow(query, *args))
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self.run(lambda connection: connection.fetchval(query, *args))
+
+    async def execute(self, query: str, *args: Any) -> str:
+        return await self.run(lambda connection: connection.execute(query, *args))
+
+    async def connect(self, url: str | None = None) -> asyncpg.Connection:
+        """A connection of its own, outside the pool (the bus's listener)."""
+        return await asyncpg.connect(url or self.options.url, **self.options.connect_arguments())
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection outside any transaction (NOTIFY after a commit)."""
+        try:
+            async with self.pool.acquire() as connection:
+                yield connection
+        except FAILURES as exc:
+            raise _translated(exc) from exc
+
+
+async def _keep(connection: asyncpg.Connection) -> None:
+    """The pool's reset: nothing to undo (module docstring)."""
+    return
+
+
+def _translated(exc: BaseException) -> StoreError:
+    # The detail may name a table or a host; it stays in this log line. asyncpg's messages do not
+    # carry the password or the URL.
+    log.error("store_error", error=type(exc).__name__, detail=str(exc)[:500])
+    return StoreError()

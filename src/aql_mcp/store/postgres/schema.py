@@ -1,0 +1,129 @@
+"""The PostgreSQL schema: numbered migrations applied at startup under an advisory lock.
+
+Every replica runs `migrate` when it starts. The transaction-scoped advisory lock makes replicas
+starting together take turns: the first applies what is missing, the others then find nothing to do.
+Text columns that are compared or sorted use the "C" collation, so they order by code point, as
+SQLite does and as the listing rules say (docs/store.md).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+# pg_advisory_xact_lock key of the migrations: any constant, the same in every release.
+MIGRATION_LOCK = 0x61716C6D6370  # "aqlmcp"
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sessions, the SSE event log and its per-stream counters, resource subscriptions, records,
+    # confirmation tokens (the SQLite schema at its version 5), and the bus: signals and replicas
+    """
+    CREATE TABLE sessions (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        owner TEXT COLLATE "C" NOT NULL,
+        protocol_version TEXT NOT NULL,
+        client_info BYTEA NOT NULL,
+        client_capabilities BYTEA NOT NULL,
+        log_level TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        last_seen DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX sessions_owner ON sessions (owner);
+    CREATE INDEX sessions_last_seen ON sessions (last_seen);
+    CREATE TABLE streams (
+        session_id TEXT COLLATE "C" NOT NULL,
+        stream_id TEXT COLLATE "C" NOT NULL,
+        last_seq BIGINT NOT NULL,
+        ended BOOLEAN NOT NULL DEFAULT FALSE,
+        PRIMARY KEY (session_id, stream_id)
+    );
+    CREATE TABLE events (
+        session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        stream_id TEXT COLLATE "C" NOT NULL,
+        seq BIGINT NOT NULL,
+        data BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, stream_id, seq)
+    );
+    CREATE INDEX events_created_at ON events (created_at);
+    CREATE TABLE subscriptions (
+        uri TEXT COLLATE "C" NOT NULL,
+        session_id TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (uri, session_id)
+    );
+    CREATE INDEX subscriptions_session ON subscriptions (session_id);
+    CREATE TABLE record_collections (
+        tenant TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        description TEXT NOT NULL,
+        fields JSONB,
+        created_at TEXT COLLATE "C" NOT NULL,
+        next_pos BIGINT NOT NULL DEFAULT 0,
+        record_count BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant, name)
+    );
+    CREATE TABLE records (
+        tenant TEXT COLLATE "C" NOT NULL,
+        collection TEXT COLLATE "C" NOT NULL,
+        pos BIGINT NOT NULL,
+        id TEXT COLLATE "C" NOT NULL,
+        data JSONB NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT COLLATE "C" NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL,
+        updated_at TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (tenant, collection, pos),
+        UNIQUE (tenant, collection, id)
+    );
+    CREATE INDEX records_data ON records USING gin (data jsonb_path_ops);
+    CREATE TABLE record_usage (
+        tenant TEXT COLLATE "C" PRIMARY KEY,
+        records BIGINT NOT NULL,
+        bytes BIGINT NOT NULL
+    );
+    CREATE TABLE record_idempotency (
+        tenant TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        request_hash TEXT NOT NULL,
+        response BYTEA NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (tenant, key)
+    );
+    CREATE INDEX record_idempotency_age ON record_idempotency (created_at);
+    CREATE TABLE confirmations (
+        token_hash TEXT COLLATE "C" PRIMARY KEY,
+        operation TEXT NOT NULL,
+        params_hash TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        consumed_at DOUBLE PRECISION
+    );
+    CREATE INDEX confirmations_expiry ON confirmations (expires_at);
+    CREATE TABLE signals (
+        id BIGSERIAL PRIMARY KEY,
+        origin TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        target TEXT NOT NULL,
+        payload BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX signals_created_at ON signals (created_at);
+    CREATE TABLE replicas (
+        id TEXT PRIMARY KEY,
+        seen_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+)
+
+
+async def migrate(connection: asyncpg.Connection) -> int:
+    """Apply the migrations the database lacks; return the schema version reached."""
+    async with connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = await connection.fetchval("SELECT coalesce(max(version), 0) FROM schema_version")
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            await connection.execute(script)
+            await connection.execute("INSERT INTO schema_version VALUES ($1)", version)
+    return len(MIGRATIONS)

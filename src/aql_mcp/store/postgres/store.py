@@ -1,0 +1,168 @@
+"""`Store` on PostgreSQL: what several replicas share. Sessions, the event log, subscriptions; the
+`records` and `confirmations` facets and the cross-replica `bus` share the engine."""
+
+from __future__ import annotations
+
+import asyncpg
+import orjson
+
+from aql_mcp.store.base import SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.postgres.bus import PostgresBus
+from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
+from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
+from aql_mcp.store.postgres.records import PostgresRecordStore
+
+# pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
+ADMISSION_LOCK = 0x61716C736573  # "aqlses"
+
+
+class PostgresStore:
+    """Sessions and events on PostgreSQL; `records`, `confirmations` and `bus` share its engine."""
+
+    def __init__(self, options: PostgresOptions) -> None:
+        self.engine = PostgresEngine(options)
+        self.records = PostgresRecordStore(self.engine)
+        self.confirmations = PostgresConfirmationStore(self.engine)
+        self.bus = PostgresBus(self.engine)
+
+    async def open(self) -> None:
+        await self.engine.open()
+        await self.bus.open()
+
+    async def close(self) -> None:
+        await self.bus.close()
+        await self.engine.close()
+
+    async def is_ready(self) -> bool:
+        try:
+            return bool(await self.engine.fetchval("SELECT 1"))
+        except Exception:
+            return False
+
+    async def create_session(self, record: SessionRecord, *, max_open: int, max_per_owner: int) -> SessionAdmission:
+        async def admit(db: asyncpg.Connection) -> SessionAdmission:
+            # Under READ COMMITTED two replicas would both count below the cap: they take turns.
+            await db.execute("SELECT pg_advisory_xact_lock($1)", ADMISSION_LOCK)
+            if await db.fetchval("SELECT count(*) FROM sessions WHERE owner = $1", record.owner) >= max_per_owner:
+                return "owner_full"
+            if await db.fetchval("SELECT count(*) FROM sessions") >= max_open:
+                return "table_full"
+            await db.execute(
+                "INSERT INTO sessions VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                record.id,
+                record.owner,
+                record.protocol_version,
+                orjson.dumps(record.client_info),
+                orjson.dumps(record.client_capabilities),
+                record.log_level,
+                record.created_at,
+                record.last_seen,
+            )
+            return "created"
+
+        return await self.engine.run(admit)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        row = await self.engine.fetchrow("SELECT * FROM sessions WHERE id = $1", session_id)
+        if row is None:
+            return None
+        return SessionRecord(
+            id=row["id"],
+            owner=row["owner"],
+            protocol_version=row["protocol_version"],
+            client_info=orjson.loads(row["client_info"]),
+            client_capabilities=orjson.loads(row["client_capabilities"]),
+            log_level=row["log_level"],
+            created_at=row["created_at"],
+            last_seen=row["last_seen"],
+        )
+
+    async def touch_session(self, session_id: str, now: float) -> None:
+        await self.engine.execute(
+            "UPDATE sessions SET last_seen = greatest(last_seen, $2) WHERE id = $1", session_id, now
+        )
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        await self.engine.execute("UPDATE sessions SET log_level = $2 WHERE id = $1", session_id, level)
+
+    async def delete_session(self, session_id: str) -> bool:
+        async def delete(db: asyncpg.Connection) -> bool:
+            await _forget_streams(db, [session_id])
+            return bool(await db.execute("DELETE FROM sessions WHERE id = $1", session_id) == "DELETE 1")
+
+        return await self.engine.run(delete)
+
+    async def expire_sessions(self, idle_before: float) -> list[str]:
+        async def expire(db: asyncpg.Connection) -> list[str]:
+            rows = await db.fetch("DELETE FROM sessions WHERE last_seen < $1 RETURNING id", idle_before)
+            ids = [row["id"] for row in rows]
+            await _forget_streams(db, ids)
+            return ids
+
+        return await self.engine.run(expire)
+
+    async def count_sessions(self, owner: str | None = None) -> int:
+        if owner is None:
+            return int(await self.engine.fetchval("SELECT count(*) FROM sessions"))
+        return int(await self.engine.fetchval("SELECT count(*) FROM sessions WHERE owner = $1", owner))
+
+    async def append_event(
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+    ) -> int:
+        async def append(db: asyncpg.Connection) -> int:
+            # The counter row is locked until commit: appends to one stream from two replicas take turns.
+            seq = await db.fetchval(
+                "INSERT INTO streams VALUES ($1, $2, 1, $3) ON CONFLICT (session_id, stream_id) "
+                "DO UPDATE SET last_seq = streams.last_seq + 1, ended = streams.ended OR excluded.ended "
+                "RETURNING last_seq",
+                session_id,
+                stream_id,
+                final,
+            )
+            await db.execute("INSERT INTO events VALUES ($1, $2, $3, $4, $5)", session_id, stream_id, seq, data, now)
+            return int(seq)
+
+        return await self.engine.run(append)
+
+    async def end_stream(self, session_id: str, stream_id: str) -> None:
+        await self.engine.execute(
+            "INSERT INTO streams VALUES ($1, $2, 0, TRUE) "
+            "ON CONFLICT (session_id, stream_id) DO UPDATE SET ended = TRUE",
+            session_id,
+            stream_id,
+        )
+
+    async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
+        row = await self.engine.fetchrow(
+            "SELECT last_seq, ended FROM streams WHERE session_id = $1 AND stream_id = $2", session_id, stream_id
+        )
+        return (int(row["last_seq"]), bool(row["ended"])) if row else (0, False)
+
+    async def events_after(self, session_id: str, stream_id: str, seq: int) -> list[StoredEvent]:
+        rows = await self.engine.fetch(
+            "SELECT seq, data FROM events WHERE session_id = $1 AND stream_id = $2 AND seq > $3 ORDER BY seq",
+            session_id,
+            stream_id,
+            seq,
+        )
+        return [StoredEvent(seq=int(row["seq"]), data=bytes(row["data"])) for row in rows]
+
+    async def purge_events(self, before: float) -> int:
+        status = await self.engine.execute("DELETE FROM events WHERE created_at < $1", before)
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def subscribe(self, session_id: str, uri: str) -> None:
+        await self.engine.execute("INSERT INTO subscriptions VALUES ($1, $2) ON CONFLICT DO NOTHING", uri, session_id)
+
+    async def unsubscribe(self, session_id: str, uri: str) -> None:
+        await self.engine.execute("DELETE FROM subscriptions WHERE uri = $1 AND session_id = $2", uri, session_id)
+
+    async def subscribers(self, uri: str) -> list[str]:
+        rows = await self.engine.fetch("SELECT session_id FROM subscriptions WHERE uri = $1", uri)
+        return [row["session_id"] for row in rows]
+
+
+async def _forget_streams(db: asyncpg.Connection, session_ids: list[str]) -> None:
+    await db.execute("DELETE FROM events WHERE session_id = ANY($1::text[])", session_ids)
+    await db.execute("DELETE FROM streams WHERE session_id = ANY($1::text[])", session_ids)
+    await db.execute("DELETE FROM subscriptions WHERE session_id = ANY($1::text[])", session_ids)

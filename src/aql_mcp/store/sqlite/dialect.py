@@ -1,0 +1,122 @@
+"""JSON in SQLite: JSON1's `json_type` keeps the types apart that `json_extract` merges (it reads
+`true` as 1), so every test checks the type before the value.
+
+Objects and arrays compare through `aql_json_equal`, a function the engine registers on each of its
+connections; case-insensitive matching uses `aql_fold`, Python's `str.lower`, because SQLite's own
+`lower()` folds ASCII only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from aql_mcp.store.compiler import Statement
+from aql_mcp.store.listing import Key
+
+INT64 = range(-(2**63), 2**63)
+
+
+class SqliteDialect:
+    text_order = ""
+
+    def placeholder(self, index: int) -> str:
+        return f"?{index}"
+
+    def path(self, segments: tuple[str, ...]) -> str:
+        return "$" + "".join(f'."{segment}"' for segment in segments)
+
+    def exists(self, path: str) -> str:
+        return f"json_type(data, {path}) IS NOT NULL"
+
+    def equals(self, statement: Statement, segments: tuple[str, ...], value: Any) -> str:
+        path = statement.bind(self.path(segments))
+        return _typed_equal(statement, f"json_type(data, {path})", f"json_extract(data, {path})", value)
+
+    def contains(self, statement: Statement, path: str, value: Any) -> str:
+        element = _typed_equal(statement, "e.type", "e.value", value)
+        elements = f"SELECT 1 FROM json_each(data, {path}) AS e WHERE {element}"  # noqa: S608
+        in_array = f"(json_type(data, {path}) = 'array' AND EXISTS ({elements}))"
+        if not isinstance(value, str):
+            return in_array
+        needle = statement.bind(value.lower())
+        in_text = f"(json_type(data, {path}) = 'text' AND instr(aql_fold(json_extract(data, {path})), {needle}) > 0)"
+        return f"{in_text} OR {in_array}"
+
+    def compare(self, statement: Statement, path: str, op: str, value: Any) -> str:
+        kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
+        operand = statement.bind(value if isinstance(value, str) else _number(value))
+        return f"json_type(data, {path}) IN ({kinds}) AND json_extract(data, {path}) {op} {operand}"
+
+    def fold(self, expression: str) -> str:
+        return f"aql_fold({expression})"
+
+    def has_substring(self, haystack: str, needle: str) -> str:
+        return f"instr({haystack}, {needle}) > 0"
+
+    def search(self, statement: Statement, terms: tuple[str, ...]) -> str:
+        matches = " OR ".join(f"instr(aql_fold(t.value), {statement.bind(term)}) > 0" for term in terms)
+        return f"EXISTS (SELECT 1 FROM json_tree(data) AS t WHERE t.type = 'text' AND ({matches}))"  # noqa: S608
+
+    def sort_key(self, path: str) -> tuple[str, str, str]:
+        kind, value = f"json_type(data, {path})", f"json_extract(data, {path})"
+        rank = (
+            f"CASE {kind} WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 "
+            "WHEN 'text' THEN 3 WHEN 'object' THEN 4 WHEN 'array' THEN 4 ELSE 0 END"
+        )
+        number = f"CASE {kind} WHEN 'true' THEN 1 WHEN 'integer' THEN {value} WHEN 'real' THEN {value} ELSE 0 END"
+        text = f"CASE WHEN {kind} IN ('text', 'object', 'array') THEN {value} ELSE '' END"
+        return rank, number, text
+
+    def key_row(self, statement: Statement, key: Key) -> str:
+        bound = (key.rank, _number(key.number), key.text, key.position)
+        return "(" + ", ".join(statement.bind(value) for value in bound) + ")"
+
+
+def _typed_equal(statement: Statement, kind: str, value: str, operand: Any) -> str:
+    if operand is None:
+        return f"{kind} = 'null'"
+    if isinstance(operand, bool):
+        return f"{kind} = '{'true' if operand else 'false'}'"
+    if isinstance(operand, int | float):
+        return f"{kind} IN ('integer', 'real') AND {value} = {statement.bind(_number(operand))}"
+    if isinstance(operand, str):
+        return f"{kind} = 'text' AND {value} = {statement.bind(operand)}"
+    operand_json = statement.bind(orjson.dumps(operand))
+    # CASE, not AND: SQLite may evaluate both sides of an AND, and only these kinds are JSON text.
+    return f"CASE WHEN {kind} IN ('object', 'array') THEN aql_json_equal({value}, {operand_json}) ELSE FALSE END"
+
+
+def _number(value: int | float) -> int | float:
+    """SQLite integers are 64-bit; a larger JSON integer compares as the real it is closest to."""
+    return value if not isinstance(value, int) or value in INT64 else float(value)
+
+
+def json_equal(left: str | bytes | None, right: str | bytes | None) -> bool:
+    """`aql_json_equal`: structural equality of two JSON texts with JSON's types kept apart."""
+    if not isinstance(left, str | bytes) or not isinstance(right, str | bytes):
+        return False
+    try:
+        return _same(orjson.loads(left), orjson.loads(right))
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _same(left: Any, right: Any) -> bool:
+    if isinstance(left, bool) or isinstance(right, bool) or left is None or right is None:
+        return left is right
+    if isinstance(left, dict):
+        return (
+            isinstance(right, dict) and left.keys() == right.keys() and all(_same(v, right[k]) for k, v in left.items())
+        )
+    if isinstance(left, list):
+        return isinstance(right, list) and len(left) == len(right) and all(map(_same, left, right))
+    if isinstance(left, str) or isinstance(right, str):
+        return left == right if type(left) is type(right) else False
+    return bool(left == right)
+
+
+def fold(text: Any) -> str | None:
+    """`aql_fold`: lower-cased text (NULL stays NULL)."""
+    return text.lower() if isinstance(text, str) else None

@@ -1,0 +1,142 @@
+"""The SQLite schema: numbered migrations, each applied in one transaction and recorded in
+`schema_version`, so a store written by an older release is upgraded in place at startup.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sessions and the SSE event log (resumability, MCP 2025-11-25 transports)
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        protocol_version TEXT NOT NULL,
+        client_info BLOB NOT NULL,
+        client_capabilities BLOB NOT NULL,
+        log_level TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_seen REAL NOT NULL
+    );
+    CREATE INDEX sessions_last_seen ON sessions (last_seen);
+    CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        stream_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (session_id, stream_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX events_created_at ON events (created_at);
+    """,
+    # 2: sessions per owner are capped (corporate §14), so they are counted by owner
+    """
+    CREATE INDEX sessions_owner ON sessions (owner);
+    """,
+    # 3: the `records` plugin: collections and JSON records per tenant, usage for quotas, and the
+    # idempotency keys of create_record (store/records.py)
+    """
+    CREATE TABLE record_collections (
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL,
+        fields BLOB,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE records (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL,
+        collection TEXT NOT NULL,
+        id TEXT NOT NULL,
+        data BLOB NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (tenant, collection, id)
+    );
+    CREATE INDEX records_collection ON records (tenant, collection, seq);
+    CREATE TABLE record_usage (
+        tenant TEXT PRIMARY KEY,
+        records INTEGER NOT NULL,
+        bytes INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE record_idempotency (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, key)
+    ) WITHOUT ROWID;
+    """,
+    # 4: confirmation tokens of the MCP-AQL gatekeeper, by the SHA-256 of the token (never the token
+    # itself), and the index that lets housekeeping drop old idempotency keys
+    """
+    CREATE TABLE confirmations (
+        token_hash TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        params_hash TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        consumed_at REAL
+    ) WITHOUT ROWID;
+    CREATE INDEX confirmations_expiry ON confirmations (expires_at);
+    CREATE INDEX record_idempotency_age ON record_idempotency (created_at);
+    """,
+    # 5: store engines (docs/store.md): a record's position counts within its own collection, so a
+    # cursor says nothing of other tenants' writes; collections keep their record count (a free
+    # `totalCount`); each stream numbers its own events, surviving the purge of old ones; resource
+    # subscriptions are kept with the session
+    """
+    ALTER TABLE record_collections ADD COLUMN next_pos INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE record_collections ADD COLUMN record_count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE records ADD COLUMN pos INTEGER NOT NULL DEFAULT 0;
+    UPDATE records SET pos = seq;
+    UPDATE record_collections SET
+        next_pos = coalesce((SELECT max(r.pos) FROM records r
+                             WHERE r.tenant = record_collections.tenant AND r.collection = record_collections.name), 0),
+        record_count = (SELECT count(*) FROM records r
+                        WHERE r.tenant = record_collections.tenant AND r.collection = record_collections.name);
+    DROP INDEX records_collection;
+    CREATE UNIQUE INDEX records_position ON records (tenant, collection, pos);
+    CREATE TABLE streams (
+        session_id TEXT NOT NULL,
+        stream_id TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        ended INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, stream_id)
+    ) WITHOUT ROWID;
+    INSERT INTO streams SELECT session_id, stream_id, max(seq), 0 FROM events GROUP BY session_id, stream_id;
+    CREATE TABLE subscriptions (
+        uri TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        PRIMARY KEY (uri, session_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX subscriptions_session ON subscriptions (session_id);
+    """,
+)
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply the migrations this file is newer by; return the schema version reached.
+
+    Run on the writer connection before any other statement; its IMMEDIATE transaction also keeps a
+    second process starting on the same file from applying the same migration twice.
+    """
+    db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = db.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            for statement in (s for s in script.split(";") if s.strip()):
+                db.execute(statement)
+            db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return len(MIGRATIONS)

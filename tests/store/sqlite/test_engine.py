@@ -1,0 +1,155 @@
+"""What only the SQLite engine has: its migrations, its threads, and faults injected into its file."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from aql_mcp.exceptions import StoreError
+from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
+from tests.store.test_base import admit, record, seqs
+
+pytestmark = pytest.mark.anyio
+# Counting to this in a recursive query keeps a reader busy for many seconds.
+ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000000000) SELECT max(i) FROM n"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "store.sqlite3"
+
+
+@pytest.fixture
+async def sqlite(db_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(db_path, readers=1)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+def schema_versions(path: Path) -> list[int]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT version FROM schema_version ORDER BY version")]
+
+
+async def test_open_applies_every_migration_in_order(sqlite: SqliteStore, db_path: Path) -> None:
+    assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 1))
+
+
+async def test_reopening_does_not_migrate_again_and_keeps_the_data(sqlite: SqliteStore, db_path: Path) -> None:
+    assert await admit(sqlite, record("s1")) == "created"
+    await sqlite.append_event("s1", "g", b'{"a":1}', 100.0)
+    await sqlite.close()
+    reopened = SqliteStore(db_path)
+    await reopened.open()
+    try:
+        assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 1))
+        assert await reopened.get_session("s1") == record("s1")
+        assert await seqs(reopened, "s1", "g") == [1]
+    finally:
+        await reopened.close()
+
+
+def test_migrate_is_idempotent() -> None:
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        assert migrate(db) == len(MIGRATIONS)
+        assert migrate(db) == len(MIGRATIONS)
+        versions = [row[0] for row in db.execute("SELECT version FROM schema_version")]
+        assert versions == list(range(1, len(MIGRATIONS) + 1))
+    finally:
+        db.close()
+
+
+async def test_a_store_of_the_previous_release_is_upgraded_in_place(db_path: Path) -> None:
+    """Schema 4 kept a global record counter and no stream counters: positions become per
+    collection, record counts and event numbers carry over."""
+    db_path.parent.mkdir(parents=True)
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for version, script in enumerate(MIGRATIONS[:4], start=1):
+        for statement in (s for s in script.split(";") if s.strip()):
+            db.execute(statement)
+        db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    db.execute("INSERT INTO record_collections VALUES ('t', 'c', '', NULL, 'now')")
+    for seq, record_id in ((7, "a"), (9, "b")):
+        db.execute("INSERT INTO records VALUES (?, 't', 'c', ?, '{\"n\": 1}', 8, 'e', 'now', 'now')", (seq, record_id))
+    db.execute("INSERT INTO sessions VALUES ('s1', 'o', 'v', '{}', '{}', 'info', 1, 1)")
+    db.execute("INSERT INTO events VALUES ('s1', 'g', 5, 'x', 1)")
+    db.close()
+    store = SqliteStore(db_path)
+    await store.open()
+    try:
+        collection = await store.records.get_collection("t", "c")
+        assert collection is not None
+        assert collection.record_count == 2
+        assert await store.append_event("s1", "g", b"y", 2.0) == 6
+        record_b = await store.records.get_record("t", "c", "b")
+        assert record_b is not None
+        assert record_b.position == 9
+    finally:
+        await store.close()
+
+
+async def test_a_slow_read_leaves_the_event_loop_free(sqlite: SqliteStore) -> None:
+    """issue 11: a statement runs on a reader thread; the loop keeps serving while it runs."""
+    ticks = 0
+    done = anyio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) SELECT max(i) FROM n"
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        assert await sqlite.engine.read(lambda db: db.execute(slow).fetchone()[0]) == 3000000
+        done.set()
+    assert ticks > 100
+
+
+async def test_a_cancelled_read_is_interrupted_and_frees_its_thread(sqlite: SqliteStore) -> None:
+    """With one reader thread, the next read only runs if the cancelled statement really stopped."""
+    with anyio.move_on_after(0.2):
+        await sqlite.engine.read(lambda db: db.execute(ENDLESS).fetchone())
+    with anyio.fail_after(20):
+        assert await sqlite.engine.read(lambda db: db.execute("SELECT 7").fetchone()[0]) == 7
+
+
+def fail_deleting(path: Path, session_id: str) -> None:
+    """Fault injection from outside: the engine aborts deleting this one session row."""
+    with sqlite3.connect(path) as db:
+        db.execute(
+            f"CREATE TRIGGER fail_delete BEFORE DELETE ON sessions WHEN old.id = '{session_id}' "
+            "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+        )
+
+
+async def test_failed_delete_keeps_the_session_and_its_events(sqlite: SqliteStore, db_path: Path) -> None:
+    await admit(sqlite, record("s1"))
+    await sqlite.append_event("s1", "g", b"x", 100.0)
+    fail_deleting(db_path, "s1")
+    with pytest.raises(StoreError):
+        await sqlite.delete_session("s1")
+    assert await sqlite.get_session("s1") is not None
+    assert await seqs(sqlite, "s1", "g") == [1]
+
+
+async def test_failed_expiry_keeps_every_session_and_event(sqlite: SqliteStore, db_path: Path) -> None:
+    for session_id in ("s1", "s2"):
+        await admit(sqlite, record(session_id, last_seen=100.0))
+        await sqlite.append_event(session_id, "g", b"x", 100.0)
+    fail_deleting(db_path, "s2")
+    with pytest.raises(StoreError):
+        await sqlite.expire_sessions(200.0)
+    assert await sqlite.count_sessions() == 2
+    assert await seqs(sqlite, "s1", "g") == [1]
+    assert await seqs(sqlite, "s2", "g") == [1]
+    assert await sqlite.is_ready()

@@ -1,0 +1,62 @@
+"""Store engines for the contract suite: every store test runs once on SQLite and once on PostgreSQL.
+
+`Backend` is one engine's fresh, empty database: a directory for SQLite, a database of its own on
+the suite's PostgreSQL server for PostgreSQL. `backend.open()` builds a `Store` on it exactly as
+the service does (`open_store(settings)`), so two stores opened on one backend are two replicas.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from aql_mcp.settings import Settings, StoreSettings
+from aql_mcp.store.base import Store
+from aql_mcp.store.factory import open_store
+from tests.support.postgres import create_database, drop_database
+
+ENGINES = ("sqlite", "postgres")
+
+
+@dataclass
+class Backend:
+    engine: str
+    path: Path
+    url: str = ""
+    opened: list[Store] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(store=StoreSettings(path=self.path, url=SecretStr(self.url), pool_min_size=1))
+
+    async def open(self) -> Store:
+        store = open_store(self.settings)
+        await store.open()
+        self.opened.append(store)
+        return store
+
+
+async def backend_for(engine: str, tmp_path: Path, postgres_server: str | None) -> AsyncIterator[Backend]:
+    """One engine's empty database, dropped (with every store opened on it closed) afterwards."""
+    if engine == "sqlite":
+        backend = Backend(engine, tmp_path / "state")
+        yield backend
+        await _close(backend)
+        return
+    assert postgres_server is not None
+    name = "t_" + secrets.token_hex(6)
+    backend = Backend(engine, tmp_path / "state", await create_database(postgres_server, name))
+    try:
+        yield backend
+    finally:
+        await _close(backend)
+        await drop_database(postgres_server, name)
+
+
+async def _close(backend: Backend) -> None:
+    for store in backend.opened:
+        await store.close()
