@@ -6,9 +6,7 @@ session, and when the server answers JSON instead of SSE. Every stream is read u
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -17,44 +15,13 @@ import pytest
 
 from tests.support.asgi import open_session, rpc
 from tests.support.server import ServerProcess
+from tests.support.sse import Event, iter_events
 
 pytestmark = pytest.mark.anyio
 
 DEADLINE = 5.0
 PROGRESS_TOOL = "test_tool_with_progress"
 WATCHED = "test://watched-resource"
-
-
-@dataclass(frozen=True)
-class Event:
-    """One SSE event as sent: `data` is None when the event had no data line at all."""
-
-    id: str | None
-    data: str | None
-    retry: int | None
-
-    @property
-    def message(self) -> dict[str, Any]:
-        assert self.data, self
-        message: dict[str, Any] = json.loads(self.data)
-        return message
-
-
-async def iter_events(response: httpx.Response) -> AsyncIterator[Event]:
-    """Parse an SSE body (HTML Living Standard, "Event stream interpretation"), comments skipped."""
-    fields: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if not line:
-            if fields:
-                retry = fields.get("retry")
-                yield Event(fields.get("id"), fields.get("data"), int(retry) if retry else None)
-            fields = {}
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        fields[name] = f"{fields[name]}\n{value}" if name == "data" and name in fields else value
 
 
 async def read_all(response: httpx.Response) -> list[Event]:

@@ -80,11 +80,12 @@ class EventStream:
         async with self._lock:
             seq = await self._store.append_event(self.session_id, self.id, data, time.time(), final=final)
             self.seq = max(self.seq, seq)
-            if self.sink is None:
-                await self._bus.publish(Signal("events", self.session_id, self.id))
-            elif seq == self.delivered + 1:
+            # Always, not only without a sink here: the client may have dropped this connection
+            # unnoticed and resumed on another replica, which follows the stream from these wake-ups.
+            await self._bus.publish(Signal("events", self.session_id, self.id))
+            if self.sink is not None and seq == self.delivered + 1:
                 await self._write(seq, data)
-            else:
+            elif self.sink is not None:
                 await self._catch_up()
             if final:
                 self.done.set()

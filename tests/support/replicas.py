@@ -1,0 +1,159 @@
+"""Several `aql-mcp serve` replicas sharing one PostgreSQL database, and ways to spread traffic
+over them: a round-robin transport for the official client and a round-robin HTTP proxy.
+
+The replicas run in development mode with one issuer, one audience and one signing key, as a
+deployment's replicas share one IdP: a token is valid on every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import httpx2
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
+from tests.support.asgi import CONFORMANCE
+from tests.support.redaction import remember_secret
+from tests.support.server import ServerProcess, free_port, start_server
+
+ISSUER = "http://aql-mcp.replicas.test"
+AUDIENCE = f"{ISSUER}/mcp"
+SLOW = "tests.support.slow:plugin"
+
+
+@dataclass
+class Replicas:
+    servers: list[ServerProcess]
+    key_dir: Path
+
+    @property
+    def ports(self) -> list[int]:
+        return [server.port for server in self.servers]
+
+    def token(self, subject: str = "tester") -> str:
+        issuer = DevIssuer(state_dir=self.key_dir, issuer=ISSUER, audience=AUDIENCE)
+        return remember_secret(issuer.mint(subject=subject, scopes=["mcp"], ttl=600))
+
+
+@contextmanager
+def start_replicas(
+    root: Path, database_url: str, count: int = 3, env: dict[str, str] | None = None
+) -> Iterator[Replicas]:
+    """`count` replicas on free ports, all on `database_url`, sharing the development signing key."""
+    key_dir = root / "key"
+    key_dir.mkdir(parents=True)
+    DevIssuer(state_dir=key_dir, issuer=ISSUER, audience=AUDIENCE)  # creates the key file
+    shared = {
+        "AQL_MCP_STORE__URL": database_url,
+        "AQL_MCP_AUTH__ISSUER": ISSUER,
+        "AQL_MCP_AUTH__AUDIENCE": AUDIENCE,
+        **(env or {}),
+    }
+    with ExitStack() as stack:
+        servers = []
+        for index in range(count):
+            state = root / f"replica-{index}"
+            state.mkdir()
+            shutil.copy(key_dir / KEY_FILE, state / KEY_FILE)
+            servers.append(stack.enter_context(start_server(state, env=shared, plugins=(CONFORMANCE, SLOW))))
+        yield Replicas(servers, key_dir)
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """Sends each request to the next replica, as a gateway without session affinity does; `ports`
+    records where each request went."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self._next = itertools.cycle(ports)
+        self._inner = httpx2.AsyncHTTPTransport()
+        self.sent: list[tuple[str, int, str | None]] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = next(self._next)
+        request.url = request.url.copy_with(port=port)
+        request.headers["host"] = f"127.0.0.1:{port}"
+        self.sent.append((request.method, port, request.headers.get("last-event-id")))
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class RoundRobinProxy:
+    """An HTTP proxy on 127.0.0.1 that streams each request to the next replica (for clients that
+    take one URL, like the conformance suite). It rewrites Host; everything else passes as is."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self._next = itertools.cycle(ports)
+        self._client: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(None))
+        port = next(self._next)
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
+        query = scope["query_string"].decode()
+        url = f"http://127.0.0.1:{port}{scope['path']}" + (f"?{query}" if query else "")
+        request = self._client.build_request(
+            scope["method"], url, headers=[*headers, (b"host", f"127.0.0.1:{port}".encode())], content=body
+        )
+        response = await self._client.send(request, stream=True)
+        try:
+            passed = [
+                (k, v) for k, v in response.headers.raw if k.lower() not in (b"content-length", b"transfer-encoding")
+            ]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": passed})
+            pump = asyncio.ensure_future(self._pump(response, send))
+            gone = asyncio.ensure_future(_disconnected(receive))
+            await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (pump, gone):
+                task.cancel()
+        finally:
+            await response.aclose()
+
+    async def _pump(self, response: httpx.Response, send: Send) -> None:
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+@contextmanager
+def run_proxy(ports: Sequence[int], port: int | None = None) -> Iterator[str]:
+    """The proxy on a free port (or `port`), in a thread of its own; its base URL."""
+    port = port or free_port()
+    config = uvicorn.Config(RoundRobinProxy(ports), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the proxy did not start")
+            threading.Event().wait(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

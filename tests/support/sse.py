@@ -1,0 +1,42 @@
+"""Server-sent events as a test reads them off an httpx response."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Event:
+    """One SSE event as sent: `data` is None when the event had no data line at all."""
+
+    id: str | None
+    data: str | None
+    retry: int | None
+
+    @property
+    def message(self) -> dict[str, Any]:
+        assert self.data, self
+        message: dict[str, Any] = json.loads(self.data)
+        return message
+
+
+async def iter_events(response: httpx.Response) -> AsyncIterator[Event]:
+    """Parse an SSE body (HTML Living Standard, "Event stream interpretation"), comments skipped."""
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if fields:
+                retry = fields.get("retry")
+                yield Event(fields.get("id"), fields.get("data"), int(retry) if retry else None)
+            fields = {}
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        fields[name] = f"{fields[name]}\n{value}" if name == "data" and name in fields else value
