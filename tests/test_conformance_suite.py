@@ -6,38 +6,72 @@ development token, and without a token every request must be refused with 401 (c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import secrets
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.server import ServerProcess
+from tests.support.postgres import create_database, drop_database
+from tests.support.replicas import proxy_settings, run_proxy, start_replicas
+from tests.support.server import ServerProcess, free_port, start_server
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "conformance.sh"
 SCENARIOS = 32
 
 
-def run_suite(server: ServerProcess, token: str | None) -> tuple[int, int, str]:
+def run_suite(url: str, token: str | None) -> tuple[int, int, str]:
     env = {k: v for k, v in os.environ.items() if k != "MCP_TOKEN"}
     if token:
         env["MCP_TOKEN"] = token
-    done = subprocess.run([str(SCRIPT), server.url], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([str(SCRIPT), url], env=env, capture_output=True, text=True, timeout=600)
     match = re.search(r"^conformance: (\d+) passed, (\d+) failed$", done.stdout, re.MULTILINE)
     assert match, f"no summary line:\n{done.stdout}\n{done.stderr}"
     return int(match.group(1)), int(match.group(2)), done.stdout
 
 
 def test_every_conformance_scenario_passes_with_a_token(server: ServerProcess) -> None:
-    passed, failed, output = run_suite(server, server.token(subject="conformance"))
+    passed, failed, output = run_suite(server.url, server.token(subject="conformance"))
+    assert (passed, failed) == (SCENARIOS, 0), output
+
+
+@pytest.fixture(scope="module")
+def database(postgres_server: str) -> Iterator[str]:
+    name = "conformance_" + secrets.token_hex(4)
+    url = asyncio.run(create_database(postgres_server, name))
+    yield url
+    asyncio.run(drop_database(postgres_server, name))
+
+
+def test_every_conformance_scenario_passes_on_postgresql(database: str, tmp_path: Path) -> None:
+    """issue 11: the PostgreSQL engine serves the whole protocol as SQLite does."""
+    with start_server(tmp_path, env={"AQL_MCP_STORE__URL": database}) as server:
+        passed, failed, output = run_suite(server.url, server.token(subject="conformance"))
+    assert (passed, failed) == (SCENARIOS, 0), output
+
+
+def test_every_conformance_scenario_passes_through_a_round_robin_proxy_over_three_replicas(
+    database: str, tmp_path: Path
+) -> None:
+    """issue 11: each request of the suite goes to the next replica, as behind a gateway without
+    session affinity; sessions, streams, resumption and server requests still work."""
+    port = free_port()
+    with (
+        start_replicas(tmp_path, database, env=proxy_settings(port)) as replicas,
+        run_proxy(replicas.ports, port) as base,
+    ):
+        passed, failed, output = run_suite(f"{base}/mcp", replicas.token("conformance"))
     assert (passed, failed) == (SCENARIOS, 0), output
 
 
 def test_without_a_token_every_mcp_request_is_refused_with_401(server: ServerProcess) -> None:
     before = len(server.log_text().splitlines())
-    passed, _, output = run_suite(server, None)
+    passed, _, output = run_suite(server.url, None)
     assert passed == 0, output
     lines = [line for line in server.log_text().splitlines()[before:] if '"http_request"' in line and '"/mcp"' in line]
     assert lines, "the suite sent no request"

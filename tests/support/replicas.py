@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
@@ -91,7 +92,8 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 
 class RoundRobinProxy:
     """An HTTP proxy on 127.0.0.1 that streams each request to the next replica (for clients that
-    take one URL, like the conformance suite). It rewrites Host; everything else passes as is."""
+    take one URL, like the conformance suite). Like a gateway it passes every header on, Host
+    included, so the replicas must allow the proxy's host (`proxy_settings`)."""
 
     def __init__(self, ports: Sequence[int]) -> None:
         self._next = itertools.cycle(ports)
@@ -109,12 +111,10 @@ class RoundRobinProxy:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
+        headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
         query = scope["query_string"].decode()
         url = f"http://127.0.0.1:{port}{scope['path']}" + (f"?{query}" if query else "")
-        request = self._client.build_request(
-            scope["method"], url, headers=[*headers, (b"host", f"127.0.0.1:{port}".encode())], content=body
-        )
+        request = self._client.build_request(scope["method"], url, headers=headers, content=body)
         response = await self._client.send(request, stream=True)
         try:
             passed = [
@@ -138,6 +138,15 @@ class RoundRobinProxy:
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def proxy_settings(port: int) -> dict[str, str]:
+    """What the replicas need to be reached through the proxy on `port`: its host and origin allowed."""
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    return {
+        "AQL_MCP_HTTP__ALLOWED_HOSTS": json.dumps(hosts),
+        "AQL_MCP_HTTP__ALLOWED_ORIGINS": json.dumps([f"http://{host}" for host in hosts]),
+    }
 
 
 @contextmanager
