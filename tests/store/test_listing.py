@@ -183,3 +183,22 @@ async def test_a_cursor_past_the_end_gives_an_empty_page_that_knows_what_lies_be
 async def test_another_tenants_records_never_appear(records: RecordStore) -> None:
     assert "foreign" not in await listed(records)
     assert "foreign" not in await listed(records, **where("v", "eq", True))
+
+
+async def test_values_with_characters_json_escapes_are_found(store: Store) -> None:
+    """The SQLite engine first scans stored JSON text for the value: escapes must not hide it."""
+    facet = store.records
+    await facet.create_collection("t", "e", "", None, "now")
+    odd = 'say "hi"\\ to\tme'
+    for name, value in (("odd", odd), ("big", 2**60), ("float", 12.0)):
+        await facet.create_record("t", NewRecord("e", name, {"v": value}, "e", "now"), QUOTA, None)
+
+    async def ids(**listing: Any) -> list[str]:
+        page = await facet.list_records("t", "e", Listing(size=10, **listing))
+        return [record.id for record, _ in page.items]
+
+    assert await ids(**where("v", "eq", odd)) == ["odd"]
+    assert await ids(**where("v", "eq", 2**60)) == ["big"]
+    assert await ids(**where("v", "eq", 12)) == ["float"]
+    assert await ids(terms=('"hi"',)) == ["odd"]
+    assert await ids(terms=("to\tme",)) == ["odd"]

@@ -32,7 +32,11 @@ class SqliteDialect:
 
     def equals(self, statement: Statement, segments: tuple[str, ...], value: Any) -> str:
         path = statement.bind(self.path(segments))
-        return _typed_equal(statement, f"json_type(data, {path})", f"json_extract(data, {path})", value)
+        test = _typed_equal(statement, f"json_type(data, {path})", f"json_extract(data, {path})", value)
+        needle = _needle(value)
+        if needle is None:
+            return test
+        return f"instr(data, {statement.bind(needle)}) > 0 AND {test}"
 
     def contains(self, statement: Statement, path: str, value: Any) -> str:
         element = _typed_equal(statement, "e.type", "e.value", value)
@@ -56,8 +60,15 @@ class SqliteDialect:
         return f"instr({haystack}, {needle}) > 0"
 
     def search(self, statement: Statement, terms: tuple[str, ...]) -> str:
-        matches = " OR ".join(f"instr(aql_fold(t.value), {statement.bind(term)}) > 0" for term in terms)
-        return f"EXISTS (SELECT 1 FROM json_tree(data) AS t WHERE t.type = 'text' AND ({matches}))"  # noqa: S608
+        bound = [statement.bind(term) for term in terms]
+        matches = " OR ".join(f"instr(aql_fold(t.value), {term}) > 0" for term in bound)
+        exact = f"EXISTS (SELECT 1 FROM json_tree(data) AS t WHERE t.type = 'text' AND ({matches}))"  # noqa: S608
+        if any(_escaped_in_json(term) for term in terms):
+            return exact
+        # A record whose JSON text holds no term cannot hold it in a string value: that cheap test on
+        # the whole document skips walking the tree of most records.
+        anywhere = " OR ".join(f"instr(aql_fold(data), {term}) > 0" for term in bound)
+        return f"({anywhere}) AND {exact}"
 
     def sort_key(self, path: str) -> tuple[str, str, str]:
         kind, value = f"json_type(data, {path})", f"json_extract(data, {path})"
@@ -86,6 +97,22 @@ def _typed_equal(statement: Statement, kind: str, value: str, operand: Any) -> s
     operand_json = statement.bind(orjson.dumps(operand))
     # CASE, not AND: SQLite may evaluate both sides of an AND, and only these kinds are JSON text.
     return f"CASE WHEN {kind} IN ('object', 'array') THEN aql_json_equal({value}, {operand_json}) ELSE FALSE END"
+
+
+def _needle(value: Any) -> bytes | None:
+    """Bytes every record holding `value` has in its stored JSON (orjson wrote it): a string, boolean
+    or null as orjson writes it; an integer's digits, which its float spelling (`5.0`) also holds.
+    A cheap scan for them spares parsing most records."""
+    if isinstance(value, str | bool) or value is None:
+        return orjson.dumps(value)
+    if isinstance(value, int) and abs(value) < 2**53:
+        return str(value).encode()
+    return None
+
+
+def _escaped_in_json(term: str) -> bool:
+    """Whether JSON text writes `term` other than as itself (quotes, backslashes, control characters)."""
+    return any(c in term for c in '"\\') or any(ord(c) < 0x20 for c in term)
 
 
 def _number(value: int | float) -> int | float:
@@ -119,4 +146,6 @@ def _same(left: Any, right: Any) -> bool:
 
 def fold(text: Any) -> str | None:
     """`aql_fold`: lower-cased text (NULL stays NULL)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")  # `records.data` is JSON stored as a blob
     return text.lower() if isinstance(text, str) else None
