@@ -74,7 +74,13 @@ class PostgresDialect:
     def search(self, statement: Statement, terms: tuple[str, ...]) -> str:
         matches = " OR ".join(f"strpos(lower(v.x #>> '{{}}'), {statement.bind(term)}) > 0" for term in terms)
         strings = "jsonb_path_query(data, 'strict $.**')"
-        return f"EXISTS (SELECT 1 FROM {strings} AS v(x) WHERE jsonb_typeof(v.x) = 'string' AND ({matches}))"  # noqa: S608
+        exact = f"EXISTS (SELECT 1 FROM {strings} AS v(x) WHERE jsonb_typeof(v.x) = 'string' AND ({matches}))"  # noqa: S608
+        if any(c in term for term in terms for c in '"\\') or any(ord(c) < 0x20 for term in terms for c in term):
+            return exact
+        # The document's text holds every string value as itself (bar escapes, excluded above): a
+        # record whose text holds no term is skipped without walking its tree.
+        anywhere = " OR ".join(f"strpos(lower(data::text), {statement.bind(term)}) > 0" for term in terms)
+        return f"({anywhere}) AND {exact}"
 
     def sort_key(self, path: str) -> tuple[str, str, str]:
         found = _value(path)
