@@ -3,7 +3,8 @@
 #
 #   scripts/postgres.sh install     # the server binaries, from Debian's package, when missing
 #   scripts/postgres.sh start DIR   # prints the DSN: postgresql://postgres@127.0.0.1:PORT/aql_mcp_test
-#   scripts/postgres.sh stop DIR
+#   scripts/postgres.sh stop DIR    # stops it and removes the cluster
+#   scripts/postgres.sh pause DIR   # stops it, keeping the data; `start DIR` resumes it
 #
 # The store tests need a real PostgreSQL. `make test` starts one through tests/support/postgres.py,
 # which calls this script; there is nothing to start by hand. (To use a server of your own instead,
@@ -37,7 +38,7 @@ die() {
   exit 1
 }
 
-usage() { die "usage: $0 install | start DIR | stop DIR"; }
+usage() { die "usage: $0 install | start DIR | stop DIR | pause DIR"; }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
@@ -73,6 +74,8 @@ port_is_free() {
   python3 - "$1" <<'EOF'
 import socket, sys
 with socket.socket() as s:
+    # As PostgreSQL binds: connections it closed leave TIME_WAIT on its port, which must not count.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", int(sys.argv[1])))
     except OSError:
@@ -134,7 +137,9 @@ start() {
   fi
 
   # Another process may take the port between the check and the start: then try the next one.
+  # A cluster started before comes back on its port, so its clients can reconnect.
   port=$FIRST_PORT
+  if [ -f "$dir/port" ]; then port=$(cat "$dir/port"); fi
   while :; do
     while ! port_is_free "$port"; do
       port=$((port + 1))
@@ -176,6 +181,17 @@ stop() {
   fi
 }
 
+# `pause` stops the server and keeps its data; `start` brings it back on the same port when that is
+# free (tests of the database going away and coming back).
+pause() {
+  local dir=$1 home
+  home=$(home_of "$dir")
+  BIN=$(find_bin || true)
+  if [ -n "$BIN" ] && [ -f "$home/data/postmaster.pid" ]; then
+    as_owner "$BIN/pg_ctl" -D "$home/data" -m fast -w stop >&2 || say "not running: $home/data"
+  fi
+}
+
 # `install` only makes sure the server binaries are there: `make test` runs it before pytest, so a
 # first install on a fresh machine is not charged to a test's timeout.
 ensure_installed() { find_bin >/dev/null || install_postgres; }
@@ -184,5 +200,6 @@ case ${1:-} in
   install) ensure_installed ;;
   start) [ $# -eq 2 ] || usage; start "$2" ;;
   stop) [ $# -eq 2 ] || usage; stop "$2" ;;
+  pause) [ $# -eq 2 ] || usage; pause "$2" ;;
   *) usage ;;
 esac

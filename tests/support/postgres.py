@@ -23,10 +23,11 @@ START_SECONDS = 600.0
 STOP_SECONDS = 60.0
 
 
-def start_postgres(directory: Path) -> str:
-    """The DSN of a running server: AQL_MCP_TEST_POSTGRES_URL, or a new one with its cluster in `directory`."""
+def start_postgres(directory: Path, *, own: bool = False) -> str:
+    """The DSN of a running server: AQL_MCP_TEST_POSTGRES_URL, or a new one with its cluster in
+    `directory` (always a new one with `own`, for a test that stops and restarts it)."""
     configured = os.environ.get(ENVIRONMENT)
-    if configured:
+    if configured and not own:
         return configured
     result = subprocess.run(
         [str(SCRIPT), "start", str(directory)],
@@ -42,9 +43,9 @@ def start_postgres(directory: Path) -> str:
     return lines[-1]
 
 
-def stop_postgres(directory: Path) -> None:
+def stop_postgres(directory: Path, *, own: bool = False) -> None:
     """Stop the server `start_postgres(directory)` started; nothing when AQL_MCP_TEST_POSTGRES_URL is set."""
-    if os.environ.get(ENVIRONMENT):
+    if os.environ.get(ENVIRONMENT) and not own:
         return
     subprocess.run(
         [str(SCRIPT), "stop", str(directory)],
@@ -74,3 +75,8 @@ async def drop_database(server: str, name: str) -> None:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+def pause_postgres(directory: Path) -> None:
+    """Stop the server of `directory`, keeping its data; `start_postgres(directory)` brings it back."""
+    subprocess.run([str(SCRIPT), "pause", str(directory)], stdin=subprocess.DEVNULL, check=True, timeout=STOP_SECONDS)

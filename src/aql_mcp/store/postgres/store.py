@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import orjson
 
@@ -12,6 +14,7 @@ from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.records import PostgresRecordStore
 
+READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
 ADMISSION_LOCK = 0x61716C736573  # "aqlses"
 
@@ -34,8 +37,9 @@ class PostgresStore:
         await self.engine.close()
 
     async def is_ready(self) -> bool:
+        """A round trip within a second: a readiness probe must answer before its own timeout."""
         try:
-            return bool(await self.engine.fetchval("SELECT 1"))
+            return bool(await asyncio.wait_for(self.engine.fetchval("SELECT 1"), READY_SECONDS))
         except Exception:
             return False
 
