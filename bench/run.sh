@@ -6,6 +6,7 @@
 #   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh
 #   NICE=-10 bench/run.sh              # servers and wrk ahead of other work on a busy machine
 #   SOURCE=/tmp/before bench/run.sh    # serve this copy of aql_mcp instead of a snapshot of src/ (A/B)
+#   STORE=0 bench/run.sh               # without the store rows (bench/store.py, bench/STORE.md)
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -30,3 +31,7 @@ fi
 "$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"
 case "$OUT" in bench/results/*) ln -sfn "$(basename "$OUT")" bench/results/latest ;; esac
 echo "bench: raw results in $OUT"
+# The store rows (records operations on SQLite and PostgreSQL, replicas): bench/STORE.md.
+if [ "${STORE:-1}" = 1 ]; then
+  "$PYTHON" bench/store.py --seconds "${STORE_SECONDS:-4}"
+fi

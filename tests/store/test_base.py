@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+
 import anyio
 import pytest
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.base import SessionRecord, Store
-from tests.support.engines import Backend
+from tests.support.engines import Backend, admit_one, race_in_another_process
 
 pytestmark = pytest.mark.anyio
 
@@ -227,3 +230,26 @@ async def test_delete_session_is_visible_to_another_replica(backend: Backend) ->
     assert await store.delete_session("s1")
     assert await other.get_session("s1") is None
     assert await seqs(other, "s1", "g") == []
+
+
+async def test_two_processes_racing_never_pass_the_session_cap(backend: Backend) -> None:
+    """Two OS processes, each with its own connection(s), create 25 sessions each at the same moment
+    for a table of 20: the engine admits exactly 20 (store/base.py: caps inside the engine)."""
+    spawn = multiprocessing.get_context("spawn")
+    ready, go = spawn.Event(), spawn.Event()
+    child = spawn.Process(target=race_in_another_process, args=(backend, "child-", 25, 20, ready, go))
+    child.start()
+    store = await backend.open()
+    try:
+        with anyio.fail_after(60):
+            while not ready.is_set():  # noqa: ASYNC110 - another process's doing
+                await anyio.sleep(0.02)
+        go.set()
+        here = await asyncio.gather(*(admit_one(store, f"parent-{index}", 20) for index in range(25)))
+        await anyio.to_thread.run_sync(child.join, 60)
+    finally:
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+    assert await store.count_sessions() == 20
+    assert here.count("created") <= 20

@@ -7,15 +7,17 @@ the service does (`open_store(settings)`), so two stores opened on one backend a
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
 from aql_mcp.settings import Settings, StoreSettings
-from aql_mcp.store.base import Store
+from aql_mcp.store.base import SessionRecord, Store
 from aql_mcp.store.factory import open_store
 from tests.support.postgres import create_database, drop_database
 
@@ -60,3 +62,22 @@ async def backend_for(engine: str, tmp_path: Path, postgres_server: str | None) 
 async def _close(backend: Backend) -> None:
     for store in backend.opened:
         await store.close()
+
+
+def race_in_another_process(backend: Backend, prefix: str, count: int, max_open: int, ready: Any, go: Any) -> None:
+    """In a child process: open a store on `backend`'s database, say ready, wait for go, then try to
+    create `count` sessions at once (the other side of a two-process race)."""
+
+    async def run() -> None:
+        store = await backend.open()
+        ready.set()
+        go.wait()
+        await asyncio.gather(*(admit_one(store, f"{prefix}{index}", max_open) for index in range(count)))
+        await store.close()
+
+    asyncio.run(run())
+
+
+async def admit_one(store: Store, session_id: str, max_open: int) -> str:
+    session = SessionRecord(id=session_id, owner=session_id, protocol_version="2025-11-25")
+    return await store.create_session(session, max_open=max_open, max_per_owner=max_open)

@@ -127,13 +127,8 @@ class PostgresBus:
             connection: asyncpg.Connection | None = None
             try:
                 connection = await self._engine.connect(self._engine.options.listen_url or None)
-                await connection.add_listener(CHANNEL, self._on_notify)
                 attempt = 0
-                self.connected.set()
-                self._inbox.put_nowait("r")
-                while True:
-                    await asyncio.sleep(PING_SECONDS)
-                    await connection.fetchval("SELECT 1", timeout=PING_SECONDS)
+                await self._hold(connection)
             except FAILURES as exc:
                 self.connected.clear()
                 delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
@@ -144,6 +139,22 @@ class PostgresBus:
                 if connection is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(connection.close(), timeout=1.0)
+
+    async def _hold(self, connection: asyncpg.Connection) -> None:
+        """Listen on `connection` until it is lost; the first thing is a resync."""
+        lost = asyncio.Event()
+        connection.add_termination_listener(lambda _connection: lost.set())
+        await connection.add_listener(CHANNEL, self._on_notify)
+        self.connected.set()
+        self._inbox.put_nowait("r")
+        while True:
+            # The server closing the connection ends the wait at once; the ping finds a connection
+            # that died silently (a network partition).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), PING_SECONDS)
+            if lost.is_set():
+                raise ConnectionResetError("the listener's connection was closed")
+            await connection.fetchval("SELECT 1", timeout=PING_SECONDS)
 
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
         for line in payload.split("\n"):

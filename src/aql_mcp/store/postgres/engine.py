@@ -23,6 +23,7 @@ from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.postgres.schema import migrate
 
 T = TypeVar("T")
+LISTENER = "aql-mcp-listener"
 log = structlog.get_logger("aql_mcp.store")
 # What asyncpg raises when the server is away or refuses: translated to StoreError (503).
 FAILURES: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
@@ -53,8 +54,15 @@ class PostgresOptions:
         context.check_hostname = self.ssl_mode == "verify-full"
         return context
 
-    def connect_arguments(self) -> dict[str, Any]:
-        return {"password": self.password, "ssl": self.ssl(), "timeout": self.connect_timeout}
+    def connect_arguments(self, name: str = "aql-mcp") -> dict[str, Any]:
+        """asyncpg's connection arguments; `name` is the application_name an operator sees in
+        pg_stat_activity (the pool's connections, or the bus listener's)."""
+        return {
+            "password": self.password,
+            "ssl": self.ssl(),
+            "timeout": self.connect_timeout,
+            "server_settings": {"application_name": name},
+        }
 
 
 class PostgresEngine:
@@ -116,7 +124,7 @@ class PostgresEngine:
 
     async def connect(self, url: str | None = None) -> asyncpg.Connection:
         """A connection of its own, outside the pool (the bus's listener)."""
-        return await asyncpg.connect(url or self.options.url, **self.options.connect_arguments())
+        return await asyncpg.connect(url or self.options.url, **self.options.connect_arguments(LISTENER))
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

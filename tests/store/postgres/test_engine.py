@@ -1,0 +1,111 @@
+"""What only the PostgreSQL engine has: migrations under an advisory lock, pool options, its bus."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import asyncpg
+import pytest
+import structlog
+from pydantic import SecretStr
+
+from aql_mcp.exceptions import ConfigError, StoreError
+from aql_mcp.settings import StoreSettings
+from aql_mcp.store.base import Signal
+from aql_mcp.store.factory import database_password
+from aql_mcp.store.postgres import PostgresOptions, PostgresStore
+from aql_mcp.store.postgres.schema import MIGRATIONS
+from tests.support.engines import Backend, backend_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def postgres(postgres_server: str, tmp_path: Path) -> AsyncIterator[Backend]:
+    async for backend in backend_for("postgres", tmp_path, postgres_server):
+        yield backend
+
+
+async def test_replicas_starting_together_apply_each_migration_once(postgres: Backend) -> None:
+    stores = [PostgresStore(PostgresOptions(url=postgres.url, min_size=1)) for _ in range(4)]
+    await asyncio.gather(*(store.open() for store in stores))
+    try:
+        connection = await asyncpg.connect(postgres.url)
+        versions = [row[0] for row in await connection.fetch("SELECT version FROM schema_version ORDER BY version")]
+        await connection.close()
+    finally:
+        await asyncio.gather(*(store.close() for store in stores))
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+
+
+async def test_the_statement_cache_can_be_off_for_pgbouncer_transaction_mode(postgres: Backend) -> None:
+    store = PostgresStore(PostgresOptions(url=postgres.url, min_size=1, statement_cache_size=0))
+    await store.open()
+    try:
+        await store.records.create_collection("t", "c", "", None, "now")
+        assert [c.name for c in await store.records.list_collections("t")] == ["c"]
+    finally:
+        await store.close()
+
+
+async def test_an_unreachable_database_is_a_store_error_that_names_no_secret(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "hunter2-not-logged"
+    store = PostgresStore(
+        PostgresOptions(url=f"postgresql://someone:{secret}@127.0.0.1:9/db", password=secret, connect_timeout=2)
+    )
+    with structlog.testing.capture_logs() as logs, caplog.at_level(logging.DEBUG), pytest.raises(StoreError) as failed:
+        await store.open()
+    assert secret not in str(failed.value)
+    assert secret not in repr(logs)
+    assert secret not in caplog.text
+
+
+def test_the_password_comes_from_its_setting_or_its_file(tmp_path: Path) -> None:
+    secret_file = tmp_path / "password"
+    secret_file.write_text("from-a-file\n", encoding="utf-8")
+    assert database_password(StoreSettings(password=SecretStr("direct"))) == "direct"
+    assert database_password(StoreSettings(password_file=secret_file)) == "from-a-file"
+    assert database_password(StoreSettings()) is None
+    with pytest.raises(ConfigError) as missing:
+        database_password(StoreSettings(password_file=tmp_path / "absent"))
+    assert "AQL_MCP_STORE__PASSWORD_FILE" in str(missing.value)
+
+
+async def test_a_signal_sent_while_the_listener_was_cut_off_arrives_after_it_reconnects(postgres: Backend) -> None:
+    """docs/store.md, "The bus": the signals table is the truth; NOTIFY only wakes a replica up."""
+    received: list[Signal] = []
+
+    async def collect(signal: Signal) -> None:
+        received.append(signal)
+
+    listener = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    listener.bus.listen(collect)
+    sender = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    await listener.open()
+    await sender.open()
+    try:
+        with anyio.fail_after(10):
+            await listener.bus.connected.wait()
+            await sender.bus.publish(Signal("cancel", "session-1", "1"))
+            while not any(s.kind == "cancel" for s in received):  # noqa: ASYNC110 - another connection's doing
+                await anyio.sleep(0.02)
+            admin = await asyncpg.connect(postgres.url)
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'aql-mcp-listener' AND datname = current_database()"
+            )
+            await admin.close()
+            await sender.bus.publish(Signal("session_ended", "session-1"))
+            while not any(s.kind == "session_ended" for s in received):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+    finally:
+        await sender.close()
+        await listener.close()
+    assert Signal.RESYNC in received
+    assert [s.kind for s in received if s.kind != "resync"] == ["cancel", "session_ended"]
