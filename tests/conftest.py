@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from tests.support.asgi import asgi_client, dev_settings
 from tests.support.engines import ENGINES, Backend, backend_for
-from tests.support.postgres import start_postgres, stop_postgres
+from tests.support.postgres import create_database, drop_database, start_postgres, stop_postgres
 from tests.support.redaction import leaks
 from tests.support.server import ServerProcess, start_server
 
@@ -54,6 +56,15 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = start_postgres(directory)
     yield url
     stop_postgres(directory)
+
+
+@pytest.fixture(scope="module")
+def database(postgres_server: str) -> Iterator[str]:
+    """An empty PostgreSQL database for one test module (its servers share it)."""
+    name = "module_" + secrets.token_hex(4)
+    url = asyncio.run(create_database(postgres_server, name))
+    yield url
+    asyncio.run(drop_database(postgres_server, name))
 
 
 @pytest.fixture(params=ENGINES)

@@ -6,18 +6,14 @@ development token, and without a token every request must be refused with 401 (c
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
-import secrets
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import create_database, drop_database
 from tests.support.replicas import proxy_settings, run_proxy, start_replicas
 from tests.support.server import ServerProcess, free_port, start_server
 
@@ -38,14 +34,6 @@ def run_suite(url: str, token: str | None) -> tuple[int, int, str]:
 def test_every_conformance_scenario_passes_with_a_token(server: ServerProcess) -> None:
     passed, failed, output = run_suite(server.url, server.token(subject="conformance"))
     assert (passed, failed) == (SCENARIOS, 0), output
-
-
-@pytest.fixture(scope="module")
-def database(postgres_server: str) -> Iterator[str]:
-    name = "conformance_" + secrets.token_hex(4)
-    url = asyncio.run(create_database(postgres_server, name))
-    yield url
-    asyncio.run(drop_database(postgres_server, name))
 
 
 def test_every_conformance_scenario_passes_on_postgresql(database: str, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ and nothing acknowledged may be lost when a replica is killed (docs/store.md).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import secrets
@@ -27,7 +26,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from tests.support.asgi import MCP_HEADERS, rpc
-from tests.support.postgres import create_database, drop_database
 from tests.support.replicas import Replicas, RoundRobin, start_replicas
 from tests.support.sse import Event, iter_events
 from tests.support.wait import eventually, until
@@ -41,14 +39,6 @@ DEADLINE = 10.0
 WATCHED = "test://watched-resource"
 # Each caller's budget: 60 requests at once, refilled at one every two seconds, over all replicas.
 RATE = {"AQL_MCP_LIMITS__RATE_PER_SECOND": "0.5", "AQL_MCP_LIMITS__RATE_BURST": "60"}
-
-
-@pytest.fixture(scope="module")
-def database(postgres_server: str) -> Iterator[str]:
-    name = "replicas_" + secrets.token_hex(4)
-    url = asyncio.run(create_database(postgres_server, name))
-    yield url
-    asyncio.run(drop_database(postgres_server, name))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from aql_mcp.settings import field_defaults
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "aql-mcp"
 PRODUCTION = CHART / "ci" / "production-values.yaml"
+POSTGRES = CHART / "ci" / "postgres-values.yaml"
 KUBERNETES_VERSION = "1.37.0"
 NAMESPACE = "mcp"
 METRICS_PORT = 9100
@@ -42,10 +42,11 @@ CHART_OWNED = {
     ("auth", "introspection_client_secret"),  # secrets.introspectionClientSecret -> env from a Secret
     ("auth", "opaque_tokens_file"),  # secrets.opaqueTokens -> a mounted Secret
     ("auth", "dev_token_ttl_seconds"),  # development mode only
-    # The PostgreSQL engine's settings: the chart offers them with its PostgreSQL values (next change).
-    *{("store", name) for name in ("url", "listen_url", "password", "password_file", "pool_min_size")},
-    *{("store", name) for name in ("pool_max_size", "statement_cache_size", "connect_timeout_seconds")},
-    *{("store", name) for name in ("command_timeout_seconds", "ssl_mode", "ssl_root_cert", "sqlite_readers")},
+    ("store", "url"),  # store.postgres.secretName/urlKey -> env from a Secret
+    ("store", "listen_url"),  # store.postgres.listenUrlKey -> env from a Secret
+    ("store", "password"),  # store.postgres.passwordKey -> env from a Secret
+    ("store", "password_file"),  # the password comes by environment from the Secret instead
+    ("store", "ssl_root_cert"),  # store.postgres.caSecretName -> a mounted Secret
 }
 
 
@@ -120,6 +121,12 @@ def metrics_port_docs(deploy_tools: dict[str, Path]) -> list[dict[str, Any]]:
     return render(deploy_tools, "-f", PRODUCTION, "--set", f"config.metrics.port={METRICS_PORT}")
 
 
+@pytest.fixture(scope="module")
+def postgres_docs(deploy_tools: dict[str, Path]) -> list[dict[str, Any]]:
+    """Production, with several replicas on a managed PostgreSQL."""
+    return render(deploy_tools, "-f", PRODUCTION, "-f", POSTGRES)
+
+
 @pytest.fixture(params=["default", "production", "metrics_port"])
 def docs(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
     rendered: list[dict[str, Any]] = request.getfixturevalue(f"{request.param}_docs")
@@ -135,7 +142,9 @@ def values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
 # --- lint and validation ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [[], ["-f", PRODUCTION]], ids=["default", "production"])
+@pytest.mark.parametrize(
+    "values", [[], ["-f", PRODUCTION], ["-f", PRODUCTION, "-f", POSTGRES]], ids=["default", "production", "postgres"]
+)
 def test_helm_lint_strict_passes(deploy_tools: dict[str, Path], values: list[str | Path]) -> None:
     result = helm(deploy_tools, "lint", "--strict", *values)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -285,25 +294,93 @@ def test_more_than_one_writer_is_refused_with_sqlite(
     assert all(name in result.stderr for name in names), result.stderr
 
 
-def test_autoscaler_for_a_shared_store_engine_is_a_valid_autoscaling_v2_object(
-    deploy_tools: dict[str, Path], tmp_path: Path
+def test_postgres_runs_rolling_replicas_under_the_autoscaler_with_no_state_disk(
+    postgres_docs: list[dict[str, Any]], deploy_tools: dict[str, Path], tmp_path: Path
 ) -> None:
-    """The HPA template cannot render with sqlite; with a stand-in engine it must be valid
-    autoscaling/v2 for the day the PostgreSQL engine lands (and the pods roll instead of recreate)."""
-    chart = tmp_path / "aql-mcp"
-    shutil.copytree(CHART, chart)
-    schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
-    schema["properties"]["store"]["properties"]["engine"]["enum"].append("shared")
-    (chart / "values.schema.json").write_text(json.dumps(schema), encoding="utf-8")
-    docs = render(deploy_tools, "--set", "store.engine=shared", "--set", "autoscaling.enabled=true", chart=chart)
-    hpa = only(docs, "HorizontalPodAutoscaler")
+    """issue 11: several replicas, RollingUpdate and the HPA once PostgreSQL is configured."""
+    deployment = only(postgres_docs, "Deployment")
+    assert "replicas" not in deployment["spec"]  # the HorizontalPodAutoscaler owns the count
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    hpa = only(postgres_docs, "HorizontalPodAutoscaler")
     assert hpa["apiVersion"] == "autoscaling/v2"
-    assert hpa["spec"]["scaleTargetRef"]["name"] == only(docs, "Deployment")["metadata"]["name"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 10)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert not find(postgres_docs, "PersistentVolumeClaim")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["state"] == {"name": "state", "emptyDir": {}}
+    kubernetes_validate(deploy_tools, postgres_docs, tmp_path)
+
+
+def test_postgres_replicas_without_an_autoscaler_take_the_replica_count(deploy_tools: dict[str, Path]) -> None:
+    docs = render(
+        deploy_tools,
+        "--set",
+        "store.engine=postgres",
+        "--set",
+        "store.postgres.secretName=db",
+        "--set",
+        "replicaCount=3",
+    )
     deployment = only(docs, "Deployment")
-    assert "replicas" not in deployment["spec"]
+    assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert not find(docs, "PersistentVolumeClaim")
-    kubernetes_validate(deploy_tools, docs, tmp_path)
+
+
+def test_the_postgres_url_password_and_ca_come_from_secrets_never_the_config_map(
+    postgres_docs: list[dict[str, Any]],
+) -> None:
+    env = {variable["name"]: variable for variable in server_container(postgres_docs)["env"]}
+    for name, key in (
+        ("AQL_MCP_STORE__URL", "url"),
+        ("AQL_MCP_STORE__PASSWORD", "password"),
+        ("AQL_MCP_STORE__LISTEN_URL", "listen-url"),
+    ):
+        assert env[name]["valueFrom"] == {"secretKeyRef": {"name": "aql-mcp-db", "key": key}}
+        assert "value" not in env[name]
+    store = rendered_config(postgres_docs)["store"]
+    assert store["ssl_root_cert"] == "/etc/aql-mcp/postgres/ca.crt"
+    assert store["statement_cache_size"] == 0
+    assert not {"url", "password", "listen_url", "password_file"} & set(store)
+    mounts = {m["name"]: m for m in server_container(postgres_docs)["volumeMounts"]}
+    assert mounts["postgres-ca"]["mountPath"] == store["ssl_root_cert"]
+    assert mounts["postgres-ca"]["readOnly"] is True
+    volumes = {v["name"]: v for v in only(postgres_docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["postgres-ca"]["secret"]["secretName"] == "aql-mcp-db-ca"
+    assert "postgresql://" not in yaml.safe_dump_all(postgres_docs)
+
+
+def test_postgres_without_its_secret_is_refused(deploy_tools: dict[str, Path]) -> None:
+    result = helm(deploy_tools, "template", "aql", "--set", "store.engine=postgres")
+    assert result.returncode != 0
+    assert "store.postgres.secretName" in result.stderr
+
+
+def test_sqlite_renders_no_database_settings_from_secrets(default_docs: list[dict[str, Any]]) -> None:
+    names = {variable["name"] for variable in server_container(default_docs)["env"]}
+    assert not names & {"AQL_MCP_STORE__URL", "AQL_MCP_STORE__PASSWORD", "AQL_MCP_STORE__LISTEN_URL"}
+
+
+def test_network_policy_lets_the_replicas_reach_the_database(postgres_docs: list[dict[str, Any]]) -> None:
+    egress = only(postgres_docs, "NetworkPolicy")["spec"]["egress"]
+    database = [rule for rule in egress if {"port": 5432, "protocol": "TCP"} in rule.get("ports", [])]
+    assert database == [{"ports": [{"port": 5432, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.30.4.0/24"}}]}]
+
+
+def test_the_rendered_postgres_config_file_is_accepted_by_check_config(
+    postgres_docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    config = only(postgres_docs, "ConfigMap")["data"]["config.yaml"]
+    secrets = {
+        "AQL_MCP_STORE__URL": "postgresql://aql_mcp@db.example.com:5432/aql_mcp",
+        "AQL_MCP_STORE__PASSWORD": "from-the-secret",
+        "AQL_MCP_STORE__LISTEN_URL": "postgresql://aql_mcp@db-direct.example.com:5432/aql_mcp",
+        "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET": "from-the-secret",
+    }
+    result = check_config(config, {**pod_environment(postgres_docs), **secrets}, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --- shutdown -----------------------------------------------------------------------------------
@@ -429,6 +506,9 @@ BROKEN_VALUES = {
     "writable root filesystem": {"securityContext": {"readOnlyRootFilesystem": False}},
     "root user": {"podSecurityContext": {"runAsNonRoot": False}},
     "unknown engine": {"store": {"engine": "mysql"}},
+    "database URL in config": {"config": {"store": {"url": "postgresql://u:p@db/x"}}},
+    "database password in config": {"config": {"store": {"password": "hunter2"}}},
+    "unknown ssl mode": {"config": {"store": {"ssl_mode": "sometimes"}}},
     "unknown setting": {"config": {"limits": {"tool_timeout": 30}}},
     "unknown top-level key": {"replicas": 1},
     "wildcard origin": {"config": {"http": {"allowed_origins": ["*"]}}},

@@ -141,6 +141,18 @@ class RecordStore(Protocol):
         ...
 
 
+def window_page(
+    rows: list[tuple[StoredRecord, Key]], listing: Listing, *, behind: bool, total: int | None
+) -> RecordPage:
+    """The page from up to `size + 1` records read in travel order (`page_query`) and whether a
+    record lies behind the cursor (`beyond_query`): in listing order, with both directions' flags."""
+    more = len(rows) > listing.size
+    items = rows[: listing.size]
+    if listing.forward:
+        return RecordPage(items, has_next=more, has_previous=behind, total=total)
+    return RecordPage(items[::-1], has_next=behind, has_previous=more, total=total)
+
+
 def first_response(record: StoredRecord) -> dict[str, Any]:
     """What an idempotency key replays: the record as first created."""
     return {

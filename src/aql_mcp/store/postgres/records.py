@@ -31,6 +31,7 @@ from aql_mcp.store.records import (
     over_quota,
     replayed,
     timestamp,
+    window_page,
 )
 
 COLUMNS = "collection, id, data::text AS data, etag, created_at, updated_at, pos"
@@ -177,12 +178,7 @@ class PostgresRecordStore:
                     "SELECT record_count FROM record_collections WHERE tenant = $1 AND name = $2", tenant, collection
                 )
                 total = int(found or 0)
-            more = len(rows) > listing.size
-            items = [(_record(row), _key(row)) for row in rows[: listing.size]]
-            if not listing.forward:
-                items.reverse()
-                return RecordPage(items, has_next=behind, has_previous=more, total=total)
-            return RecordPage(items, has_next=more, has_previous=behind, total=total)
+            return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
 
         return await self._engine.run(read)
 

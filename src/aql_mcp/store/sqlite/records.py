@@ -26,6 +26,7 @@ from aql_mcp.store.records import (
     over_quota,
     replayed,
     timestamp,
+    window_page,
 )
 from aql_mcp.store.sqlite.dialect import SqliteDialect
 from aql_mcp.store.sqlite.engine import SqliteEngine
@@ -177,12 +178,8 @@ class SqliteRecordStore:
                     "SELECT record_count FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
                 ).fetchone()
                 total = int(found[0]) if found else 0
-            more = len(rows) > listing.size
-            items = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows[: listing.size]]
-            if not listing.forward:
-                items.reverse()
-                return RecordPage(items, has_next=behind, has_previous=more, total=total)
-            return RecordPage(items, has_next=more, has_previous=behind, total=total)
+            keyed = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows]
+            return window_page(keyed, listing, behind=behind, total=total)
 
         return await self._engine.read(read)
 
