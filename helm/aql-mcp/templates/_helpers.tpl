@@ -60,6 +60,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "aql-mcp.statePath" -}}/var/lib/aql-mcp{{- end }}
 {{- define "aql-mcp.configDir" -}}/etc/aql-mcp{{- end }}
 {{- define "aql-mcp.opaqueTokensFile" -}}/etc/aql-mcp/secrets/opaque-tokens.yaml{{- end }}
+{{- define "aql-mcp.postgresCaFile" -}}/etc/aql-mcp/postgres/ca.crt{{- end }}
 
 {{/*
 The one place that refuses values the service cannot honour. The embedded SQLite store has one
@@ -67,6 +68,9 @@ writer on a ReadWriteOnce disk: a second replica would either not schedule (the 
 elsewhere) or corrupt the store, so replicas and the autoscaler wait for the PostgreSQL engine.
 */}}
 {{- define "aql-mcp.validate" -}}
+{{- if and (eq .Values.store.engine "postgres") (not .Values.store.postgres.secretName) }}
+{{- fail "store.engine=postgres needs store.postgres.secretName: the Secret whose key store.postgres.urlKey holds the postgresql:// URL (the URL never goes into values or the ConfigMap)" }}
+{{- end }}
 {{- if eq .Values.store.engine "sqlite" }}
 {{- if gt (int .Values.replicaCount) 1 }}
 {{- fail (printf "replicaCount=%d is refused with store.engine=sqlite: the embedded SQLite store has one writer on a ReadWriteOnce disk, so it runs exactly one replica (several replicas need the PostgreSQL engine)" (int .Values.replicaCount)) }}
@@ -117,7 +121,12 @@ limits.tool_timeout_seconds; the kubelet must not SIGKILL before all of that, pl
 {{- $_ = set $server "port" (int .Values.containerPort) }}
 {{- $_ = set $server "dev" false }}
 {{- $_ = set $config "server" $server }}
-{{- $_ = set $config "store" (dict "path" (include "aql-mcp.statePath" .)) }}
+{{- $store := merge (dict "path" (include "aql-mcp.statePath" .)) ($config.store | default dict) }}
+{{- $_ = set $store "path" (include "aql-mcp.statePath" .) }}
+{{- if and (eq .Values.store.engine "postgres") .Values.store.postgres.caSecretName }}
+{{- $_ = set $store "ssl_root_cert" (include "aql-mcp.postgresCaFile" .) }}
+{{- end }}
+{{- $_ = set $config "store" $store }}
 {{- if .Values.secrets.opaqueTokens.name }}
 {{- $_ = set $config.auth "opaque_tokens_file" (include "aql-mcp.opaqueTokensFile" .) }}
 {{- end }}
