@@ -15,9 +15,12 @@ import time
 from typing import Protocol
 
 import anyio
+import structlog
 
+from aql_mcp.exceptions import StoreError
 from aql_mcp.store.base import Signal, Store
 
+log = structlog.get_logger("aql_mcp.events")
 STANDALONE = "g"  # the id of a session's GET stream (server-initiated messages), the same on every replica
 
 
@@ -129,8 +132,12 @@ class EventStream:
         stream answers 410 on every replica, and a replica following it ends too."""
         async with self._lock:
             self.done.set()
-            await self._store.end_stream(self.session_id, self.id)
-            await self._bus.publish(Signal("events", self.session_id, self.id))
+            try:
+                await self._store.end_stream(self.session_id, self.id)
+                await self._bus.publish(Signal("events", self.session_id, self.id))
+            except StoreError:
+                # The connection still ends here; a resume elsewhere then follows until its deadline.
+                log.warning("stream_end_not_recorded", session_id=self.session_id[:8])
             await self._detach()
 
     async def close(self) -> None:
