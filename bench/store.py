@@ -4,7 +4,8 @@ beside them, a ping while filtered listings run, and echo on one and three Postg
     .venv/bin/python bench/store.py                    # writes bench/STORE.md (about 4-6 minutes)
     .venv/bin/python bench/store.py --sizes 1000 --seconds 2 --output /tmp/store.md
 
-Every server is `aql-mcp serve --dev` pinned to CPU 0 (`taskset`), the load generator runs on CPU 1
+Every server is `aql-mcp serve --dev` pinned to CPU 0 (`taskset`); PostgreSQL and the load generator
+run on CPU 1
 (a Python asyncio client over httpx: its absolute calls/s are lower than wrk's in RESULTS.md, the
 comparisons within this table are what it is for). The floor is the same operation done directly
 on the engine from Python, in process, through the store classes the service uses (no HTTP, MCP,
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from procfs import cpu_seconds  # noqa: E402
+from stacks import NOTES_MARKER  # noqa: E402  (text below it in STORE.md is kept when regenerated)
 
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer  # noqa: E402
 from aql_mcp.settings import Settings, StoreSettings  # noqa: E402
@@ -163,7 +165,10 @@ def rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
 @contextmanager
 def postgres(root: Path) -> Iterator[str]:
     directory = root / "pg"
-    url = subprocess.run([str(ROOT / "scripts/postgres.sh"), "start", str(directory)], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    # PostgreSQL on the load generator's CPU, as if on a host of its own: its backends must not take
+    # the service's CPU, or a ping's latency measures the database's scans instead of the service.
+    start = ["taskset", "-c", "1", str(ROOT / "scripts/postgres.sh"), "start", str(directory)]
+    url = subprocess.run(start, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
     try:
         yield url
     finally:
@@ -419,7 +424,10 @@ def write(rows: list[dict[str, Any]], echo: list[dict[str, Any]], output: Path, 
     ]
     for r in echo:
         lines.append(f"| {r['replicas']} | {fmt(r['calls_s'], 0)} | {fmt(r['p50'], 2)} | {fmt(r['p99'], 2)} | {fmt(r['cpu_us'], 0)} |")
-    output.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    notes = "\n"
+    if output.exists() and NOTES_MARKER in output.read_text(encoding="utf-8"):
+        notes = output.read_text(encoding="utf-8").split(NOTES_MARKER, 1)[1]
+    output.write_text("\n".join([*lines, "", NOTES_MARKER]) + notes, encoding="utf-8")
 
 
 async def main(options: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -109,3 +110,16 @@ async def test_a_signal_sent_while_the_listener_was_cut_off_arrives_after_it_rec
         await listener.close()
     assert Signal.RESYNC in received
     assert [s.kind for s in received if s.kind != "resync"] == ["cancel", "session_ended"]
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("disable", False), ("prefer", "prefer"), ("require", "require")])
+def test_tls_modes_pass_to_asyncpg_as_they_are(mode: str, expected: object) -> None:
+    assert PostgresOptions(url="postgresql://db", ssl_mode=mode).ssl() == expected
+
+
+@pytest.mark.parametrize(("mode", "checks_host"), [("verify-ca", False), ("verify-full", True)])
+def test_verifying_tls_modes_check_the_certificate_and_for_verify_full_the_host(mode: str, checks_host: bool) -> None:
+    context = PostgresOptions(url="postgresql://db", ssl_mode=mode).ssl()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname is checks_host
