@@ -80,6 +80,7 @@ class PostgresRecordStore:
 
     async def delete_collection(self, tenant: str, name: str) -> int:
         async def delete(db: asyncpg.Connection) -> int:
+            # The collection row first: a create waiting on it then finds the collection gone.
             found = await db.fetchrow(
                 "DELETE FROM record_collections WHERE tenant = $1 AND name = $2 RETURNING record_count", tenant, name
             )
@@ -121,7 +122,8 @@ class PostgresRecordStore:
                     if row["request_hash"] != idempotency.request_hash:
                         raise KeyReused(idempotency.key)
                     return replayed(row["response"]), True
-            await _take_quota(db, tenant, 1, len(body), quota)
+            # Every write locks rows in one order, the collection, the record, the usage row, so two
+            # writers never wait on each other in a cycle; a refused quota rolls the counter back.
             position = await db.fetchval(
                 "UPDATE record_collections SET next_pos = next_pos + 1, record_count = record_count + 1 "
                 "WHERE tenant = $1 AND name = $2 RETURNING next_pos",
@@ -130,6 +132,7 @@ class PostgresRecordStore:
             )
             if position is None:
                 raise Missing(record.collection)
+            await _take_quota(db, tenant, 1, len(body), quota)
             await db.execute(
                 "INSERT INTO records (tenant, collection, pos, id, data, size, etag, created_at, updated_at) "
                 "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $8)",
@@ -227,6 +230,12 @@ class PostgresRecordStore:
 
     async def delete_record(self, tenant: str, collection: str, record_id: str, *, if_match: str | None) -> None:
         async def delete(db: asyncpg.Connection) -> None:
+            # The collection, the record, the usage row: the lock order of every write (create_record).
+            await db.execute(
+                "UPDATE record_collections SET record_count = record_count - 1 WHERE tenant = $1 AND name = $2",
+                tenant,
+                collection,
+            )
             row = await db.fetchrow(
                 "SELECT etag, size FROM records WHERE tenant = $1 AND collection = $2 AND id = $3 FOR UPDATE",
                 tenant,
@@ -239,11 +248,6 @@ class PostgresRecordStore:
                 raise VersionMismatch(row["etag"])
             await db.execute(
                 "DELETE FROM records WHERE tenant = $1 AND collection = $2 AND id = $3", tenant, collection, record_id
-            )
-            await db.execute(
-                "UPDATE record_collections SET record_count = record_count - 1 WHERE tenant = $1 AND name = $2",
-                tenant,
-                collection,
             )
             await _add_usage(db, tenant, -1, -int(row["size"]))
 
