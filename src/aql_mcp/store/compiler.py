@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aql_mcp.store.listing import MISSING, STRING, Condition, Key, Listing
+from aql_mcp.store.listing import MISSING, STRING, Condition, Key, Listing, column_of
 
 
 @dataclass(slots=True)
@@ -122,7 +122,7 @@ def _filtered(listing: Listing, statement: Statement, columns: str, scope: tuple
 def _sort_key(listing: Listing, statement: Statement) -> tuple[str, str, str]:
     if listing.sort is None:
         return (str(MISSING), "0", "''")
-    column = Condition(listing.sort, "exists", True).column
+    column = column_of(listing.sort)
     if column is not None:
         return (str(STRING), "0", column)
     dialect = statement.dialect

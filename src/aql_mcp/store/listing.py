@@ -52,7 +52,12 @@ class Condition:
 
     @property
     def column(self) -> str | None:
-        return SYSTEM_COLUMNS.get(self.path[0]) if len(self.path) == 1 else None
+        return column_of(self.path)
+
+
+def column_of(path: tuple[str, ...]) -> str | None:
+    """The column a system field is stored in; None for a path into the record's data."""
+    return SYSTEM_COLUMNS.get(path[0]) if len(path) == 1 else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from typing import Any
 
 import asyncpg
@@ -33,8 +32,14 @@ PING_SECONDS = 5.0
 BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 # A replica not heard from for this long no longer counts (three missed heartbeats).
 LIVE_SECONDS = 15.0
-# Signals are only needed until every replica has read them.
+# Signals are only needed until every replica has read them; each replica rereads the recent ones
+# (database clock) on every wake-up and after every reconnect.
 SIGNAL_RETENTION_SECONDS = 300.0
+RECENT_SECONDS = 60.0
+RECENT_SIGNALS = (
+    "SELECT {columns} FROM signals "  # noqa: S608 - the columns are constants of this module
+    f"WHERE created_at > extract(epoch FROM clock_timestamp()) - {RECENT_SECONDS} ORDER BY id"
+)
 
 log = structlog.get_logger("aql_mcp.bus")
 
@@ -48,7 +53,7 @@ class PostgresBus:
         self._handler: SignalHandler | None = None
         self._pending: set[str] = set()
         self._flushing = False
-        self._last_signal = 0
+        self._seen: dict[int, float] = {}
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.connected = asyncio.Event()
@@ -57,7 +62,9 @@ class PostgresBus:
         self._handler = handler
 
     async def open(self) -> None:
-        self._last_signal = int(await self._engine.fetchval("SELECT coalesce(max(id), 0) FROM signals"))
+        # Signals from before this replica started are not for it.
+        for row in await self._engine.fetch(RECENT_SIGNALS.format(columns="id, created_at")):
+            self._seen[int(row["id"])] = float(row["created_at"])
         self._tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._deliver())]
 
     async def close(self) -> None:
@@ -76,13 +83,12 @@ class PostgresBus:
             return
         await self._engine.execute(
             "INSERT INTO signals (origin, kind, session_id, target, payload, created_at) "
-            "VALUES ($1, $2, $3, $4, $5, $6)",
+            "VALUES ($1, $2, $3, $4, $5, extract(epoch FROM clock_timestamp()))",
             self.replica,
             signal.kind,
             signal.session_id,
             signal.target,
             signal.payload,
-            time.time(),
         )
         self._wake("s")
 
@@ -94,7 +100,10 @@ class PostgresBus:
                 now,
             )
             await db.execute("DELETE FROM replicas WHERE seen_at < $1", now - 4 * LIVE_SECONDS)
-            await db.execute("DELETE FROM signals WHERE created_at < $1", now - SIGNAL_RETENTION_SECONDS)
+            await db.execute(
+                "DELETE FROM signals WHERE created_at < extract(epoch FROM clock_timestamp()) - $1",
+                SIGNAL_RETENTION_SECONDS,
+            )
             return int(await db.fetchval("SELECT count(*) FROM replicas WHERE seen_at >= $1", now - LIVE_SECONDS))
 
         return max(1, await self._engine.run(beat))
@@ -183,15 +192,22 @@ class PostgresBus:
                 await self._handler(Signal("events", session_id, stream_id))
 
     async def _read_signals(self) -> None:
+        """The recent signals this replica has not handled yet. Not `id > last seen`: a sequence
+        number is taken before its transaction commits, so a lower id can become visible after a
+        higher one; recent rows are read again and the ones seen are skipped."""
         assert self._handler is not None
         rows = await self._engine.fetch(
-            "SELECT id, origin, kind, session_id, target, payload FROM signals WHERE id > $1 ORDER BY id",
-            self._last_signal,
+            RECENT_SIGNALS.format(columns="id, origin, kind, session_id, target, payload, created_at")
         )
         for row in rows:
-            self._last_signal = max(self._last_signal, int(row["id"]))
+            if int(row["id"]) in self._seen:
+                continue
+            self._seen[int(row["id"])] = float(row["created_at"])
             if row["origin"] != self.replica:
                 await self._handler(Signal(row["kind"], row["session_id"], row["target"], bytes(row["payload"])))
+        if rows:
+            oldest = float(rows[0]["created_at"])
+            self._seen = {key: at for key, at in self._seen.items() if at >= oldest}
 
 
 def _batches(lines: list[str]) -> list[str]:
