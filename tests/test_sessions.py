@@ -1,12 +1,10 @@
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from aql_mcp.events import STANDALONE
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
 from aql_mcp.sessions import Session, SessionManager
-from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.store.base import Store
+from tests.support.engines import Backend
 
 pytestmark = pytest.mark.anyio
 
@@ -43,20 +41,12 @@ def clock() -> Clock:
     return Clock(START)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "store.sqlite3")
-    await opened.open()
-    yield opened
-    await opened.close()
-
-
-def make_manager(store: SqliteStore, clock: Clock, *, max_open: int = 10, retry_after: int = 30) -> SessionManager:
+def make_manager(store: Store, clock: Clock, *, max_open: int = 10, retry_after: int = 30) -> SessionManager:
     return SessionManager(store, idle_seconds=IDLE, max_open=max_open, retry_after=retry_after, clock=clock)
 
 
 @pytest.fixture
-def manager(store: SqliteStore, clock: Clock) -> SessionManager:
+def manager(store: Store, clock: Clock) -> SessionManager:
     return make_manager(store, clock)
 
 
@@ -70,13 +60,13 @@ async def create(manager: SessionManager, owner: str = "owner-a") -> Session:
     )
 
 
-async def stored_last_seen(store: SqliteStore, session_id: str) -> float:
+async def stored_last_seen(store: Store, session_id: str) -> float:
     record = await store.get_session(session_id)
     assert record is not None
     return record.last_seen
 
 
-async def test_created_session_is_found_by_its_owner(manager: SessionManager, store: SqliteStore) -> None:
+async def test_created_session_is_found_by_its_owner(manager: SessionManager, store: Store) -> None:
     session = await create(manager)
     found = await manager.get(session.id, owner="owner-a")
     assert found.id == session.id
@@ -105,9 +95,7 @@ async def test_another_owners_session_is_not_found(manager: SessionManager) -> N
     assert (await manager.get(session.id, owner="owner-a")).id == session.id
 
 
-async def test_idle_session_expires_and_its_row_is_gone(
-    manager: SessionManager, store: SqliteStore, clock: Clock
-) -> None:
+async def test_idle_session_expires_and_its_row_is_gone(manager: SessionManager, store: Store, clock: Clock) -> None:
     session = await create(manager)
     clock.advance(IDLE + 1)
     with pytest.raises(SessionNotFound):
@@ -124,7 +112,7 @@ async def test_used_session_does_not_expire(manager: SessionManager, clock: Cloc
         assert (await manager.get(session.id, owner="owner-a")).id == session.id
 
 
-async def test_session_cap_raises_limit_reached_with_retry_after(store: SqliteStore, clock: Clock) -> None:
+async def test_session_cap_raises_limit_reached_with_retry_after(store: Store, clock: Clock) -> None:
     manager = make_manager(store, clock, max_open=1, retry_after=17)
     await create(manager)
     with pytest.raises(SessionLimitReached) as caught:
@@ -136,14 +124,14 @@ async def test_session_cap_raises_limit_reached_with_retry_after(store: SqliteSt
     assert await store.count_sessions() == 1
 
 
-async def test_deleting_a_session_frees_a_place_under_the_cap(store: SqliteStore, clock: Clock) -> None:
+async def test_deleting_a_session_frees_a_place_under_the_cap(store: Store, clock: Clock) -> None:
     manager = make_manager(store, clock, max_open=1)
     await manager.delete(await create(manager))
     assert (await create(manager)).id
 
 
 async def test_last_seen_is_written_at_most_once_per_touch_interval(
-    manager: SessionManager, store: SqliteStore, clock: Clock
+    manager: SessionManager, store: Store, clock: Clock
 ) -> None:
     session = await create(manager)
     clock.advance(TOUCH_INTERVAL - 5)
@@ -159,7 +147,7 @@ async def test_last_seen_is_written_at_most_once_per_touch_interval(
 
 
 async def test_sweep_expires_idle_sessions_and_keeps_active_ones(
-    manager: SessionManager, store: SqliteStore, clock: Clock
+    manager: SessionManager, store: Store, clock: Clock
 ) -> None:
     idle = await create(manager)
     active = await create(manager)
@@ -176,9 +164,7 @@ async def test_sweep_expires_idle_sessions_and_keeps_active_ones(
         await manager.get(idle.id, owner="owner-a")
 
 
-async def test_sweep_writes_the_last_seen_it_held_back(
-    manager: SessionManager, store: SqliteStore, clock: Clock
-) -> None:
+async def test_sweep_writes_the_last_seen_it_held_back(manager: SessionManager, store: Store, clock: Clock) -> None:
     session = await create(manager)
     clock.advance(TOUCH_INTERVAL - 5)
     await manager.get(session.id, owner="owner-a")
@@ -187,14 +173,14 @@ async def test_sweep_writes_the_last_seen_it_held_back(
     assert await stored_last_seen(store, session.id) == seen
 
 
-async def test_sweep_expires_idle_sessions_known_only_to_the_store(store: SqliteStore, clock: Clock) -> None:
+async def test_sweep_expires_idle_sessions_known_only_to_the_store(store: Store, clock: Clock) -> None:
     session = await create(make_manager(store, clock))
     clock.advance(IDLE + 1)
     assert await make_manager(store, clock).sweep() == 1
     assert await store.get_session(session.id) is None
 
 
-async def test_session_survives_a_restart(store: SqliteStore, clock: Clock) -> None:
+async def test_session_survives_a_restart(store: Store, clock: Clock) -> None:
     session = await create(make_manager(store, clock))
     await session.set_log_level("debug")
     clock.advance(IDLE - 1)
@@ -207,9 +193,7 @@ async def test_session_survives_a_restart(store: SqliteStore, clock: Clock) -> N
         await restarted.get(session.id, owner="owner-b")
 
 
-async def test_delete_closes_the_session_streams_and_removes_the_row(
-    manager: SessionManager, store: SqliteStore
-) -> None:
+async def test_delete_closes_the_session_streams_and_removes_the_row(manager: SessionManager, store: Store) -> None:
     session = await create(manager)
     stream = session.open_stream("s1")
     sink = RecordingSink()
@@ -224,7 +208,7 @@ async def test_delete_closes_the_session_streams_and_removes_the_row(
         await manager.get(session.id, owner="owner-a")
 
 
-async def test_close_all_ends_every_stream_but_keeps_the_rows(manager: SessionManager, store: SqliteStore) -> None:
+async def test_close_all_ends_every_stream_but_keeps_the_rows(manager: SessionManager, store: Store) -> None:
     session = await create(manager)
     stream = session.open_stream("s1")
     await manager.close_all()
@@ -233,7 +217,7 @@ async def test_close_all_ends_every_stream_but_keeps_the_rows(manager: SessionMa
     assert await store.get_session(session.id) is not None
 
 
-async def test_graceful_restart_keeps_the_last_use_of_a_session(store: SqliteStore, clock: Clock) -> None:
+async def test_graceful_restart_keeps_the_last_use_of_a_session(store: Store, clock: Clock) -> None:
     before = make_manager(store, clock)
     session = await create(before)
     clock.advance(TOUCH_INTERVAL - 5)
@@ -241,3 +225,22 @@ async def test_graceful_restart_keeps_the_last_use_of_a_session(store: SqliteSto
     await before.close_all()
     clock.advance(IDLE - 5)
     assert (await make_manager(store, clock).get(session.id, owner="owner-a")).id == session.id
+
+
+async def test_a_session_busy_on_another_replica_is_not_expired_by_one_that_has_not_seen_it(
+    backend: Backend, clock: Clock
+) -> None:
+    """docs/store.md: a session expires when the store's last use, the latest any replica wrote,
+    is older than the idle limit, not when one replica has not seen it for that long."""
+    first, second = make_manager(await backend.open(), clock), make_manager(await backend.open(), clock)
+    session = await create(first)
+    for _ in range(4):
+        clock.advance(IDLE / 2)
+        await second.get(session.id, owner="owner-a")
+        await second.sweep()
+        assert await first.sweep() == 0
+    assert (await first.get(session.id, owner="owner-a")).id == session.id
+    clock.advance(IDLE + 1)
+    assert await first.sweep() == 1
+    with pytest.raises(SessionNotFound):
+        await second.get(session.id, owner="owner-a")
