@@ -32,6 +32,12 @@ class Dialect(Protocol):
 
     text_order: str  # appended to text expressions in comparisons and ORDER BY (code point order)
 
+    def where(self, test: str) -> str:
+        """`test` as one term of the WHERE clause, where NULL already reads as false: how this engine
+        evaluates it best (SQLite: inside CASE, which short-circuits; PostgreSQL: bare, so an index
+        can serve it)."""
+        ...
+
     def placeholder(self, index: int) -> str: ...
     def path(self, segments: tuple[str, ...]) -> Any:
         """The bound form of a path."""
@@ -130,9 +136,10 @@ def _sort_key(listing: Listing, statement: Statement) -> tuple[str, str, str]:
 
 
 def _condition(condition: Condition, statement: Statement) -> str:
-    """One condition as a boolean that is never NULL, so NOT and AND behave as two-valued logic."""
+    """One term of the WHERE clause, where NULL reads as false; a test under NOT is made definite
+    first (`_definite`), so NOT too behaves as two-valued logic."""
     test = _column_test(condition, statement) if condition.column else _data_test(condition, statement)
-    return _definite(test)
+    return statement.dialect.where(test)
 
 
 def _definite(test: str) -> str:
@@ -148,7 +155,8 @@ def _data_test(condition: Condition, statement: Statement) -> str:
         test = dialect.equals(statement, condition.path, operand)
         return test if op == "eq" else f"NOT {_definite(test)}"
     if op == "in":
-        tests = [_definite(dialect.equals(statement, condition.path, v)) for v in operand]
+        # Only ever a whole WHERE term, never negated: NULL alternatives read as false there.
+        tests = [dialect.where(dialect.equals(statement, condition.path, v)) for v in operand]
         return " OR ".join(tests) or "FALSE"
     path = statement.bind(dialect.path(condition.path))
     if op == "exists":

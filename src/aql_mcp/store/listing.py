@@ -6,9 +6,10 @@ to SQL with its own dialect (`store/compiler.py`), so no listing reads a collect
 Values keep their JSON types (docs/store.md, "Typed comparisons"): `true` never equals `1`, numbers
 compare as numbers whatever their notation (`1` equals `1.0`), strings compare by code point, and an
 ordering operator only matches values of its operand's kind. A sort orders every JSON type in one
-total order, missing or null < booleans < numbers < strings < objects and arrays, with the record's
-position in its collection breaking ties; `Key` is a record's place in that order, which is what a
-cursor carries.
+total order, missing or null < booleans < numbers < strings < arrays < objects (arrays and objects
+by kind only: no JSON text of them is the same on every engine), with the record's position in its
+collection breaking ties; `Key` is a record's place in that order, which is what a cursor carries.
+Case-insensitive matching folds as Python's `str.lower` does, on every engine.
 """
 
 from __future__ import annotations

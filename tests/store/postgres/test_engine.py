@@ -123,3 +123,12 @@ def test_verifying_tls_modes_check_the_certificate_and_for_verify_full_the_host(
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.check_hostname is checks_host
+
+
+async def test_a_malformed_url_is_a_configuration_error_that_does_not_repeat_it() -> None:
+    store = PostgresStore(PostgresOptions(url="postgresql://someone:hunter2-secret@[bad-host/db"))
+    with pytest.raises(ConfigError) as refused:
+        await store.open()
+    assert "AQL_MCP_STORE__URL" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    assert refused.value.__cause__ is None

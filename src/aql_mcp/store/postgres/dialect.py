@@ -24,6 +24,11 @@ class PostgresDialect:
     def placeholder(self, index: int) -> str:
         return f"${index}"
 
+    def where(self, test: str) -> str:
+        # Bare: inside CASE or coalesce() the planner cannot see `data @> ...`, and the GIN index
+        # on `data` would never serve an equality.
+        return f"({test})"
+
     def path(self, segments: tuple[str, ...]) -> str:
         return "strict $" + "".join("." + json.dumps(segment) for segment in segments)
 
@@ -48,10 +53,8 @@ class PostgresDialect:
         if not isinstance(value, str):
             return in_array
         needle = statement.bind(value.lower())
-        in_text = (
-            f"CASE WHEN jsonb_typeof({found}) = 'string' THEN strpos(lower({found} #>> '{{}}'), {needle}) > 0 "
-            "ELSE FALSE END"
-        )
+        folded = _fold(f"{found} #>> '{{}}'")
+        in_text = f"CASE WHEN jsonb_typeof({found}) = 'string' THEN strpos({folded}, {needle}) > 0 ELSE FALSE END"
         return f"({in_text}) OR ({in_array})"
 
     def compare(self, statement: Statement, path: str, op: str, value: Any) -> str:
@@ -66,20 +69,22 @@ class PostgresDialect:
         return f"CASE WHEN jsonb_typeof({found}) = 'number' THEN {found} {op} {operand}::jsonb ELSE FALSE END"
 
     def fold(self, expression: str) -> str:
-        return f"lower({expression})"
+        return _fold(expression)
 
     def has_substring(self, haystack: str, needle: str) -> str:
         return f"strpos({haystack}, {needle}) > 0"
 
     def search(self, statement: Statement, terms: tuple[str, ...]) -> str:
-        matches = " OR ".join(f"strpos(lower(v.x #>> '{{}}'), {statement.bind(term)}) > 0" for term in terms)
+        value = _fold("v.x #>> '{}'")
+        matches = " OR ".join(f"strpos({value}, {statement.bind(term)}) > 0" for term in terms)
         strings = "jsonb_path_query(data, 'strict $.**')"
         exact = f"EXISTS (SELECT 1 FROM {strings} AS v(x) WHERE jsonb_typeof(v.x) = 'string' AND ({matches}))"  # noqa: S608
         if any(c in term for term in terms for c in '"\\') or any(ord(c) < 0x20 for term in terms for c in term):
             return exact
         # The document's text holds every string value as itself (bar escapes, excluded above): a
         # record whose text holds no term is skipped without walking its tree.
-        anywhere = " OR ".join(f"strpos(lower(data::text), {statement.bind(term)}) > 0" for term in terms)
+        document = _fold("data::text")
+        anywhere = " OR ".join(f"strpos({document}, {statement.bind(term)}) > 0" for term in terms)
         return f"({anywhere}) AND {exact}"
 
     def sort_key(self, path: str) -> tuple[str, str, str]:
@@ -93,9 +98,11 @@ class PostgresDialect:
             f"CASE {kind} WHEN 'number' THEN ({found} #>> '{{}}')::numeric "
             f"WHEN 'boolean' THEN CASE WHEN {found} = 'true'::jsonb THEN 1 ELSE 0 END ELSE 0 END::numeric"
         )
+        # Objects and arrays by their kind only ('[' before '{'): no engine-neutral JSON text exists
+        # (jsonb reorders keys and respells numbers), and a cursor should not carry a whole document.
         text = (
-            f"CASE {kind} WHEN 'string' THEN {found} #>> '{{}}' WHEN 'object' THEN {found}::text "
-            f"WHEN 'array' THEN {found}::text ELSE '' END"
+            f"CASE {kind} WHEN 'string' THEN {found} #>> '{{}}' "
+            "WHEN 'array' THEN '[' WHEN 'object' THEN '{' ELSE '' END"
         )
         return rank, number, text
 
@@ -107,3 +114,9 @@ class PostgresDialect:
 
 def _value(path: str) -> str:
     return f"jsonb_path_query_first(data, ({path}::text)::jsonpath, '{{}}'::jsonb, true)"
+
+
+def _fold(text: str) -> str:
+    """Lower-cased as Python's `str.lower` does it (the operand's and the search terms' folding): ICU's
+    root locale, whatever the database's LC_CTYPE or the column's collation ("C" folds ASCII only)."""
+    return f'lower(({text}) COLLATE "und-x-icu")'

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import asyncpg
 import structlog
 
-from aql_mcp.exceptions import StoreError, UpstreamUnavailable
+from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
 from aql_mcp.store.postgres.schema import migrate
 
 T = TypeVar("T")
@@ -86,9 +86,14 @@ class PostgresEngine:
             )
             async with self._pool.acquire() as connection:
                 await migrate(connection)
+                await _check_collation(connection)
         except FAILURES as exc:
             await self.close()
             raise _translated(exc) from exc
+        except ValueError:
+            # asyncpg's message about a malformed URL may quote it, password included: not repeated.
+            await self.close()
+            raise ConfigError("store.url (AQL_MCP_STORE__URL): not a valid postgresql:// URL") from None
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -134,6 +139,17 @@ class PostgresEngine:
                 yield connection
         except FAILURES as exc:
             raise _translated(exc) from exc
+
+
+async def _check_collation(connection: asyncpg.Connection) -> None:
+    """Case-insensitive matching folds text with ICU's root collation, as Python's `str.lower` does
+    (the database's own `lower()` follows its locale, or folds ASCII only under "C")."""
+    if await connection.fetchval("SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu'") is None:
+        raise ConfigError(
+            "store.url (AQL_MCP_STORE__URL): this PostgreSQL has no ICU collation 'und-x-icu' (a build "
+            "without ICU); aql-mcp needs it for case-insensitive search. Use a build with ICU "
+            "(Debian's, the official images, RDS and Cloud SQL have it)"
+        )
 
 
 async def _keep(connection: asyncpg.Connection) -> None:

@@ -130,9 +130,10 @@ class PostgresRecordStore:
                 tenant,
                 record.collection,
             )
+            # The quota before the collection's absence, as on SQLite (either rolls the other back).
+            await _take_quota(db, tenant, 1, len(body), quota)
             if position is None:
                 raise Missing(record.collection)
-            await _take_quota(db, tenant, 1, len(body), quota)
             await db.execute(
                 "INSERT INTO records (tenant, collection, pos, id, data, size, etag, created_at, updated_at) "
                 "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $8)",
@@ -307,7 +308,10 @@ def _record(row: Any) -> StoredRecord:
 def _key(row: Any) -> Key:
     number = row["k_number"]
     if isinstance(number, Decimal):
-        number = int(number) if number == number.to_integral_value() else float(number)
+        # An integer as int while orjson can write it into a cursor (64 bits); any other number as the
+        # float it was stored from (orjson writes no integer wider than that, so nothing is lost).
+        integral = number == number.to_integral_value() and -(2**63) <= number < 2**64
+        number = int(number) if integral else float(number)
     return Key(int(row["k_rank"]), number, row["k_text"], int(row["pos"]))
 
 

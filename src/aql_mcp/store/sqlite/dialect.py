@@ -24,8 +24,15 @@ class SqliteDialect:
     def placeholder(self, index: int) -> str:
         return f"?{index}"
 
+    def where(self, test: str) -> str:
+        # SQLite evaluates an AND inside a function's argument in full, but short-circuits it in a CASE
+        # condition: a cheap first test (instr) then spares the JSON parsing of the others.
+        return f"CASE WHEN {test} THEN TRUE ELSE FALSE END"
+
     def path(self, segments: tuple[str, ...]) -> str:
-        return "$" + "".join(f'."{segment}"' for segment in segments)
+        # Keys escaped as orjson wrote them into `data`: SQLite matches a label against the key's
+        # JSON text (3.40 compares them raw; 3.45+ decodes a label holding a backslash).
+        return "$" + "".join("." + orjson.dumps(segment).decode() for segment in segments)
 
     def exists(self, path: str) -> str:
         return f"json_type(data, {path}) IS NOT NULL"
@@ -77,7 +84,7 @@ class SqliteDialect:
             "WHEN 'text' THEN 3 WHEN 'object' THEN 4 WHEN 'array' THEN 4 ELSE 0 END"
         )
         number = f"CASE {kind} WHEN 'true' THEN 1 WHEN 'integer' THEN {value} WHEN 'real' THEN {value} ELSE 0 END"
-        text = f"CASE WHEN {kind} IN ('text', 'object', 'array') THEN {value} ELSE '' END"
+        text = f"CASE {kind} WHEN 'text' THEN {value} WHEN 'array' THEN '[' WHEN 'object' THEN '{{' ELSE '' END"
         return rank, number, text
 
     def key_row(self, statement: Statement, key: Key) -> str:
