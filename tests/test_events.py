@@ -194,8 +194,13 @@ async def test_an_event_id_of_another_session_replays_nothing(
     assert replayed == []
 
 
-async def test_a_malformed_last_event_id_is_refused_with_400(http: httpx.AsyncClient, session: dict[str, str]) -> None:
-    response = await http.get("/mcp", headers={**session, "last-event-id": "no sequence here"})
+@pytest.mark.parametrize("value", [b"no sequence here", b"g-\xb2", b"g-9223372036854775808", b"g-" + b"9" * 40])
+async def test_a_malformed_last_event_id_is_refused_with_400(
+    http: httpx.AsyncClient, session: dict[str, str], value: bytes
+) -> None:
+    """A superscript digit (`str.isdigit` takes it, `int` does not) and a sequence beyond 64 bits
+    were answered 500 (issue 12); every malformed id is a 400."""
+    response = await http.get("/mcp", headers={**session, "last-event-id": value})
 
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600

@@ -42,10 +42,13 @@ def format_event(event_id: str | None, data: bytes, retry_ms: int | None = None)
 
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
+    """`<stream>-<seq>`, or None. ASCII digits only (`str.isdigit` takes `²`, which `int` refuses)
+    and a sequence that fits the store's 64-bit column: any other header is malformed, never a 500."""
     stream_id, sep, seq = value.rpartition("-")
-    if not sep or not stream_id or not seq.isdigit() or len(value) > 128:
+    if not sep or not stream_id or not (seq.isascii() and seq.isdigit()) or len(value) > 128:
         return None
-    return stream_id, int(seq)
+    number = int(seq)
+    return (stream_id, number) if number < 2**63 else None
 
 
 def new_stream_id() -> str:

@@ -94,6 +94,12 @@ async def test_token_minted_by_the_dev_issuer_is_accepted(issuer: DevIssuer, ver
         pytest.param(lambda now: {"iss": None}, id="missing-iss"),
         pytest.param(lambda now: {"aud": None}, id="missing-aud"),
         pytest.param(lambda now: {"sub": None}, id="missing-sub"),
+        # Claims of the wrong type (issue 12): a string exp was read as a number and accepted.
+        pytest.param(lambda now: {"exp": str(now + 600)}, id="exp-as-string"),
+        pytest.param(lambda now: {"exp": True}, id="exp-as-boolean"),
+        pytest.param(lambda now: {"nbf": str(now)}, id="nbf-as-string"),
+        pytest.param(lambda now: {"iat": [now]}, id="iat-as-list"),
+        pytest.param(lambda now: {"sub": 42}, id="sub-as-number"),
     ],
 )
 async def test_token_with_bad_claims_is_refused(

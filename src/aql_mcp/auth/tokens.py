@@ -122,14 +122,21 @@ def decode(token: str, signing: SigningKey, *, issuer: str, audience: str, leewa
 
 def check_times(claims: dict[str, Any], *, now: float, leeway: float) -> None:
     """`exp` required, `nbf` and `iat` checked when present, with the clock-skew allowance (Appendix A.1)."""
-    try:
-        exp = float(claims["exp"])
-        nbf = float(claims.get("nbf", now))
-        iat = float(claims.get("iat", now))
-    except (TypeError, ValueError):
-        raise InvalidToken() from None
+    exp = numeric_date(claims.get("exp"))
+    nbf = numeric_date(claims.get("nbf", now))
+    iat = numeric_date(claims.get("iat", now))
     if exp <= now - leeway or nbf > now + leeway or iat > now + leeway:
         raise InvalidToken()
+    if not isinstance(claims.get("sub"), str):
+        raise InvalidToken()
+
+
+def numeric_date(value: Any) -> float:
+    """A JSON number of seconds (RFC 7519 §2, NumericDate): a string or a boolean is refused, not
+    converted (`float("9999999999")` would have accepted a string `exp`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidToken()
+    return float(value)
 
 
 def principal_from(claims: dict[str, Any]) -> Principal:
