@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from aql_mcp.exceptions import ConfigError
+from aql_mcp.operations.models import TrustLevel
 
 ENV_PREFIX = "AQL_MCP_"
 BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin")
@@ -228,6 +229,9 @@ class AqlSettings(_Section):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     confirmation_ttl_seconds: int = Field(default=300, ge=1, le=900)
     confirm_with_elicitation: bool = False
+    # A plugin's `trust` is its own claim: the operator caps it, or sets it per plugin (operations/trust.py).
+    max_trust: TrustLevel = "community_reviewed"
+    plugin_trust: dict[str, TrustLevel] = Field(default_factory=dict)
 
 
 class RecordsSettings(_Section):

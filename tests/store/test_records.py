@@ -200,7 +200,7 @@ async def test_deleting_a_collection_deletes_its_records_and_gives_back_their_us
     assert (await records.usage("t1"))[0] == 1
     with pytest.raises(Missing):
         await records.delete_collection("t1", "c")
-    assert [c.name for c in await records.list_collections("t1")] == ["keep"]
+    assert [c.name for c in (await records.list_collections("t1", size=10)).items] == ["keep"]
 
 
 async def test_mixed_writers_on_two_replicas_never_deadlock_and_keep_counts_exact(backend: Backend) -> None:
@@ -235,3 +235,24 @@ async def test_mixed_writers_on_two_replicas_never_deadlock_and_keep_counts_exac
     assert collection is not None
     assert len(listed) == 40
     assert (await replicas[0].usage("t1"))[0] == collection.record_count == 40
+
+
+async def test_collections_page_by_name_forward_and_back_with_the_tenant_total(store: Store) -> None:
+    """pagination.md §2: keyset pages in name order (byte order on both engines), flags both ways."""
+    records = store.records
+    names = ["a-1", "a1", "a_1", "b", "c", "d"]
+    for name in reversed(names):
+        await records.create_collection("t1", name, "", None, "now")
+    await records.create_collection("t2", "other", "", None, "now")
+    first = await records.list_collections("t1", size=4)
+    rest = await records.list_collections("t1", size=4, cursor=first.items[-1].name)
+    back = await records.list_collections("t1", size=2, forward=False, cursor=rest.items[0].name)
+    assert [c.name for c in first.items] == names[:4]
+    assert (first.has_next, first.has_previous, first.total) == (True, False, 6)
+    assert [c.name for c in rest.items] == names[4:]
+    assert (rest.has_next, rest.has_previous) == (False, True)
+    assert [c.name for c in back.items] == names[2:4]
+    assert (back.has_next, back.has_previous) == (True, True)
+    last = await records.list_collections("t1", size=2, forward=False)
+    assert [c.name for c in last.items] == names[4:]
+    assert (last.has_next, last.has_previous) == (False, True)

@@ -4,6 +4,11 @@ Items run in order, each with its own result; a failed item does not stop the re
 answers `CONFIRMATION_REQUIRED` halts the batch (§7.5.2): it is reported in `halted_at`, the items
 after it in `pending_operations` for continuation. Batch-level errors (not an array, empty, over
 the size cap) are `success: false` with only `code` and `message`, as the schema requires.
+
+An item's result keeps its `warnings` (an idempotent replay, a truncated page): the batch schema's
+copy of the result shape omits them, but an item's result is an OperationResult, which carries
+warnings (operation-result.schema.json, docs/features/warnings.md), and dropping them would hide
+from the caller what it needs to know about that item (docs/aql.md).
 """
 
 from __future__ import annotations
@@ -69,9 +74,12 @@ def _refusal(arguments: dict[str, Any], items: Any, cap: int) -> Envelope | None
 
 
 def _bare(envelope: Envelope) -> dict[str, Any]:
-    """An item's result as the batch schema allows it: success and data, or success and error."""
+    """An item's result: success, data and any warnings, or success and error."""
     if envelope["success"]:
-        return {"success": True, "data": envelope.get("data")}
+        result = {"success": True, "data": envelope.get("data")}
+        if envelope.get("warnings"):
+            result["warnings"] = envelope["warnings"]
+        return result
     return {"success": False, "error": envelope["error"]}
 
 

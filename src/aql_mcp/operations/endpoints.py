@@ -12,7 +12,7 @@ and the valid names, which a generic `additionalProperties: false` check cannot 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,8 +103,9 @@ class Surface:
         """The tool introspection names as `mcpTool`: the family's tool unless only `mcp_aql` exists."""
         return self.tool_name(family_of(operation, self.profile) if self.has_families else None)
 
-    def describe_profile(self) -> dict[str, Any]:
-        """The category mapping, for `_protocol.families` in introspection."""
+    def describe_profile(self, served: Collection[str]) -> dict[str, Any]:
+        """The category mapping, for `_protocol.families` in introspection: only the families that
+        serve an operation (`served`), so every tool named there is registered."""
         return {
             family: {
                 "tool": self.tool_name(family) if self.has_families else self.tool_name(None),
@@ -112,6 +113,7 @@ class Surface:
                 "description": PURPOSES[family],
             }
             for family, categories in PROFILES[self.profile].items()
+            if family in served
         }
 
 
@@ -160,7 +162,7 @@ def _risk_lines(operations: list[Operation], gate: Callable[[Operation], str]) -
     for op in mutating:
         effect = op.side_effects or op.description
         gated = {
-            "confirm": " Needs confirmation (CONFIRMATION_REQUIRED, then retry with the token).",
+            "confirm": " Needs confirmation (CONFIRMATION_REQUIRED, then retry with params.confirmation_token).",
             "deny": " Refused.",
         }
         gated_text = gated.get(gate(op), "")

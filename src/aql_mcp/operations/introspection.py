@@ -2,7 +2,9 @@
 
 `query: "operations"` lists operations with `_protocol` metadata; with `name` it gives one
 operation's details, `null` for an unknown name. `query: "types"` does the same for types.
-Parameter descriptions come from each operation's pydantic model, so they never drift.
+Parameter descriptions come from each operation's pydantic model, so they never drift; defaults
+the model cannot know (the default field preset, page sizes from the settings) come from the
+operation, and an operation the gatekeeper can ask to confirm documents `confirmation_token`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,25 @@ from pydantic import Field
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.gatekeeper import behavior
 from aql_mcp.operations.models import Call, Example, Operation, Params, Returns, TypeDef
+from aql_mcp.operations.parameters import CONFIRMATION_TOKEN
 from aql_mcp.operations.registry import OperationRegistry
+from aql_mcp.operations.trust import describe_trust
 
 SPEC_VERSION = "1.0.0-draft"
 PARAMETER_KEYS = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "format")
+# docs/security/confirmation-tokens.md §3.3, gatekeeper.md §4.2: the retry carries the token.
+CONFIRMATION_INFO: dict[str, Any] = {
+    "name": CONFIRMATION_TOKEN,
+    "type": "string",
+    "required": False,
+    "description": (
+        "Only when a call was answered CONFIRMATION_REQUIRED: the token it returned "
+        "(error.details.confirmation_token, also confirmation.token), sent with the same call again to "
+        "run it. Single use, bound to this operation, its parameters, the caller and the session, and "
+        "valid until confirmation.expires_at. Also accepted as _confirmation."
+    ),
+    "sensitive": True,
+}
 
 
 class IntrospectParams(Params):
@@ -70,11 +87,12 @@ def _summary(operation: Operation, surface: Surface) -> dict[str, Any]:
 
 
 def _details(operation: Operation, surface: Surface, registry: OperationRegistry) -> dict[str, Any]:
-    verdict = behavior(operation, registry.trust(operation.name))
+    trust = registry.trust(operation.name)
+    verdict = behavior(operation, trust)
     gate = {"allow": "runs without confirmation", "confirm": "needs confirmation", "deny": "refused"}[verdict]
     description = (
         f"{operation.description} Danger level: {operation.danger_level} ({gate}; plugin trust "
-        f"{registry.trust(operation.name)})."
+        f"{describe_trust(trust, registry.declared_trust(operation.name))})."
     )
     if operation.side_effects:
         description += f" Side effects: {operation.side_effects}"
@@ -83,7 +101,7 @@ def _details(operation: Operation, surface: Surface, registry: OperationRegistry
         "mcpTool": surface.tool_for(operation),
         "description": description,
         "permissions": {"readOnly": operation.category == "READ", "destructive": operation.is_destructive},
-        "parameters": parameter_infos(operation),
+        "parameters": parameter_infos(operation, confirmable=verdict == "confirm"),
         "returns": operation.returns.to_wire(),
         "examples": [example.to_wire() for example in operation.examples],
     }
@@ -92,8 +110,8 @@ def _details(operation: Operation, surface: Surface, registry: OperationRegistry
     return out
 
 
-def parameter_infos(operation: Operation) -> list[dict[str, Any]]:
-    """ParameterInfo entries from the operation's pydantic model (introspection.md §3.4)."""
+def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[dict[str, Any]]:
+    """ParameterInfo entries from the operation's pydantic model and hints (introspection.md §3.4)."""
     schema = operation.params.model_json_schema()
     required = set(schema.get("required", ()))
     infos = []
@@ -104,11 +122,16 @@ def parameter_infos(operation: Operation) -> list[dict[str, Any]]:
             info["description"] = field.description
         if name not in required and prop.get("default") is not None:
             info["default"] = prop["default"]
+        if name == "fields" and operation.field_presets is not None:
+            info["default"] = operation.default_preset
         info.update(_constraints(prop, schema))
+        info.update(operation.parameter_hints.get(name, {}))
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         if extra.get("sensitive"):
             info["sensitive"] = True
         infos.append(info)
+    if confirmable:
+        infos.append(dict(CONFIRMATION_INFO))
     return infos
 
 

@@ -165,6 +165,8 @@ class Operation:
     gets an instance of it. `critical` names the parameters a confirmation token is bound to
     (default: all but field selection). `field_presets` turns on field selection (`fields`).
     `discovery` puts a READ operation in the `discover` family of the dqmo profile.
+    `parameter_hints` adds ParameterInfo keys per parameter that the model cannot know, such as
+    defaults and maxima taken from the settings (a page size default).
     """
 
     name: str
@@ -184,6 +186,7 @@ class Operation:
     discovery: bool = False
     idempotent: bool | None = None
     reserved: bool = False
+    parameter_hints: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def danger_level(self) -> DangerLevel:

@@ -1,12 +1,19 @@
 """Parameter resolution and validation (MCP-AQL §4.2, §4.6; docs/error-codes.md §4).
 
 `params.<name>` wins over a top-level `<name>`; `operation`, `params`, `operations` and
-`_`-prefixed metadata are not parameters. Every failure becomes a registry code with the
-details the error-codes document lists, never the rejected value of a sensitive parameter.
+`_`-prefixed metadata are not parameters (§4.6.1). Every failure becomes a registry code with the
+details the error-codes document lists, never the rejected value of a sensitive parameter; an
+enum or pattern failure names what is allowed.
+
+The confirmation token (`confirmation_token`, or `_confirmation` as the gatekeeper document spells
+it) is a parameter only of the operations the gatekeeper can ask to confirm; anywhere else both
+names are unknown parameters, so a caller never believes it confirmed something that needs no
+confirmation, and introspection documents exactly what is accepted.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,8 +28,8 @@ from aql_mcp.operations.results import (
 )
 
 PROTOCOL_FIELDS = frozenset({"operation", "params", "operations"})
-# Accepted on every operation; the gatekeeper reads them (DESIGN.md: both names are accepted).
-CONFIRMATION_PARAMS = ("_confirmation", "confirmation_token")
+CONFIRMATION_TOKEN = "confirmation_token"  # noqa: S105 (a parameter name, not a secret)
+CONFIRMATION_PARAMS = ("_confirmation", CONFIRMATION_TOKEN)
 
 JSON_TYPES = {
     "str": "string",
@@ -35,8 +42,9 @@ JSON_TYPES = {
 }
 
 
-def resolve(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The operation's parameters and the confirmation token, if any, from one request item."""
+def resolve(arguments: dict[str, Any], *, confirmable: bool) -> tuple[dict[str, Any], str | None]:
+    """The operation's parameters and, for an operation that can need confirmation, the token if any;
+    elsewhere the token's names stay among the parameters, for `validate` to refuse."""
     params = arguments.get("params", {})
     if params is None:
         params = {}
@@ -45,24 +53,26 @@ def resolve(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     merged = {k: v for k, v in arguments.items() if k not in PROTOCOL_FIELDS}
     merged.update(params)
     token = None
-    for name in CONFIRMATION_PARAMS:
+    for name in CONFIRMATION_PARAMS if confirmable else ():
         value = merged.pop(name, None)
         if value is not None:
             if not isinstance(value, str):
                 raise invalid_type(name, "string", value)
             token = value
-    return {k: v for k, v in merged.items() if not k.startswith("_")}, token
+    return {k: v for k, v in merged.items() if not k.startswith("_") or k in CONFIRMATION_PARAMS}, token
 
 
-def validate(operation: Operation, values: dict[str, Any]) -> Params:
+def validate(operation: Operation, values: dict[str, Any], *, confirmable: bool = False) -> Params:
     """The operation's parameter model built from `values`, or the first violation as an OperationError."""
     fields = operation.params.model_fields
     unknown = sorted(k for k in values if k not in fields)
     if unknown:
+        valid = [*fields, CONFIRMATION_TOKEN] if confirmable else list(fields)
         raise OperationError(
             VALIDATION_UNKNOWN_PARAM,
-            f"Unknown parameter(s) for operation '{operation.name}': {', '.join(unknown)}",
-            {"operation": operation.name, "unknown_params": unknown, "valid_params": list(fields)},
+            f"Unknown parameter(s) for operation '{operation.name}': {', '.join(unknown)}. "
+            f"Valid parameters: {', '.join(valid) or 'none'}",
+            {"operation": operation.name, "unknown_params": unknown, "valid_params": valid},
         )
     try:
         return operation.params.model_validate(values)
@@ -91,13 +101,75 @@ def _translate(operation: Operation, error: ErrorDetails) -> OperationError:
     }
     if not sensitive and isinstance(error.get("input"), (int, float, bool)):
         details["value"] = error["input"]
+    allowed = _allowed(operation, error)
+    if allowed is not None:
+        return _not_allowed(name, allowed, details)
+    message = f"Parameter '{name}' expected '{expected}', got '{details['actual_type']}'"
     if error["type"] not in _TYPE_ERRORS:
         details["constraint"] = error["msg"]
-    return OperationError(
-        VALIDATION_INVALID_TYPE,
-        f"Parameter '{name}' expected '{expected}', got '{details['actual_type']}'",
-        details,
-    )
+        message += f" ({error['msg']})"
+    return OperationError(VALIDATION_INVALID_TYPE, message, details)
+
+
+def _allowed(operation: Operation, error: ErrorDetails) -> dict[str, Any] | None:
+    """What an enum or pattern parameter allows, from the model's schema (enum) or the error (pattern)."""
+    context = error.get("ctx") or {}
+    if error["type"] == "string_pattern_mismatch" and isinstance(context.get("pattern"), str):
+        return {"pattern": context["pattern"]}
+    if error["type"] in ("literal_error", "enum"):
+        values = _enum_at(operation.params.model_json_schema(), error["loc"])
+        if values is not None:
+            return {"allowed_values": values}
+    return None
+
+
+def _not_allowed(name: str, allowed: dict[str, Any], details: dict[str, Any]) -> OperationError:
+    if "pattern" in allowed:
+        details.update(expected_type="string matching the pattern", pattern=allowed["pattern"])
+        return OperationError(
+            VALIDATION_INVALID_TYPE,
+            f"Parameter '{name}' must match the pattern {allowed['pattern']}",
+            details,
+        )
+    values = allowed["allowed_values"]
+    listed = ", ".join(json.dumps(value) for value in values)
+    details.update(expected_type=f"one of: {listed}", allowed_values=values)
+    return OperationError(VALIDATION_INVALID_TYPE, f"Parameter '{name}' must be one of: {listed}", details)
+
+
+def _enum_at(schema: dict[str, Any], location: tuple[int | str, ...]) -> list[Any] | None:
+    """The enum values of the schema node at `location`, through `$ref`, `anyOf` and array items."""
+    node: dict[str, Any] | None = schema
+    for part in location:
+        node = _child(schema, node or {}, part)
+        if node is None:
+            return None
+    for member in _alternatives(schema, node or {}):
+        if "enum" in member:
+            return list(member["enum"])
+        if "const" in member:
+            return [member["const"]]
+    return None
+
+
+def _child(root: dict[str, Any], node: dict[str, Any], part: int | str) -> dict[str, Any] | None:
+    for member in _alternatives(root, node):
+        if isinstance(part, str) and part in member.get("properties", {}):
+            return dict(member["properties"][part])
+        if isinstance(part, int) and isinstance(member.get("items"), dict):
+            return dict(member["items"])
+    return None
+
+
+def _alternatives(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
+    members = node.get("anyOf") or node.get("oneOf") or [node]
+    out = []
+    for member in members:
+        ref = member.get("$ref")
+        if isinstance(ref, str):
+            member = root.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+        out.append(member)
+    return out
 
 
 _TYPE_ERRORS = {

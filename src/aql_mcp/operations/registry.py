@@ -1,4 +1,5 @@
-"""The operation registry: every operation by name, with the plugin that added it and its trust level.
+"""The operation registry: every operation by name, with the plugin that added it and its trust level
+(the level in force, `operations/trust.py`, and the one the plugin declared).
 
 A duplicate name fails at startup naming both plugins; the names MCP-AQL §8.5.4 reserves for the
 protocol are refused unless the operation is the protocol's own (`reserved=True`) and sits in the
@@ -32,11 +33,12 @@ class OperationRegistry:
         self._operations: dict[str, Operation] = {}
         self._owners: dict[str, str] = {}
         self._trust: dict[str, TrustLevel] = {}
+        self._declared: dict[str, TrustLevel] = {}
         self._types: dict[str, TypeDef] = {}
         self._type_owners: dict[str, str] = {}
         self._listeners: list[Callable[[], None]] = []
 
-    def add(self, operation: Operation, *, plugin: str, trust: TrustLevel) -> None:
+    def add(self, operation: Operation, *, plugin: str, trust: TrustLevel, declared: TrustLevel | None = None) -> None:
         name = operation.name
         if not OPERATION_NAME.fullmatch(name):
             raise ConfigError(f"plugin {plugin}: operation name {name!r} must match {OPERATION_NAME.pattern}")
@@ -52,6 +54,7 @@ class OperationRegistry:
         self._operations[name] = operation
         self._owners[name] = plugin
         self._trust[name] = trust
+        self._declared[name] = declared or trust
         self._changed()
 
     def add_type(self, type_def: TypeDef, *, plugin: str) -> None:
@@ -71,7 +74,11 @@ class OperationRegistry:
         return iter(self._operations.values())
 
     def trust(self, name: str) -> TrustLevel:
+        """The trust level the operation is gated with."""
         return self._trust[name]
+
+    def declared_trust(self, name: str) -> TrustLevel:
+        return self._declared[name]
 
     def types(self) -> Iterator[TypeDef]:
         return iter(self._types.values())

@@ -141,10 +141,12 @@ class Router:
 
     async def _execute(self, operation: Operation, item: dict[str, Any], call: Call, principal: str) -> Envelope:
         self._authorize(operation, call)
-        values, token = resolve(item)
-        params = validate(operation, values)
+        verdict = behavior(operation, self.registry.trust(operation.name))
+        # Only an operation the gatekeeper can ask to confirm takes a confirmation token (parameters.py).
+        values, token = resolve(item, confirmable=verdict == "confirm")
+        params = validate(operation, values, confirmable=verdict == "confirm")
         selection = self._selection(operation, params)
-        await self._gate(operation, params, token, call, principal)
+        await self._gate(operation, verdict, params, token, call, principal)
         envelope = self._shape(operation, await operation.handler(params, call), selection)
         if operation.category != "READ":
             self.audit.event(
@@ -153,9 +155,17 @@ class Router:
         return envelope
 
     def _authorize(self, operation: Operation, call: Call) -> None:
-        """`auth.policy.operations` and `.families`: a missing scope is PERMISSION_DENIED naming it (§7)."""
+        """The one place an operation's scopes are checked, whatever tool carried it (`mcp_aql`, a family
+        tool, a batch item): those of the operation, of its family and of the family's tool
+        (`auth.policy.operations`, `.families`, `.tools`); a missing scope is PERMISSION_DENIED naming it."""
         family = family_of(operation, self.surface.profile)
-        missing = self.options.scopes.missing_for_operation(operation.name, family, call.principal)
+        missing = self.options.scopes.missing_for_operation(
+            operation.name,
+            family,
+            call.principal,
+            family_tool=self.surface.tool_name(family),
+            family_tool_exists=self.surface.has_families,
+        )
         if missing:
             raise OperationError(
                 PERMISSION_DENIED,
@@ -202,14 +212,14 @@ class Router:
             return None
         return resolve_selection(getattr(params, "fields", None), operation.field_presets, operation.default_preset)
 
-    async def _gate(self, operation: Operation, params: Params, token: str | None, call: Call, principal: str) -> None:
-        trust = self.registry.trust(operation.name)
-        verdict = behavior(operation, trust)
+    async def _gate(
+        self, operation: Operation, verdict: str, params: Params, token: str | None, call: Call, principal: str
+    ) -> None:
         if verdict == "allow":
             return
         if verdict == "deny":
             self.audit.event("gate", operation=operation.name, principal=principal, outcome="denied")
-            raise self.gatekeeper.deny(operation, trust)
+            raise self.gatekeeper.deny(operation, self.registry.trust(operation.name))
         # Only a gated call binds a token to its parameters: the dump is not paid on every call.
         values, session = params.model_dump(mode="json"), call.session_id or ""
         if token is not None:

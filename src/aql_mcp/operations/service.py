@@ -48,7 +48,11 @@ class AqlService:
                 limits=Limits(aql.max_string_length, aql.max_array_elements, aql.max_nesting_depth),
                 max_response_bytes=settings.limits.max_result_bytes,
                 confirm_with_elicitation=aql.confirm_with_elicitation,
-                scopes=ScopeRules(operations=settings.auth.policy.operations, families=settings.auth.policy.families),
+                scopes=ScopeRules(
+                    tools=settings.auth.policy.tools,
+                    operations=settings.auth.policy.operations,
+                    families=settings.auth.policy.families,
+                ),
             ),
             telemetry,
         )
@@ -61,8 +65,8 @@ class AqlService:
             introspect_operation(self.operations, self.surface, self.protocol), plugin=CORE, trust="certified"
         )
 
-    def for_plugin(self, plugin: str, trust: TrustLevel) -> PluginOperations:
-        return PluginOperations(self, plugin=plugin, trust=trust)
+    def for_plugin(self, plugin: str, trust: TrustLevel, declared: TrustLevel | None = None) -> PluginOperations:
+        return PluginOperations(self, plugin=plugin, trust=trust, declared=declared or trust)
 
     def protocol(self) -> dict[str, Any]:
         """`_protocol` of the operations list (introspection.md §4.1.1, MCP-AQL §4.7.5, §9.3.3)."""
@@ -72,7 +76,7 @@ class AqlService:
             "conformance": "level-2",
             "mode": self.surface.mode,
             "profile": self.surface.profile,
-            "families": self.surface.describe_profile(),
+            "families": self.surface.describe_profile(self._served()),
             "capabilities": {
                 "batch": True,
                 "field_selection": True,
@@ -111,6 +115,9 @@ class AqlService:
             return await run_batch(self.router, family, arguments, call, cap=self.settings.aql.max_batch_size)
         return await self.router.run(family, arguments, call)
 
+    def _served(self) -> set[str]:
+        return {family_of(op, self.surface.profile) for op in self.operations.operations()}
+
     def _refresh(self) -> None:
         """Register every tool again with descriptions naming today's operations."""
         previous, self._registry.plugin = self._registry.plugin, CORE
@@ -146,15 +153,16 @@ class PluginOperations:
     """What a plugin holds to add operations and types under its name and trust level, with the
     settings and the store its handlers work with."""
 
-    def __init__(self, service: AqlService, *, plugin: str, trust: TrustLevel) -> None:
+    def __init__(self, service: AqlService, *, plugin: str, trust: TrustLevel, declared: TrustLevel) -> None:
         self.service = service
         self.plugin = plugin
         self.trust = trust
+        self.declared = declared
         self.settings = service.settings
         self.store = service.store
 
     def add(self, operation: Operation) -> None:
-        self.service.operations.add(operation, plugin=self.plugin, trust=self.trust)
+        self.service.operations.add(operation, plugin=self.plugin, trust=self.trust, declared=self.declared)
 
     def add_type(self, type_def: TypeDef) -> None:
         self.service.operations.add_type(type_def, plugin=self.plugin)

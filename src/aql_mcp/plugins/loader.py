@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
+import structlog
+
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.operations.models import TRUST_LEVELS
+from aql_mcp.operations.models import TRUST_LEVELS, TrustLevel
 from aql_mcp.operations.service import AqlService
+from aql_mcp.operations.trust import effective_trust
 from aql_mcp.plugins.base import OperationsPlugin, Plugin
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
@@ -15,6 +18,7 @@ from aql_mcp.store.base import Store
 from aql_mcp.telemetry import Telemetry
 
 AnyPlugin = Plugin | OperationsPlugin
+log = structlog.get_logger("aql_mcp.plugins")
 
 
 def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
@@ -56,6 +60,7 @@ def load_plugins(
     The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
     operations loads; without such a plugin the service exposes no MCP-AQL tools.
     """
+    settings = settings or Settings()
     plugins = [import_plugin(path, settings) for path in paths]
     service: AqlService | None = None
     for plugin in plugins:
@@ -70,7 +75,30 @@ def load_plugins(
             if service is None:
                 if store is None:
                     raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
-                service = AqlService(registry, settings or Settings(), store, telemetry)
-            plugin.register_operations(service.for_plugin(plugin.name, plugin.trust))
+                service = AqlService(registry, settings, store, telemetry)
+            trust = _trust(plugin, settings)
+            plugin.register_operations(service.for_plugin(plugin.name, trust, plugin.trust))
     registry.plugin = "runtime"
+    _check_overrides(plugins, settings)
     return plugins
+
+
+def _trust(plugin: OperationsPlugin, settings: Settings) -> TrustLevel:
+    aql = settings.aql
+    trust = effective_trust(plugin.name, plugin.trust, ceiling=aql.max_trust, overrides=aql.plugin_trust)
+    if trust != plugin.trust:
+        # The operator must see that a plugin asked for more (or was given other) trust than it runs with.
+        source = "aql.plugin_trust" if plugin.name in aql.plugin_trust else "aql.max_trust"
+        log.warning("plugin_trust_changed", plugin=plugin.name, declared=plugin.trust, effective=trust, setting=source)
+    return trust
+
+
+def _check_overrides(plugins: list[AnyPlugin], settings: Settings) -> None:
+    """A trust override for a plugin that is not loaded is a typo that would silently change nothing."""
+    loaded = {plugin.name for plugin in plugins if isinstance(plugin, OperationsPlugin)}
+    unknown = sorted(set(settings.aql.plugin_trust) - loaded)
+    if unknown:
+        raise ConfigError(
+            f"aql.plugin_trust (AQL_MCP_AQL__PLUGIN_TRUST): no loaded plugin with operations is named "
+            f"{', '.join(unknown)}; loaded: {', '.join(sorted(loaded)) or 'none'}"
+        )

@@ -36,12 +36,20 @@ from aql_mcp.plugins.records_params import (
     CreateCollection,
     CreateRecord,
     DeleteRecord,
+    ListCollections,
     ListRecords,
     RecordRef,
     SearchRecords,
     UpdateRecord,
 )
-from aql_mcp.plugins.records_query import encode_cursor, listing, sort_identity, window
+from aql_mcp.plugins.records_query import (
+    decode_name_cursor,
+    encode_cursor,
+    encode_name_cursor,
+    listing,
+    sort_identity,
+    window,
+)
 from aql_mcp.settings import Settings
 from aql_mcp.store.records import (
     AlreadyExists,
@@ -92,8 +100,23 @@ class Records:
             raise _exists("collection", params.collection) from None
         return collection_wire(stored)
 
-    async def list_collections(self, params: Params, call: Call) -> dict[str, Any]:
-        return {"items": [collection_wire(c) for c in await self.store.list_collections(self.tenant(call))]}
+    async def list_collections(self, params: ListCollections, call: Call) -> Page:
+        aql = self.settings.aql
+        span = window(
+            params.first, params.after, params.last, params.before, default=aql.default_page_size, cap=aql.max_page_size
+        )
+        param = "after" if span.forward else "before"
+        cursor = decode_name_cursor(span.cursor, param) if span.cursor is not None else None
+        found = await self.store.list_collections(
+            self.tenant(call), size=span.size, forward=span.forward, cursor=cursor
+        )
+        return Page(
+            items=[collection_wire(c) for c in found.items],
+            cursors=[encode_name_cursor(c.name) for c in found.items],
+            has_next=found.has_next,
+            has_previous=found.has_previous,
+            total_count=found.total,
+        )
 
     async def delete_collection(self, params: CollectionRef, call: Call) -> dict[str, Any]:
         try:

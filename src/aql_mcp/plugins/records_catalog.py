@@ -12,6 +12,7 @@ from aql_mcp.plugins.records_params import (
     CreateCollection,
     CreateRecord,
     DeleteRecord,
+    ListCollections,
     ListRecords,
     RecordRef,
     SearchRecords,
@@ -23,10 +24,17 @@ if TYPE_CHECKING:
 
 RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
 RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
+COLLECTION_PAGE = Returns("CollectionPage", "object", "{items: [Collection], pageInfo: PageInfo} in name order")
 
 
 def catalog(records: Records) -> list[Operation]:
     """The operations of the plugin, in the order introspection lists them."""
+    aql = records.settings.aql
+    # Introspection shows the page size a listing uses without `first` and the size it clamps to.
+    paging = {
+        "first": {"default": aql.default_page_size, "maximum": aql.max_page_size},
+        "last": {"maximum": aql.max_page_size},
+    }
     new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
     return [
         Operation(
@@ -42,11 +50,12 @@ def catalog(records: Records) -> list[Operation]:
         Operation(
             "list_collections",
             "READ",
-            "List the caller's collections with their record counts.",
+            "List the caller's collections with their record counts, in name order, with cursor pagination.",
             records.list_collections,
-            Params,
-            Returns("CollectionList", "object"),
+            ListCollections,
+            COLLECTION_PAGE,
             discovery=True,
+            parameter_hints=paging,
         ),
         Operation(
             "delete_collection",
@@ -89,6 +98,7 @@ def catalog(records: Records) -> list[Operation]:
             RECORD_PAGE,
             field_presets=PRESETS,
             default_preset="standard",
+            parameter_hints=paging,
             examples=(
                 Example(
                     {
@@ -113,6 +123,7 @@ def catalog(records: Records) -> list[Operation]:
             RECORD_PAGE,
             field_presets=PRESETS,
             default_preset="minimal",
+            parameter_hints=paging,
             examples=(Example({"operation": "search_records", "params": {"collection": "notes", "query": "plan"}}),),
         ),
         Operation(

@@ -18,6 +18,10 @@ FieldsParam = Field(
     default=None,
     description="Field selection: a preset (minimal, standard, full) or dot paths such as ['id', 'metadata.priority'].",
 )
+First = Field(default=None, ge=1, description="Page size from the start (clamped to the maximum).")
+After = Field(default=None, description="Cursor (pageInfo.endCursor) to continue after; with first.")
+Last = Field(default=None, ge=1, description="Page size from the end (clamped to the maximum).")
+Before = Field(default=None, description="Cursor (pageInfo.startCursor) to go back from; with last.")
 
 
 class Sort(BaseModel):
@@ -37,6 +41,13 @@ class CreateCollection(Params):
 
 class CollectionRef(Params):
     collection: str = Collection
+
+
+class ListCollections(Params):
+    first: int | None = First
+    after: str | None = After
+    last: int | None = Last
+    before: str | None = Before
 
 
 class CreateRecord(Params):
@@ -64,10 +75,10 @@ class ListRecords(Params):
     )
     sort: Sort | None = Field(default=None, description="{field, order}; default: creation order.")
     fields: str | list[str] | None = FieldsParam
-    first: int | None = Field(default=None, ge=1, description="Page size from the start (clamped to the maximum).")
-    after: str | None = Field(default=None, description="Cursor (pageInfo.endCursor) to continue after; with first.")
-    last: int | None = Field(default=None, ge=1, description="Page size from the end (clamped to the maximum).")
-    before: str | None = Field(default=None, description="Cursor (pageInfo.startCursor) to go back from; with last.")
+    first: int | None = First
+    after: str | None = After
+    last: int | None = Last
+    before: str | None = Before
 
 
 class SearchRecords(ListRecords):

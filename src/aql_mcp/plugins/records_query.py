@@ -21,12 +21,14 @@ from typing import Any, cast
 import orjson
 
 from aql_mcp.operations.results import VALIDATION_INVALID_TYPE, OperationError
+from aql_mcp.plugins.records_params import NAME_PATTERN
 from aql_mcp.store.listing import COMPOSITE, ORDERING, Condition, Key, Listing, Operator
 
 OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"})
 PHRASE = re.compile(r'"([^"]+)"|(\S+)')
 MAX_CONDITIONS = 20
 MAX_TERMS = 20
+NAME_ORDER = "collections:name:asc"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,31 @@ def parse_terms(query: str) -> tuple[str, ...]:
 def encode_cursor(key: Key, sort: str) -> str:
     raw = orjson.dumps({"k": [key.rank, key.number, key.text, key.position], "s": sort})
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def encode_name_cursor(name: str) -> str:
+    """A cursor over collections: the name it continues from (collections list in name order)."""
+    raw = orjson.dumps({"n": name, "s": NAME_ORDER})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_name_cursor(cursor: str, param: str) -> str:
+    try:
+        raw = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        name = raw["n"]
+        if raw["s"] != NAME_ORDER or not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+            raise ValueError
+    except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError):
+        raise _bad_cursor(param) from None
+    return name
+
+
+def _bad_cursor(param: str) -> OperationError:
+    return OperationError(
+        VALIDATION_INVALID_TYPE,
+        f"Parameter '{param}' expected 'a cursor from pageInfo of the same query'",
+        {"param_name": param, "expected_type": "cursor", "actual_type": "string"},
+    )
 
 
 def decode_cursor(cursor: str, sort: str, param: str) -> Key:

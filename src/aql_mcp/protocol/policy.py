@@ -41,10 +41,30 @@ class ScopeRules:
     def missing_for_prompt(self, name: str, principal: Principal | None) -> tuple[str, ...]:
         return _missing(self._prompts.get(name, self._prompts.get("*", ())), principal)
 
-    def missing_for_operation(self, name: str, family: str, principal: Principal | None) -> tuple[str, ...]:
-        """An MCP-AQL operation needs its own scopes and those of its endpoint family."""
-        needed = self._operations.get(name, self._operations.get("*", ()))
-        needed += tuple(s for s in self._families.get(family, self._families.get("*", ())) if s not in needed)
+    def missing_for_operation(
+        self,
+        name: str,
+        family: str,
+        principal: Principal | None,
+        *,
+        family_tool: str,
+        family_tool_exists: bool,
+    ) -> tuple[str, ...]:
+        """An MCP-AQL operation needs its own scopes, its family's and its family tool's, whichever tool
+        carried it: a rule on `mcp_aql_delete` binds a delete sent through `mcp_aql` (issue 12).
+
+        A family tool's own entry binds in every mode; the `*` entry binds it only where the family
+        tool is registered (modes `semantic` and `all`), since in `single` mode `*` speaks of tools
+        that exist and `mcp_aql` has its own rule.
+        """
+        default_tool = self._tools.get("*", ()) if family_tool_exists else ()
+        needed: tuple[str, ...] = ()
+        for rule in (
+            self._operations.get(name, self._operations.get("*", ())),
+            self._families.get(family, self._families.get("*", ())),
+            self._tools.get(family_tool, default_tool),
+        ):
+            needed += tuple(scope for scope in rule if scope not in needed)
         return _missing(needed, principal)
 
     def missing_for_resource(self, uri: str, principal: Principal | None) -> tuple[str, ...]:

@@ -100,6 +100,16 @@ class RecordPage:
 
 
 @dataclass(frozen=True, slots=True)
+class CollectionPage:
+    """One window of a tenant's collections in name order, with the tenant's collection count."""
+
+    items: list[StoredCollection]
+    has_next: bool
+    has_previous: bool
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Idempotency:
     key: str
     request_hash: str
@@ -112,7 +122,12 @@ class RecordStore(Protocol):
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
     ) -> StoredCollection: ...
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None: ...
-    async def list_collections(self, tenant: str) -> list[StoredCollection]: ...
+    async def list_collections(
+        self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
+    ) -> CollectionPage:
+        """`size` collections in name order after `cursor` (or before it, backward), keyset-paged."""
+        ...
+
     async def delete_collection(self, tenant: str, name: str) -> int: ...
     async def create_record(
         self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
@@ -139,6 +154,18 @@ class RecordStore(Protocol):
     async def purge_idempotency(self, before: float) -> int:
         """Forget idempotency keys first used before `before` (epoch seconds); return how many."""
         ...
+
+
+def collection_page(
+    rows: list[StoredCollection], size: int, *, forward: bool, behind: bool, total: int
+) -> CollectionPage:
+    """The page from up to `size + 1` collections read in travel order from the cursor, and whether
+    one lies behind the cursor (`behind`), in name order with both directions' flags."""
+    more = len(rows) > size
+    items = rows[:size]
+    if forward:
+        return CollectionPage(items, has_next=more, has_previous=behind, total=total)
+    return CollectionPage(items[::-1], has_next=behind, has_previous=more, total=total)
 
 
 def window_page(

@@ -17,6 +17,7 @@ from aql_mcp.store.postgres.dialect import PostgresDialect
 from aql_mcp.store.postgres.engine import PostgresEngine
 from aql_mcp.store.records import (
     AlreadyExists,
+    CollectionPage,
     Idempotency,
     KeyReused,
     Missing,
@@ -27,6 +28,7 @@ from aql_mcp.store.records import (
     StoredCollection,
     StoredRecord,
     VersionMismatch,
+    collection_page,
     first_response,
     over_quota,
     replayed,
@@ -70,13 +72,31 @@ class PostgresRecordStore:
         )
         return _collection(row) if row else None
 
-    async def list_collections(self, tenant: str) -> list[StoredCollection]:
-        rows = await self._engine.fetch(
-            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "
-            "WHERE tenant = $1 ORDER BY name",
-            tenant,
+    async def list_collections(
+        self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
+    ) -> CollectionPage:
+        # Keyset over the primary key (tenant, name), byte order (`name` is COLLATE "C"), as on SQLite.
+        beyond, behind, order = (">", "<=", "ASC") if forward else ("<", ">=", "DESC")
+        after = f"AND name {beyond} $3 " if cursor is not None else ""
+        query = (
+            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "  # noqa: S608
+            f"WHERE tenant = $1 {after}ORDER BY name {order} LIMIT $2"
         )
-        return [_collection(row) for row in rows]
+        args = (tenant, size + 1, cursor) if cursor is not None else (tenant, size + 1)
+
+        async def read(db: asyncpg.Connection) -> CollectionPage:
+            rows = [_collection(row) for row in await db.fetch(query, *args)]
+            back = cursor is not None and bool(
+                await db.fetchval(
+                    f"SELECT EXISTS (SELECT 1 FROM record_collections WHERE tenant = $1 AND name {behind} $2)",  # noqa: S608
+                    tenant,
+                    cursor,
+                )
+            )
+            total = await db.fetchval("SELECT count(*) FROM record_collections WHERE tenant = $1", tenant)
+            return collection_page(rows, size, forward=forward, behind=back, total=int(total))
+
+        return await self._engine.run(read)
 
     async def delete_collection(self, tenant: str, name: str) -> int:
         async def delete(db: asyncpg.Connection) -> int:

@@ -13,6 +13,7 @@ from aql_mcp.store.compiler import beyond_query, page_query
 from aql_mcp.store.listing import Key, Listing
 from aql_mcp.store.records import (
     AlreadyExists,
+    CollectionPage,
     Idempotency,
     KeyReused,
     Missing,
@@ -22,6 +23,7 @@ from aql_mcp.store.records import (
     StoredCollection,
     StoredRecord,
     VersionMismatch,
+    collection_page,
     first_response,
     over_quota,
     replayed,
@@ -68,15 +70,30 @@ class SqliteRecordStore:
         )
         return _collection(row) if row else None
 
-    async def list_collections(self, tenant: str) -> list[StoredCollection]:
-        rows = await self._engine.read(
-            lambda db: db.execute(
-                "SELECT name, description, fields, created_at, record_count FROM record_collections "
-                "WHERE tenant = ? ORDER BY name",
-                (tenant,),
-            ).fetchall()
+    async def list_collections(
+        self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
+    ) -> CollectionPage:
+        # Keyset over the primary key (tenant, name): each page reads `size + 1` rows, never the whole list.
+        beyond, behind, order = (">", "<=", "ASC") if forward else ("<", ">=", "DESC")
+        after = f"AND name {beyond} ? " if cursor is not None else ""
+        query = (
+            "SELECT name, description, fields, created_at, record_count FROM record_collections "  # noqa: S608
+            f"WHERE tenant = ? {after}ORDER BY name {order} LIMIT ?"
         )
-        return [_collection(row) for row in rows]
+        args = (tenant, cursor, size + 1) if cursor is not None else (tenant, size + 1)
+
+        def read(db: sqlite3.Connection) -> CollectionPage:
+            rows = [_collection(row) for row in db.execute(query, args).fetchall()]
+            back = cursor is not None and bool(
+                db.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM record_collections WHERE tenant = ? AND name {behind} ?)",  # noqa: S608
+                    (tenant, cursor),
+                ).fetchone()[0]
+            )
+            total = db.execute("SELECT count(*) FROM record_collections WHERE tenant = ?", (tenant,)).fetchone()[0]
+            return collection_page(rows, size, forward=forward, behind=back, total=int(total))
+
+        return await self._engine.read(read)
 
     async def delete_collection(self, tenant: str, name: str) -> int:
         def delete(db: sqlite3.Connection) -> int:

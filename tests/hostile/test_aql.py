@@ -1,0 +1,166 @@
+"""MCP-AQL attacks on a real `aql-mcp serve` (issue 12): a scope rule bypassed through another tool,
+a confirmation token where nothing can be confirmed, and a plugin that grants itself `certified`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.operations.envelope import check_batch, check_introspection, check_result
+from tests.support.self_certified import NAME as SELF_CERTIFIED
+from tests.support.server import ServerProcess, start_server
+
+PLUGIN = "tests.support.self_certified:plugin"
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+VERSION = "2025-11-25"
+RECORD_ID = "rec_0123456789abcdef0123"
+LEAKS = ("Traceback", 'File "', ".py", "SELECT ", "Bearer ")
+
+
+@dataclass
+class Session:
+    http: httpx.Client
+    headers: dict[str, str]
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The `tools/call` result, checked for leaks; HTTP 200 whatever the outcome."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        response = self.http.post("/mcp", json=body, headers=self.headers)
+        assert response.status_code == 200, response.text
+        assert not any(leak in response.text for leak in LEAKS), response.text
+        return dict(response.json()["result"])
+
+    def call(self, tool: str, operation: str, **params: Any) -> dict[str, Any]:
+        result = self.tool(tool, {"operation": operation, "params": params})
+        envelope = result["structuredContent"]
+        assert json.loads(result["content"][0]["text"]) == envelope
+        assert result.get("isError", False) is (envelope["success"] is False)
+        return check_introspection(envelope) if operation == "introspect" else check_result(envelope)
+
+    def batch(self, tool: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        return check_batch(self.tool(tool, {"operations": operations})["structuredContent"])
+
+    def details(self, operation: str) -> dict[str, Any]:
+        found = self.call("mcp_aql_read", "introspect", query="operations", name=operation)["data"]["operation"]
+        return dict(found)
+
+
+@contextmanager
+def session(server: ServerProcess, scopes: tuple[str, ...] = ("mcp",), subject: str = "mallory") -> Iterator[Session]:
+    token = server.token(subject=subject, scopes=scopes)
+    with httpx.Client(base_url=server.base, timeout=20) as http:
+        headers = {**HEADERS, "authorization": f"Bearer {token}"}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}},
+        }
+        answer = http.post("/mcp", json=init, headers=headers)
+        assert answer.status_code == 200, answer.text
+        headers |= {"mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+        assert http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        yield Session(http, headers)
+
+
+def _denied(envelope: dict[str, Any], scope: str) -> None:
+    assert envelope["success"] is False
+    assert envelope["error"]["code"] == "PERMISSION_DENIED"
+    assert envelope["error"]["details"]["required_scope"] == scope
+
+
+def test_a_scope_rule_on_a_family_tool_binds_its_operations_through_mcp_aql_and_batches(tmp_path: Path) -> None:
+    """Issue 12: in `all` mode a rule on `mcp_aql_delete` was bypassed by sending delete_record
+    through `mcp_aql`; policy follows the operation, whatever tool (or batch) carries it."""
+    env = {"AQL_MCP_AQL__MODE": "all", "AQL_MCP_AUTH__POLICY__TOOLS": json.dumps({"mcp_aql_delete": ["records:admin"]})}
+    with start_server(tmp_path, env=env, plugins=()) as server:
+        with session(server) as mallory:
+            assert mallory.call("mcp_aql", "create_collection", collection="notes")["success"]
+            made = mallory.call("mcp_aql", "create_record", collection="notes", data={"a": 1})["data"]
+            direct = mallory.tool("mcp_aql_delete", {"operation": "delete_record", "params": {"id": made["id"]}})
+            single = mallory.call("mcp_aql", "delete_record", collection="notes", id=made["id"])
+            item = {"operation": "delete_record", "params": {"collection": "notes", "id": made["id"]}}
+            batched = mallory.batch("mcp_aql", [item, {"operation": "list_collections"}])
+            dropped = mallory.call("mcp_aql", "delete_collection", collection="notes")
+            kept = mallory.call("mcp_aql", "get_record", collection="notes", id=made["id"])
+        with session(server, ("mcp", "records:admin"), subject="mallory") as admin:
+            allowed = admin.call("mcp_aql", "delete_record", collection="notes", id=made["id"])
+    assert direct["isError"] is True
+    _denied(single, "records:admin")
+    _denied(batched["results"][0]["result"], "records:admin")
+    assert batched["results"][1]["result"]["success"] is True
+    _denied(dropped, "records:admin")
+    assert kept["success"] is True
+    assert allowed["success"] is True
+
+
+def test_a_confirmation_token_is_refused_where_nothing_can_be_confirmed_and_documented_where_it_can(
+    tmp_path: Path,
+) -> None:
+    """MCP-AQL §4.6 and introspection fidelity: `confirmation_token` was accepted by every operation
+    and documented by none; now only operations the gatekeeper can gate take it, and say so."""
+    with start_server(tmp_path, plugins=()) as server, session(server) as caller:
+        assert caller.call("mcp_aql_create", "create_collection", collection="notes")["success"]
+        plain = caller.call("mcp_aql_read", "list_records", collection="notes", confirmation_token="conf_x")
+        meta = caller.call("mcp_aql_read", "list_records", collection="notes", _confirmation="conf_x")
+        unknown = caller.call("mcp_aql_read", "list_records", collection="notes", page_size=3)
+        gated = caller.details("delete_collection")
+        ungated = caller.details("list_records")
+        asked = caller.call("mcp_aql_delete", "delete_collection", collection="notes")
+        token = asked["error"]["details"]["confirmation_token"]
+        confirmed = caller.call("mcp_aql_delete", "delete_collection", collection="notes", confirmation_token=token)
+    for refused, name in ((plain, "confirmation_token"), (meta, "_confirmation"), (unknown, "page_size")):
+        assert refused["error"]["code"] == "VALIDATION_UNKNOWN_PARAM"
+        assert refused["error"]["details"]["unknown_params"] == [name]
+        assert "confirmation_token" not in refused["error"]["details"]["valid_params"]
+    documented = {info["name"]: info for info in gated["parameters"]}
+    assert documented["confirmation_token"]["type"] == "string"
+    assert documented["confirmation_token"]["required"] is False
+    assert documented["confirmation_token"]["description"]
+    assert "confirmation_token" not in {info["name"] for info in ungated["parameters"]}
+    assert asked["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert confirmed["success"] is True
+
+
+def test_a_plugin_that_declares_itself_certified_still_needs_confirmation(tmp_path: Path) -> None:
+    """danger-levels.md §4.1: at `certified` a dangerous operation runs unconfirmed; a plugin's own
+    word is capped by `aql.max_trust` (default community_reviewed), and the lowering is logged."""
+    with start_server(tmp_path, plugins=(PLUGIN,)) as server:
+        with session(server) as caller:
+            purge = caller.call("mcp_aql_delete", "purge_things")
+            drop = caller.call("mcp_aql_delete", "drop_thing")
+            described = caller.details("purge_things")
+        log = server.log_text()
+    assert purge["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert drop["success"] is True
+    assert "confirmation_token" in {info["name"] for info in described["parameters"]}
+    assert "community_reviewed" in described["description"]
+    lowered = [json.loads(line) for line in log.splitlines() if "plugin_trust_changed" in line]
+    assert lowered
+    assert lowered[0]["plugin"] == SELF_CERTIFIED
+    assert (lowered[0]["declared"], lowered[0]["effective"]) == ("certified", "community_reviewed")
+
+
+def test_the_operator_sets_a_plugins_trust_above_or_below_the_cap(tmp_path: Path) -> None:
+    """`aql.plugin_trust` is the operator's word: it raises a reviewed plugin past `aql.max_trust`,
+    or lowers one so that even its destructive operations need confirmation."""
+    raised = {"AQL_MCP_AQL__PLUGIN_TRUST": json.dumps({SELF_CERTIFIED: "certified"})}
+    lowered = {"AQL_MCP_AQL__PLUGIN_TRUST": json.dumps({SELF_CERTIFIED: "validated"})}
+    for state in ("raised", "lowered"):
+        (tmp_path / state).mkdir()
+    with start_server(tmp_path / "raised", env=raised, plugins=(PLUGIN,)) as server, session(server) as caller:
+        purge = caller.call("mcp_aql_delete", "purge_things")
+        refused = caller.call("mcp_aql_delete", "purge_things", confirmation_token="conf_x")
+    with start_server(tmp_path / "lowered", env=lowered, plugins=(PLUGIN,)) as server, session(server) as caller:
+        drop = caller.call("mcp_aql_delete", "drop_thing")
+        denied = caller.call("mcp_aql_delete", "purge_things")
+    assert purge["success"] is True
+    assert refused["error"]["code"] == "VALIDATION_UNKNOWN_PARAM"
+    assert drop["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert denied["error"]["code"] == "PERMISSION_DANGER_LEVEL_DENIED"
