@@ -1,8 +1,10 @@
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from aql_mcp.content import Content
 from aql_mcp.exceptions import ConfigError
@@ -10,6 +12,8 @@ from aql_mcp.plugins.base import Plugin
 from aql_mcp.plugins.loader import import_plugin, load_plugins
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, Registry, Resource, ResourceTemplate, Tool, ToolOutput
+from aql_mcp.settings import Settings
+from aql_mcp.store.sqlite.store import SqliteStore
 
 HERE = "tests.plugins.test_loader"
 
@@ -168,3 +172,23 @@ def test_factory_that_fails_is_refused_naming_the_plugin() -> None:
     with pytest.raises(ConfigError) as caught:
         import_plugin(f"{HERE}:make_broken")
     assert f"{HERE}:make_broken" in str(caught.value)
+
+
+def test_a_trust_override_for_a_plugin_that_is_not_loaded_fails_at_startup(tmp_path: Path) -> None:
+    """A misspelt override would silently change nothing; the error names the setting."""
+    settings = Settings(aql={"plugin_trust": {"recrods": "validated"}})
+    with pytest.raises(ConfigError, match=r"aql\.plugin_trust.*recrods"):
+        load_plugins(["aql_mcp.plugins.records:plugin"], Registry(), settings, SqliteStore(tmp_path / "s"))
+
+
+def test_a_plugin_runs_with_the_operators_trust_and_the_lowering_is_logged(tmp_path: Path) -> None:
+    plugin = "tests.support.self_certified:plugin"
+    registry = Registry()
+    settings = Settings(aql={"max_trust": "validated"})
+    with capture_logs() as logs:
+        load_plugins([plugin, "aql_mcp.plugins.records:plugin"], registry, settings, SqliteStore(tmp_path / "s"))
+    changed = [entry for entry in logs if entry["event"] == "plugin_trust_changed"]
+    assert [(e["plugin"], e["declared"], e["effective"], e["setting"]) for e in changed] == [
+        ("self-certified", "certified", "validated", "aql.max_trust"),
+        ("records", "community_reviewed", "validated", "aql.max_trust"),
+    ]

@@ -326,3 +326,32 @@ async def test_batch_halts_at_a_confirmation_gated_item(tmp_path: Path) -> None:
     assert result["pending_operations"] == [
         {"index": 2, "operation": "delete_collection", "params": {"collection": "notes"}}
     ]
+
+
+async def test_list_collections_pages_by_name_with_cursors_and_a_total(tmp_path: Path) -> None:
+    """pagination.md §2-§4: first/after forward, last/before back, totalCount; other tenants unseen."""
+    async with aql_session(records_settings(tmp_path)) as aql:
+        for name in ("delta", "alpha", "echo", "charlie", "bravo"):
+            await aql.call("mcp_aql_create", "create_collection", collection=name)
+        bob = await aql.as_user("bob")
+        await bob.call("mcp_aql_create", "create_collection", collection="zulu")
+        first = await aql.call("mcp_aql_read", "list_collections", first=2)
+        after = first["data"]["pageInfo"]["endCursor"]
+        rest = await aql.call("mcp_aql_read", "list_collections", first=10, after=after)
+        before = rest["data"]["pageInfo"]["startCursor"]
+        back = await aql.call("mcp_aql_read", "list_collections", last=1, before=before)
+        mixed = await aql.call("mcp_aql_read", "list_collections", first=1, before=before)
+        forged = await aql.call("mcp_aql_read", "list_collections", first=1, after="bm90IGEgY3Vyc29y")
+    names = [[c["name"] for c in page["data"]["items"]] for page in (first, rest, back)]
+    assert names == [["alpha", "bravo"], ["charlie", "delta", "echo"], ["bravo"]]
+    assert first["data"]["pageInfo"] | {"startCursor": "", "endCursor": ""} == {
+        "hasNextPage": True,
+        "hasPreviousPage": False,
+        "totalCount": 5,
+        "startCursor": "",
+        "endCursor": "",
+    }
+    assert (rest["data"]["pageInfo"]["hasNextPage"], rest["data"]["pageInfo"]["hasPreviousPage"]) == (False, True)
+    assert (back["data"]["pageInfo"]["hasNextPage"], back["data"]["pageInfo"]["hasPreviousPage"]) == (True, True)
+    assert mixed["error"]["code"] == forged["error"]["code"] == "VALIDATION_INVALID_TYPE"
+    assert forged["error"]["details"]["param_name"] == "after"

@@ -67,6 +67,7 @@ def introspect_operation(
         returns=Returns("IntrospectionData", "union", "Operations or types, listed or in detail"),
         discovery=True,
         reserved=True,
+        bare_errors=True,
         examples=(
             Example({"operation": "introspect", "params": {"query": "operations"}}, "List every operation"),
             Example(

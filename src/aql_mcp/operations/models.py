@@ -166,7 +166,8 @@ class Operation:
     (default: all but field selection). `field_presets` turns on field selection (`fields`).
     `discovery` puts a READ operation in the `discover` family of the dqmo profile.
     `parameter_hints` adds ParameterInfo keys per parameter that the model cannot know, such as
-    defaults and maxima taken from the settings (a page size default).
+    defaults and maxima taken from the settings (a page size default). `bare_errors` answers
+    failures with `code` and `message` only (introspection-response.schema.json's IntrospectionError).
     """
 
     name: str
@@ -187,6 +188,7 @@ class Operation:
     idempotent: bool | None = None
     reserved: bool = False
     parameter_hints: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    bare_errors: bool = False
 
     @property
     def danger_level(self) -> DangerLevel:
