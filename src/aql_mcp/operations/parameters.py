@@ -8,7 +8,7 @@ enum or pattern failure names what is allowed.
 The confirmation token (`confirmation_token`, or `_confirmation` as the gatekeeper document spells
 it) is a parameter only of the operations the gatekeeper can ask to confirm; anywhere else both
 names are unknown parameters, so a caller never believes it confirmed something that needs no
-confirmation, and introspection documents exactly what is accepted.
+confirmation, and introspection documents exactly what is accepted (docs/aql.md).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ A plugin declares its own `trust`, and nothing proves it: a plugin that calls it
 would run `dangerous` operations without confirmation and make `forbidden` ones confirmable. The
 operator decides instead: `aql.max_trust` caps every declaration, and `aql.plugin_trust` sets a
 named plugin's level outright (higher or lower than the cap), for plugins the operator has reviewed.
+The reasons for the default cap are in docs/aql.md.
 """
 
 from __future__ import annotations
