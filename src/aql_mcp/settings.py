@@ -39,7 +39,8 @@ class OpaqueToken(_Section):
 
 class ScopePolicy(_Section):
     """Scopes a caller needs, all of them, per tool, prompt, resource, MCP-AQL operation and
-    endpoint family (an operation needs both its own and its family's); `*` applies to the rest."""
+    endpoint family (an operation needs its own, its family's and its family tool's, whatever tool
+    carried it); `*` applies to the rest."""
 
     tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     prompts: dict[str, tuple[str, ...]] = Field(default_factory=dict)

@@ -92,12 +92,12 @@ class Router:
         except OperationError as exc:
             return exc.envelope()
         if self.telemetry is None:
-            return _bare(operation, await self._guarded(operation, item, call))
+            return _trimmed(operation, await self._guarded(operation, item, call))
         with self.telemetry.operation(operation.name, call.ctx, batch=call.batch) as record:
             envelope = await self._guarded(operation, item, call)
             if envelope.get("success") is False:
                 record.failed(str(envelope["error"]["code"]))
-            return _bare(operation, envelope)
+            return _trimmed(operation, envelope)
 
     async def _guarded(self, operation: Operation, item: dict[str, Any], call: Call) -> Envelope:
         """The operation's envelope, whatever happens: internals are logged, never answered."""
@@ -319,7 +319,7 @@ def _page_envelope(page: Page, items: list[dict[str, Any]], count: int, warnings
     return success({"items": kept, "pageInfo": info, **page.extra}, warnings)
 
 
-def _bare(operation: Operation, envelope: Envelope) -> Envelope:
+def _trimmed(operation: Operation, envelope: Envelope) -> Envelope:
     """A failure of an operation whose schema allows only `code` and `message` (its message says it all)."""
     if operation.bare_errors and envelope.get("success") is False and "details" in envelope["error"]:
         error = envelope["error"]
