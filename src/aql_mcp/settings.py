@@ -142,6 +142,13 @@ class HttpSettings(_Section):
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # Connection limits (src/aql_mcp/connection.py): uvicorn has none of these.
+    max_header_bytes: int = Field(default=32_768, ge=1024, le=1_048_576)
+    max_headers: int = Field(default=100, ge=10, le=1000)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    max_connections: int = Field(default=1024, ge=16, le=1_000_000)
 
     @field_validator("allowed_origins")
     @classmethod
