@@ -179,7 +179,9 @@ async def test_a_tool_call_longer_than_every_deadline_is_not_cut(http: httpx.Asy
 
 
 @pytest.mark.anyio
-async def test_an_sse_stream_outlives_the_idle_and_header_timeouts(http: httpx.AsyncClient, quick: ServerProcess) -> None:
+async def test_an_sse_stream_outlives_the_idle_and_header_timeouts(
+    http: httpx.AsyncClient, quick: ServerProcess
+) -> None:
     session = await open_session(http, quick.token())
     headers = {**session, "accept": "text/event-stream"}
     async with http.stream("GET", "/mcp", headers=headers) as stream:

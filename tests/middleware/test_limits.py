@@ -140,7 +140,7 @@ async def read_all(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-async def run_paced(chunks: list[tuple[float, Message]], timeout: float) -> list[Message]:
+async def run_paced(chunks: list[tuple[float, Message]], limit: float) -> list[Message]:
     """Run `read_all` behind the middleware; `receive` hands out `chunks` after their delays."""
     sent: list[Message] = []
     queue = list(chunks)
@@ -154,7 +154,7 @@ async def run_paced(chunks: list[tuple[float, Message]], timeout: float) -> list
     async def send(message: Message) -> None:
         sent.append(message)
 
-    middleware = BodyLimitMiddleware(read_all, max_bytes=LIMIT, timeout_seconds=timeout, on_refusal=refusals.append)
+    middleware = BodyLimitMiddleware(read_all, max_bytes=LIMIT, timeout_seconds=limit, on_refusal=refusals.append)
     scope = {"type": "http", "method": "POST", "path": "/", "headers": []}
     with anyio.fail_after(10):
         await middleware(scope, receive, send)
@@ -164,13 +164,13 @@ async def run_paced(chunks: list[tuple[float, Message]], timeout: float) -> list
 async def test_a_body_that_arrives_within_the_deadline_is_served() -> None:
     chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": True})] * 3
     chunks += [(0.0, {"type": "http.request", "body": b"a", "more_body": False}), (0.0, {"type": "http.disconnect"})]
-    sent = await run_paced(chunks, timeout=5.0)
+    sent = await run_paced(chunks, limit=5.0)
     assert sent[0]["status"] == 200
 
 
 async def test_a_body_slower_than_the_deadline_is_408_and_closes_the_connection() -> None:
     chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": True}), (5.0, {"type": "http.disconnect"})]
-    sent = await run_paced(chunks, timeout=0.2)
+    sent = await run_paced(chunks, limit=0.2)
     assert sent[0]["status"] == 408
     assert (b"connection", b"close") in sent[0]["headers"]
     error = orjson.loads(sent[1]["body"])["error"]
@@ -180,6 +180,6 @@ async def test_a_body_slower_than_the_deadline_is_408_and_closes_the_connection(
 
 async def test_waiting_for_a_disconnect_after_the_body_has_no_deadline() -> None:
     chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": False}), (0.5, {"type": "http.disconnect"})]
-    sent = await run_paced(chunks, timeout=0.1)
+    sent = await run_paced(chunks, limit=0.1)
     assert sent[0]["status"] == 200
     assert sent[-1] == {"type": "http.response.body", "body": b""}

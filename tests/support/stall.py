@@ -6,7 +6,7 @@ index serves over 100k records while 300 slow connections are held open, and ano
 
 from __future__ import annotations
 
-import random
+import secrets
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -86,8 +86,10 @@ async def run_listings(base: str, token: str, count: int, figures: Figures) -> N
         async def listing() -> None:
             while True:
                 params = {"collection": COLLECTION, "first": 20, "sort": {"field": "n", "order": "desc"}}
-                params["filter"] = {"title": {"contains": f"te {random.randrange(count)}"}}
-                call = rpc("tools/call", {"name": "mcp_aql_read", "arguments": {"operation": "list_records", "params": params}})
+                params["filter"] = {"title": {"contains": f"te {secrets.randbelow(count)}"}}
+                call = rpc(
+                    "tools/call", {"name": "mcp_aql_read", "arguments": {"operation": "list_records", "params": params}}
+                )
                 with anyio.fail_after(CALL_GUARD_SECONDS):
                     answer = await http.post("/mcp", json=call, headers=session)
                 result = answer.json()["result"]
