@@ -54,6 +54,8 @@ log = structlog.get_logger("aql_mcp.connection")
 LINGER_SECONDS = 2.0
 # What each header costs on the wire besides its name and value: ": " and CRLF.
 HEADER_OVERHEAD = 4
+# Linux's default fs.nr_open: no process opens more files than this whatever its limits say.
+KERNEL_FILE_LIMIT = 1_048_576
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +291,10 @@ def _kind(refusal: WireError | None) -> str:
 def raise_file_limit() -> int:
     """Raise the soft limit on open files to the hard limit where allowed; the soft limit now."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # An unlimited hard limit is capped by the kernel (fs.nr_open, 1048576 by default).
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)
+    if soft == resource.RLIM_INFINITY:
+        return KERNEL_FILE_LIMIT
+    # An unlimited hard limit is still bounded by the kernel (fs.nr_open).
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, KERNEL_FILE_LIMIT)
     if target > soft:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

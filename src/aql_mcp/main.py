@@ -104,6 +104,9 @@ def serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         http=protocol_for(limits),
+        # No WebSocket route exists: an upgrade request is served as plain HTTP, never handed to a
+        # protocol without the connection limits.
+        ws="none",
         log_config=None,
         access_log=False,
         server_header=False,
@@ -159,6 +162,7 @@ def metrics_servers(settings: Settings, app: Starlette, limits: ConnectionLimits
         host=settings.server.host,
         port=metrics.port,
         http=protocol_for(replace(limits, max_connections=METRICS_MAX_CONNECTIONS)),
+        ws="none",
         log_config=None,
         access_log=False,
         server_header=False,

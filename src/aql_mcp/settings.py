@@ -359,6 +359,11 @@ def check_safety(settings: Settings) -> None:
             "store.password (AQL_MCP_STORE__PASSWORD) and store.password_file (AQL_MCP_STORE__PASSWORD_FILE): "
             "set one of them, not both"
         )
+    if settings.metrics.port is not None and settings.metrics.port == settings.server.port:
+        raise ConfigError(
+            "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
+            "/metrics on the service port"
+        )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
