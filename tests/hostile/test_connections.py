@@ -246,6 +246,7 @@ def test_metrics_are_served_on_their_own_port_and_not_on_the_main_one(tmp_path: 
         assert httpx.get(f"{server.base}/metrics", timeout=10.0).status_code == 404
         # The same series as the main app: the probe the test server was started with is counted.
         assert 'route="/health"' in scraped.text
+    assert server.process.returncode == 0, "both servers stop cleanly on SIGTERM"
 
 
 def test_the_metrics_port_honours_the_allowed_clients(tmp_path: Path) -> None:
