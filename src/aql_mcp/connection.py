@@ -239,10 +239,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._timer = None
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            self._close()  # a stalled pipelined head behind a response not yet written: no room for a 408
-            return
         seconds = self.limits.header_timeout
         self._refuse(RequestTimeout(data={"limit": "request_headers", "seconds": seconds}), "header_timeout")
 
@@ -258,6 +254,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._refused = True
         self.limits.on_refusal(kind)
         transport = self.transport
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            # Behind a pipelined request still being answered: no room for a second answer.
+            transport.close()
+            return
         if transport.is_closing():
             return
         if kind != "connections":
