@@ -7,6 +7,7 @@
 #   NICE=-10 bench/run.sh              # servers and wrk ahead of other work on a busy machine
 #   SOURCE=/tmp/before bench/run.sh    # serve this copy of aql_mcp instead of a snapshot of src/ (A/B)
 #   STORE=0 bench/run.sh               # without the store rows (bench/store.py, bench/STORE.md)
+#   STALL=0 bench/run.sh               # without the stall rows (bench/stall.py, bench/STALL.md)
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -34,4 +35,8 @@ echo "bench: raw results in $OUT"
 # The store rows (records operations on SQLite and PostgreSQL, replicas): bench/STORE.md.
 if [ "${STORE:-1}" = 1 ]; then
   "$PYTHON" bench/store.py --seconds "${STORE_SECONDS:-4}"
+fi
+# Another tenant's ping and /health under 16 scanning listings and 300 slow connections: bench/STALL.md.
+if [ "${STALL:-1}" = 1 ]; then
+  "$PYTHON" bench/stall.py --seconds "${STALL_SECONDS:-10}"
 fi

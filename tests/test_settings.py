@@ -282,3 +282,23 @@ def test_default_yaml_comments_every_setting() -> None:
 def test_default_yaml_is_a_valid_configuration_in_development_mode() -> None:
     settings = load_settings(DEFAULT_YAML, {}, DEV)
     assert settings.server.name == "aql-mcp"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("AQL_MCP_HTTP__MAX_HEADER_BYTES", "100"),
+        ("AQL_MCP_HTTP__MAX_HEADERS", "5000"),
+        ("AQL_MCP_HTTP__HEADER_TIMEOUT_SECONDS", "0"),
+        ("AQL_MCP_HTTP__BODY_TIMEOUT_SECONDS", "-1"),
+        ("AQL_MCP_HTTP__IDLE_TIMEOUT_SECONDS", "abc"),
+        ("AQL_MCP_HTTP__MAX_CONNECTIONS", "3"),
+    ],
+)
+def test_connection_limits_out_of_range_are_refused_naming_their_variable(variable: str, value: str) -> None:
+    assert variable in refusal({variable: value}, DEV)
+
+
+def test_a_metrics_port_equal_to_the_service_port_is_refused() -> None:
+    message = refusal({"AQL_MCP_METRICS__PORT": "8000", "AQL_MCP_SERVER__PORT": "8000"}, DEV)
+    assert "AQL_MCP_METRICS__PORT" in message

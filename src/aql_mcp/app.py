@@ -178,13 +178,27 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             Middleware(TracingMiddleware, tracing=tracing),
             Middleware(AccessMiddleware, metrics=metrics),
             Middleware(ServerErrorMiddleware),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes, on_refusal=metrics.limit_event),
+            Middleware(
+                BodyLimitMiddleware,
+                max_bytes=settings.http.max_body_bytes,
+                timeout_seconds=settings.http.body_timeout_seconds,
+                on_refusal=metrics.limit_event,
+            ),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],
         lifespan=lifespan(services, store),
     )
     app.state.services = services
     return app
+
+
+def create_metrics_app(settings: Settings, metrics: Metrics) -> Starlette:
+    """`/metrics` alone, for `metrics.port`: the same series as the main app, the same allow-list."""
+    endpoint = MetricsEndpoint(metrics, allowed=settings.metrics.allowed_clients)
+    return Starlette(
+        routes=[Route("/metrics", endpoint)],
+        middleware=[Middleware(RequestIdMiddleware), Middleware(ServerErrorMiddleware)],
+    )
 
 
 def instructions(settings: Settings, registry: Registry) -> str:

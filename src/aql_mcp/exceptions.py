@@ -19,12 +19,15 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── InternalError               500  -32603
         ├── ResourceNotFound            404  -32002
         ├── PayloadTooLarge             413  -32005
+        │   └── HeadersTooLarge     431   (request line and headers, refused by the connection)
+        ├── RequestTimeout              408  -32004   (the client was too slow to send its request)
         ├── RateLimited                 429  -32003   (+ Retry-After, data.retryAfter)
         ├── ToolTimeout                 504  -32004
         ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
         ├── UpstreamUnavailable         503  -32006
         │   ├── StoreError          (a store engine failed; its detail stays in the log)
-        │   └── SessionLimitReached
+        │   ├── SessionLimitReached
+        │   └── ConnectionLimitReached  (+ Retry-After; refused before reading anything)
         ├── Conflict                    409  -32007
         ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
         ├── StreamGone                  410  -32600   (resuming a stream that has ended)
@@ -131,6 +134,24 @@ class PayloadTooLarge(WireError):
     status, code, message = 413, PAYLOAD_TOO_LARGE, "Payload too large"
 
 
+class HeadersTooLarge(PayloadTooLarge):
+    """The request head is over `http.max_header_bytes` or `http.max_headers` (RFC 6585 §5)."""
+
+    status, message = 431, "Request header fields too large"
+
+
+class RequestTimeout(WireError):
+    """The head or body did not arrive in time (RFC 9110 §15.5.9); the connection is closed.
+
+    The code is the timeout class of corporate §13.2; the status says it was the client's slowness."""
+
+    status, code, message = 408, TIMEOUT, "Request timeout: the request did not arrive in time"
+
+    def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(detail, data=data)
+        self.headers["connection"] = "close"
+
+
 class RateLimited(WireError):
     """Too many calls, concurrent calls or sessions for one principal (corporate §14)."""
 
@@ -176,6 +197,18 @@ class StoreError(UpstreamUnavailable):
 
 class SessionLimitReached(UpstreamUnavailable):
     message = "Too many open sessions; retry later"
+
+
+class ConnectionLimitReached(UpstreamUnavailable):
+    """Every connection slot of the replica is taken (`http.max_connections`)."""
+
+    message = "Service unavailable: too many open connections; retry later"
+    RETRY_AFTER = 1
+
+    def __init__(self) -> None:
+        super().__init__(data={"limit": "connections", "retryAfter": self.RETRY_AFTER})
+        self.headers["retry-after"] = str(self.RETRY_AFTER)
+        self.headers["connection"] = "close"
 
 
 class Conflict(WireError):

@@ -6,20 +6,31 @@ import argparse
 import gc
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import structlog
 import uvicorn
+from starlette.applications import Starlette
 
 from aql_mcp import __version__
-from aql_mcp.app import create_app
+from aql_mcp.app import create_app, create_metrics_app
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.configuration import load_settings
+from aql_mcp.connection import ConnectionLimits, fit_connections, protocol_for, raise_file_limit
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings
 from aql_mcp.shutdown import DrainingServer
+
+log = structlog.get_logger("aql_mcp.main")
+# Descriptors kept out of the connection budget: listeners, logs, the JWKS and OTLP clients, the
+# store's files (SQLite) or pool (PostgreSQL, added below).
+FILE_RESERVE = 64
+# Prometheus scrapes one replica from one or two places: a small cap keeps that port cheap.
+METRICS_MAX_CONNECTIONS = 32
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,16 +98,22 @@ def serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     if settings.server.dev:
         _print_banner(settings)
+    limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
     config = uvicorn.Config(
         app,
         host=settings.server.host,
         port=settings.server.port,
+        http=protocol_for(limits),
+        # No WebSocket route exists: an upgrade request is served as plain HTTP, never handed to a
+        # protocol without the connection limits.
+        ws="none",
         log_config=None,
         access_log=False,
         server_header=False,
         lifespan="on",
         proxy_headers=bool(settings.server.forwarded_allow_ips),
         forwarded_allow_ips=list(settings.server.forwarded_allow_ips) or None,
+        timeout_keep_alive=math.ceil(settings.http.idle_timeout_seconds),
         timeout_graceful_shutdown=math.ceil(settings.shutdown.grace_seconds),
     )
     services = app.state.services
@@ -110,9 +127,49 @@ def serve(args: argparse.Namespace) -> int:
         endpoint=services.endpoint,
         drain_seconds=settings.shutdown.drain_seconds,
         retry_ms=settings.streams.retry_ms,
+        companions=metrics_servers(settings, app, limits),
     )
     server.run()
     return 0
+
+
+def connection_limits(settings: Settings, *, on_refusal: Callable[[str], None]) -> ConnectionLimits:
+    """The main port's limits; the connection cap lowered, if need be, to fit the open-file limit."""
+    http, store = settings.http, settings.store
+    file_limit = raise_file_limit()
+    engine = store.pool_max_size + 1 if store.is_postgres else 3 * (store.sqlite_readers + 1)
+    reserve = FILE_RESERVE + engine + METRICS_MAX_CONNECTIONS
+    max_connections = fit_connections(http.max_connections, file_limit=file_limit, reserve=reserve)
+    log.info("connection_limits", file_limit=file_limit, max_connections=max_connections, reserve=reserve)
+    return ConnectionLimits(
+        max_connections=max_connections,
+        max_header_bytes=http.max_header_bytes,
+        max_headers=http.max_headers,
+        header_timeout=http.header_timeout_seconds,
+        body_timeout=http.body_timeout_seconds,
+        idle_timeout=http.idle_timeout_seconds,
+        on_refusal=on_refusal,
+    )
+
+
+def metrics_servers(settings: Settings, app: Starlette, limits: ConnectionLimits) -> list[uvicorn.Server]:
+    """The server of `metrics.port`, when metrics have a port of their own (none otherwise)."""
+    metrics = settings.metrics
+    if not metrics.enabled or metrics.port is None:
+        return []
+    config = uvicorn.Config(
+        create_metrics_app(settings, app.state.services.telemetry.metrics),
+        host=settings.server.host,
+        port=metrics.port,
+        http=protocol_for(replace(limits, max_connections=METRICS_MAX_CONNECTIONS)),
+        ws="none",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan="off",
+        timeout_keep_alive=math.ceil(settings.http.idle_timeout_seconds),
+    )
+    return [uvicorn.Server(config)]
 
 
 def dev_token(args: argparse.Namespace) -> int:

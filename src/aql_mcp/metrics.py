@@ -24,7 +24,20 @@ from aql_mcp.scope import request_id_of
 OTHER = "other"
 OUTCOMES = ("ok", "client_error", "auth_error", "rate_limited", "timeout", "internal")
 AUTH_REASONS = ("missing_token", "invalid_token", "insufficient_scope", "unavailable")
-LIMIT_KINDS = ("rate", "concurrency", "sessions", "session_table", "body", "timeout", "result_size")
+LIMIT_KINDS = (
+    "rate",
+    "concurrency",
+    "sessions",
+    "session_table",
+    "body",
+    "timeout",
+    "result_size",
+    "connections",
+    "headers",
+    "header_timeout",
+    "body_timeout",
+    "malformed",
+)
 ROUTES = (
     "/mcp",
     "/health",

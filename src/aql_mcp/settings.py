@@ -144,6 +144,13 @@ class HttpSettings(_Section):
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # Connection limits (src/aql_mcp/connection.py): uvicorn has none of these.
+    max_header_bytes: int = Field(default=32_768, ge=1024, le=1_048_576)
+    max_headers: int = Field(default=100, ge=10, le=1000)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    max_connections: int = Field(default=1024, ge=16, le=1_000_000)
 
     @field_validator("allowed_origins")
     @classmethod
@@ -356,6 +363,11 @@ def check_safety(settings: Settings) -> None:
         raise ConfigError(
             "store.password (AQL_MCP_STORE__PASSWORD) and store.password_file (AQL_MCP_STORE__PASSWORD_FILE): "
             "set one of them, not both"
+        )
+    if settings.metrics.port is not None and settings.metrics.port == settings.server.port:
+        raise ConfigError(
+            "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
+            "/metrics on the service port"
         )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(

@@ -5,6 +5,9 @@ On SIGTERM `/ready` turns 503 at once while the service keeps serving for
 connections are refused. Then uvicorn stops accepting, open GET streams end with a `retry` hint
 (clients reconnect elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before
 the process exits 0. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
+
+Companion servers (the `metrics.port` listener) run on the same loop: they start after the main
+server and stop after it, so Prometheus can scrape a replica through its whole drain.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ class DrainingServer(uvicorn.Server):
         endpoint: StreamableHTTPEndpoint,
         drain_seconds: float,
         retry_ms: int,
+        companions: list[uvicorn.Server] | None = None,
     ) -> None:
         super().__init__(config)
+        self._companions = companions or []
         self._probes = probes
         self._endpoint = endpoint
         self._drain_seconds = drain_seconds
@@ -45,6 +50,17 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
+        for companion in self._companions:
+            # What `uvicorn.Server._serve` does before `startup`, without taking over the signals.
+            companion.config.load()
+            companion.lifespan = companion.config.lifespan_class(companion.config)
+            await companion.startup()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        for companion in self._companions:
+            if companion.started:
+                await companion.shutdown()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig != signal.SIGTERM or self._draining or self._loop is None:

@@ -561,8 +561,15 @@ def test_config_values_map_one_to_one_onto_the_service_settings() -> None:
     assert offered - known == set(), "values offer settings the service does not have"
     assert known - offered - CHART_OWNED == set(), "settings the chart neither offers nor owns"
     assert offered & CHART_OWNED == set()
-    for section, name in offered:
+    for section, name in offered - set(CHART_DEFAULTS):
         assert config[section][name] == settings[section][name], f"{section}.{name}: default differs"
+    for (section, name), value in CHART_DEFAULTS.items():
+        assert config[section][name] == value
+
+
+# Where the chart's default differs from the service's, on purpose: in a cluster /metrics gets a port
+# of its own (issue 12), so Prometheus never shares the service port and a policy can tell them apart.
+CHART_DEFAULTS = {("metrics", "port"): 9090}
 
 
 def leaf_keys(values: dict[str, Any], prefix: str = "") -> Iterator[str]:
@@ -681,8 +688,31 @@ def test_service_monitor_follows_a_separate_metrics_port(metrics_port_docs: list
     container_ports = {p["name"]: p["containerPort"] for p in server_container(metrics_port_docs)["ports"]}
     assert container_ports == {"http": 8000, "metrics": METRICS_PORT}
     assert rendered_config(metrics_port_docs)["metrics"]["port"] == METRICS_PORT
-    (ingress,) = only(metrics_port_docs, "NetworkPolicy")["spec"]["ingress"]
-    assert {"port": "metrics", "protocol": "TCP"} in ingress["ports"]
+    ingress = only(metrics_port_docs, "NetworkPolicy")["spec"]["ingress"]
+    assert [{"port": "metrics", "protocol": "TCP"}] in [rule["ports"] for rule in ingress]
+
+
+def test_metrics_have_a_port_of_their_own_by_default(default_docs: list[dict[str, Any]]) -> None:
+    port = rendered_config(default_docs)["metrics"]["port"]
+    assert port not in (None, 8000)
+    container_ports = {p["name"]: p["containerPort"] for p in server_container(default_docs)["ports"]}
+    assert container_ports == {"http": 8000, "metrics": port}
+    service_ports = {p["name"]: p["port"] for p in only(default_docs, "Service")["spec"]["ports"]}
+    assert service_ports == {"http": 8000, "metrics": port}
+
+
+def test_without_metrics_peers_the_metrics_port_admits_the_service_peers(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "networkPolicy.metricsFrom=null")
+    service, metrics = only(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert metrics["from"] == service["from"]
+
+
+def test_metrics_on_the_service_port_need_no_metrics_rule(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "config.metrics.port=null")
+    (ingress,) = only(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    (endpoint,) = only(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "http"
 
 
 def test_service_monitor_is_refused_when_the_service_serves_no_metrics(deploy_tools: dict[str, Path]) -> None:
@@ -721,9 +751,13 @@ def test_network_policy_admits_the_service_port_and_dns(production_docs: list[di
         policy["podSelector"]["matchLabels"] == only(production_docs, "Deployment")["spec"]["selector"]["matchLabels"]
     )
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    (ingress,) = policy["ingress"]
-    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
-    assert len(ingress["from"]) == 2
+    service, metrics = policy["ingress"]
+    assert service["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert service["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] == "gateway"
+    # Prometheus reaches the metrics port only, and the gateway does not reach it.
+    assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    (prometheus,) = metrics["from"]
+    assert prometheus["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "prometheus"
     dns = policy["egress"][0]["ports"]
     assert {"port": 53, "protocol": "UDP"} in dns
 

@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.middleware.limits import BodyLimitMiddleware
 from aql_mcp.settings import Settings
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, open_session, rpc
 
@@ -121,3 +124,62 @@ async def test_default_limit_is_one_megabyte(client: httpx.AsyncClient) -> None:
     error = response.json()["error"]
     assert error["code"] == -32005
     assert error["data"]["maxBytes"] == 1_048_576
+
+
+# The body's pace (issue 12): once the app reads, the whole body has `timeout_seconds` to arrive.
+
+
+async def read_all(scope: Scope, receive: Receive, send: Send) -> None:
+    """Reads the body, then waits for the client to go away, as an SSE stream does."""
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"", "more_body": True})
+    assert (await receive())["type"] == "http.disconnect"
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def run_paced(chunks: list[tuple[float, Message]], limit: float) -> list[Message]:
+    """Run `read_all` behind the middleware; `receive` hands out `chunks` after their delays."""
+    sent: list[Message] = []
+    queue = list(chunks)
+    refusals: list[str] = []
+
+    async def receive() -> Message:
+        delay, message = queue.pop(0)
+        await anyio.sleep(delay)
+        return message
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    middleware = BodyLimitMiddleware(read_all, max_bytes=LIMIT, timeout_seconds=limit, on_refusal=refusals.append)
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": []}
+    with anyio.fail_after(10):
+        await middleware(scope, receive, send)
+    return sent
+
+
+async def test_a_body_that_arrives_within_the_deadline_is_served() -> None:
+    chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": True})] * 3
+    chunks += [(0.0, {"type": "http.request", "body": b"a", "more_body": False}), (0.0, {"type": "http.disconnect"})]
+    sent = await run_paced(chunks, limit=5.0)
+    assert sent[0]["status"] == 200
+
+
+async def test_a_body_slower_than_the_deadline_is_408_and_closes_the_connection() -> None:
+    chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": True}), (5.0, {"type": "http.disconnect"})]
+    sent = await run_paced(chunks, limit=0.2)
+    assert sent[0]["status"] == 408
+    assert (b"connection", b"close") in sent[0]["headers"]
+    error = orjson.loads(sent[1]["body"])["error"]
+    assert error["code"] == -32004
+    assert error["data"]["limit"] == "request_body"
+
+
+async def test_waiting_for_a_disconnect_after_the_body_has_no_deadline() -> None:
+    chunks = [(0.0, {"type": "http.request", "body": b"a", "more_body": False}), (0.5, {"type": "http.disconnect"})]
+    sent = await run_paced(chunks, limit=0.1)
+    assert sent[0]["status"] == 200
+    assert sent[-1] == {"type": "http.response.body", "body": b""}

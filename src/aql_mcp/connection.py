@@ -1,0 +1,310 @@
+"""HTTP/1.1 connections with the limits uvicorn does not have (issue 12).
+
+uvicorn 0.54 with httptools (pinned in pyproject.toml; this subclass follows that version's
+`HttpToolsProtocol`) accepts a request head of any size, accumulating a header value in memory until
+it ends; it has no deadline for reading a head, and its keep-alive timer starts only after a first
+response, so a connection that never sends a byte, or trickles one byte at a time, lives forever.
+Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtocol` closes those
+gaps at the connection, before any ASGI work:
+
+- beyond `http.max_connections` open connections a new one gets a complete 503 at once and is closed;
+- a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
+- from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
+  then 408;
+- the head (request line plus headers) is counted as it arrives, before httptools gathers more of it:
+  beyond `http.max_header_bytes` or `http.max_headers`, 431. A connection holds at most the cap plus
+  one read of head bytes;
+- when the app answered before the request body was all in (a 401 to a large POST), the rest of the
+  body is read and dropped for at most `http.body_timeout_seconds`, then the connection is closed.
+  (While the app reads a body, `BodyLimitMiddleware` polices its pace.)
+
+A refusal is a JSON-RPC error from the one encoder (`responses.error_object`); after it the
+connection stops parsing, half-closes, and drops what still arrives for a moment, so the client can
+read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1).
+A request in flight (a long tool call, an SSE stream) is never cut by these timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from asyncio import TimerHandle
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httptools
+import structlog
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from aql_mcp.exceptions import (
+    ConnectionLimitReached,
+    HeadersTooLarge,
+    InvalidRequest,
+    RequestTimeout,
+    WireError,
+)
+from aql_mcp.jsonrpc.messages import encode_error
+from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
+from aql_mcp.responses import error_object
+
+log = structlog.get_logger("aql_mcp.connection")
+# How long a refused connection keeps reading (and dropping) before it closes: enough for a client
+# to read the answer and stop sending, short enough that refusals hold few file descriptors.
+LINGER_SECONDS = 2.0
+# What each header costs on the wire besides its name and value: ": " and CRLF.
+HEADER_OVERHEAD = 4
+# Linux's default fs.nr_open: no process opens more files than this whatever its limits say.
+KERNEL_FILE_LIMIT = 1_048_576
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The limits of one listening port; `on_refusal` counts each refusal by kind (metrics)."""
+
+    max_connections: int
+    max_header_bytes: int
+    max_headers: int
+    header_timeout: float
+    body_timeout: float
+    idle_timeout: float
+    on_refusal: Callable[[str], None] = lambda kind: None
+
+
+def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn builds for each connection of a port (`uvicorn.Config(http=...)`)."""
+
+    class PortProtocol(LimitedHttpProtocol):
+        pass
+
+    PortProtocol.limits = limits
+    return PortProtocol
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """`HttpToolsProtocol` with a connection cap, head limits and deadlines (see the module docstring)."""
+
+    limits: ClassVar[ConnectionLimits]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._timer: TimerHandle | None = None
+        self._phase = ""
+        self._refused = False
+        self._refusal: WireError | None = None
+        self._head_open = True  # waiting for, or reading, a request head
+        self._head_begun = False
+        self._head_bytes = 0  # raw bytes of the head being read, counted per read
+        self._field_bytes = 0  # request target and header fields, counted by the parser callbacks
+        self._fields = 0
+        self._heads_completed = 0
+
+    # Connection -------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.limits.max_connections:
+            self.transport = transport
+            self._refuse(ConnectionLimitReached(), "connections")
+            return
+        super().connection_made(transport)
+        self._arm("idle", self.limits.idle_timeout, self._close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # lingering: dropped unread
+        in_head = self._head_open
+        if in_head:
+            self._begin_head()
+        self._heads_completed = 0
+        self._feed(data)
+        if self._refused or self.transport.is_closing():
+            return
+        if in_head and self._head_open and not self._heads_completed:
+            # The whole read belongs to the unfinished head; counted after the parser took it, as a
+            # read that completes a head may carry body bytes too.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse(self._too_large(), "headers")
+                return
+        self._settle()
+
+    def _feed(self, data: bytes) -> None:
+        # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError:
+            refusal, self._refusal = self._refusal, None
+            self._refuse(refusal or InvalidRequest("Invalid request: malformed HTTP"), _kind(refusal))
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._settle()
+
+    def shutdown(self) -> None:
+        if self._refused:
+            self.transport.close()
+            return
+        super().shutdown()
+
+    # Parser callbacks -------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._begin_head()
+        self._field_bytes = 0
+        self._fields = 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._count_field(len(url), fields=0)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_field(len(name) + len(value) + HEADER_OVERHEAD, fields=1)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_open = False
+        self._heads_completed += 1
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._head_open = True
+        self._head_begun = False
+        self._head_bytes = 0
+
+    def _count_field(self, size: int, *, fields: int) -> None:
+        self._field_bytes += size
+        self._fields += fields
+        if self._field_bytes > self.limits.max_header_bytes or self._fields > self.limits.max_headers:
+            self._refusal = self._too_large()
+            # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
+            raise self._refusal
+
+    def _too_large(self) -> HeadersTooLarge:
+        limits = self.limits
+        return HeadersTooLarge(
+            data={"limit": "request_headers", "maxBytes": limits.max_header_bytes, "maxHeaders": limits.max_headers}
+        )
+
+    # Deadlines --------------------------------------------------------------------------------
+
+    def _begin_head(self) -> None:
+        self._head_begun = True
+        self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+
+    def _settle(self) -> None:
+        """Arm the deadline the connection's state calls for; a deadline already running keeps its
+        time, so trickled bytes never extend it."""
+        cycle = self.cycle
+        in_flight = cycle is not None and not cycle.response_complete
+        if self._head_open and self._head_begun:
+            return  # the head deadline runs since the first byte
+        if self._head_open and not in_flight:
+            self._arm("idle", self.limits.idle_timeout, self._close, keep=True)
+        elif not self._head_open and cycle is not None and cycle.response_complete:
+            self._arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
+        else:
+            self._disarm()  # a request in flight: the app and the body middleware own its time
+
+    def _arm(self, phase: str, seconds: float, callback: Callable[[], None], *, keep: bool = False) -> None:
+        if keep and self._phase == phase:
+            return
+        self._disarm()
+        self._phase = phase
+        self._timer = self.loop.call_later(seconds, callback)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._phase = ""
+
+    def _close(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        seconds = self.limits.header_timeout
+        self._refuse(RequestTimeout(data={"limit": "request_headers", "seconds": seconds}), "header_timeout")
+
+    def _drain_timed_out(self) -> None:
+        self.limits.on_refusal("body_timeout")
+        self._close()
+
+    # Refusals ---------------------------------------------------------------------------------
+
+    def _refuse(self, error: WireError, kind: str) -> None:
+        """Answer `error`, stop parsing, half-close, and close once the client is done or after a moment."""
+        self._disarm()
+        self._refused = True
+        self.limits.on_refusal(kind)
+        transport = self.transport
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            # Behind a pipelined request still being answered: no room for a second answer.
+            transport.close()
+            return
+        if transport.is_closing():
+            return
+        if kind != "connections":
+            log.info("connection_refused", reason=kind, status=error.status)
+        transport.write(self._answer(error))
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._phase = "linger"
+        self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
+
+    def _answer(self, error: WireError) -> bytes:
+        request_id = new_request_id()
+        wire, body_error = error_object(error, request_id)
+        body = encode_error(None, body_error)
+        headers = [
+            *self.server_state.default_headers,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode("ascii")),
+            (REQUEST_ID_HEADER, request_id.encode("ascii")),
+            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items() if k != "connection"),
+            (b"connection", b"close"),
+        ]
+        lines = [STATUS_LINE[wire.status], *(name + b": " + value + b"\r\n" for name, value in headers), b"\r\n"]
+        return b"".join(lines) + body
+
+
+def _kind(refusal: WireError | None) -> str:
+    return "headers" if isinstance(refusal, HeadersTooLarge) else "malformed"
+
+
+def raise_file_limit() -> int:
+    """Raise the soft limit on open files to the hard limit where allowed; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return KERNEL_FILE_LIMIT
+    # An unlimited hard limit is still bounded by the kernel (fs.nr_open).
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, KERNEL_FILE_LIMIT)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            log.warning("file_limit_not_raised", soft=soft, hard=hard)
+    return int(soft)
+
+
+def fit_connections(configured: int, *, file_limit: int, reserve: int) -> int:
+    """The connection cap that leaves `reserve` descriptors for the store, logs and listeners."""
+    return max(1, min(configured, file_limit - reserve))

@@ -1,0 +1,136 @@
+"""`LimitedHttpProtocol` in process: a real asyncio server on 127.0.0.1 running the protocol in
+front of a tiny ASGI app, driven by raw sockets; and the file-limit arithmetic."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import uvicorn
+from uvicorn.server import ServerState
+
+from aql_mcp.connection import ConnectionLimits, fit_connections, protocol_for, raise_file_limit
+
+pytestmark = pytest.mark.anyio
+LIMITS = dict(max_connections=4, max_header_bytes=2048, max_headers=20, header_timeout=5.0, body_timeout=5.0)
+
+
+async def echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers with the length of the body it read."""
+    size, more = 0, True
+    while more:
+        message = await receive()
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = str(size).encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", str(len(body)).encode())]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Port:
+    def __init__(self, port: int, refusals: list[str]) -> None:
+        self.port = port
+        self.refusals = refusals
+
+    async def exchange(self, data: bytes, *, read: int = 1) -> list[bytes]:
+        """Send `data`, read `read` responses' heads (or until the server closes)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write(data)
+        heads = []
+        try:
+            for _ in range(read):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                length = int(next(v for k, v in _headers(head) if k == b"content-length"))
+                await reader.readexactly(length)
+                heads.append(head.split(b"\r\n", 1)[0])
+        except asyncio.IncompleteReadError:
+            pass
+        writer.close()
+        return heads
+
+
+def _headers(head: bytes) -> list[tuple[bytes, bytes]]:
+    lines = head.split(b"\r\n")[1:]
+    return [(k.strip().lower(), v.strip()) for k, _, v in (line.partition(b":") for line in lines if line)]
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[Port]:
+    refusals: list[str] = []
+    limits = ConnectionLimits(**LIMITS, idle_timeout=5.0, on_refusal=refusals.append)  # type: ignore[arg-type]
+    config = uvicorn.Config(echo_length, http=protocol_for(limits), log_config=None, lifespan="off")
+    config.load()
+    state = ServerState()
+    protocol = config.http_protocol_class
+    server = await asyncio.get_running_loop().create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
+        "127.0.0.1",
+        0,
+    )
+    yield Port(server.sockets[0].getsockname()[1], refusals)
+    server.close()
+
+
+def request(*, headers: int = 0, value: bytes = b"v", body: bytes = b"") -> bytes:
+    fields = b"".join(b"X-%03d: %s\r\n" % (i, value) for i in range(headers))
+    return b"POST / HTTP/1.1\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), fields, body)
+
+
+async def test_a_head_at_the_byte_limit_passes_and_one_byte_more_gets_431(port: Port) -> None:
+    # request line "POST /" counts its target "/" (1), Content-Length: 0 counts 14 + 1 + 4.
+    base = 1 + 14 + 1 + 4 + (5 + 4)
+    value = b"v" * (2048 - base)
+    assert await port.exchange(request(headers=1, value=value)) == [b"HTTP/1.1 200 OK"]
+    too_large = await port.exchange(request(headers=1, value=value + b"v"))
+    assert too_large == [b"HTTP/1.1 431 Request Header Fields Too Large"]
+    assert port.refusals == ["headers"]
+
+
+async def test_the_header_count_limit_counts_every_field(port: Port) -> None:
+    assert await port.exchange(request(headers=19)) == [b"HTTP/1.1 200 OK"]
+    assert await port.exchange(request(headers=20)) == [b"HTTP/1.1 431 Request Header Fields Too Large"]
+
+
+async def test_an_unfinished_head_is_refused_once_over_the_limit(port: Port) -> None:
+    heads = await port.exchange(b"GET / HTTP/1.1\r\nX-Long: " + b"a" * 4096)
+    assert heads == [b"HTTP/1.1 431 Request Header Fields Too Large"]
+
+
+async def test_pipelined_requests_with_large_bodies_are_not_mistaken_for_a_large_head(port: Port) -> None:
+    body = b"b" * 8192
+    heads = await port.exchange(request(body=body) * 3, read=3)
+    assert heads == [b"HTTP/1.1 200 OK"] * 3
+    assert port.refusals == []
+
+
+async def test_connections_beyond_the_cap_are_answered_503_at_once(port: Port) -> None:
+    held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 503 ")
+    assert port.refusals == ["connections"]
+    for _, held_writer in held:
+        held_writer.close()
+    writer.close()
+
+
+def test_the_connection_cap_leaves_a_reserve_below_the_file_limit() -> None:
+    assert fit_connections(1024, file_limit=20_000, reserve=200) == 1024
+    assert fit_connections(1024, file_limit=1024, reserve=200) == 824
+    assert fit_connections(1024, file_limit=100, reserve=200) == 1
+
+
+def test_the_soft_file_limit_is_raised_to_the_hard_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        raised = raise_file_limit()
+        assert raised == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert raised == (hard if hard != resource.RLIM_INFINITY else 1_048_576)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
