@@ -24,7 +24,10 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
         ├── UpstreamUnavailable         503  -32006
         │   ├── StoreError          (a store engine failed; its detail stays in the log)
-        │   └── SessionLimitReached
+        │   ├── SessionLimitReached
+        │   └── RetryLater          (+ Retry-After, data.retryAfter)
+        │       ├── IntrospectionBudgetSpent  (an unknown opaque token while the IdP budget is spent)
+        │       └── ShuttingDown              (a wait for the client's answer ended by SIGTERM)
         ├── Conflict                    409  -32007
         ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
         ├── StreamGone                  410  -32600   (resuming a stream that has ended)
@@ -176,6 +179,31 @@ class StoreError(UpstreamUnavailable):
 
 class SessionLimitReached(UpstreamUnavailable):
     message = "Too many open sessions; retry later"
+
+
+class RetryLater(UpstreamUnavailable):
+    """503 with `Retry-After` and `data.retryAfter` (seconds), even inside a session."""
+
+    keeps_status = True
+
+    def __init__(self, detail: str | None = None, *, retry_after: int) -> None:
+        super().__init__(detail, data={"retryAfter": retry_after})
+        self.headers["retry-after"] = str(retry_after)
+
+
+class IntrospectionBudgetSpent(RetryLater):
+    """This replica's budget of introspection calls is spent: an opaque token it does not know yet is
+    not judged at all. Not a 401: the token may well be valid, and a client told `invalid_token`
+    would throw it away and fetch another from the IdP (RFC 6750 §3.1), the load this budget holds off."""
+
+    message = "Service unavailable: the token cannot be checked right now; retry later"
+
+
+class ShuttingDown(RetryLater):
+    """The replica is stopping while the call waited for the client's answer (elicitation, sampling);
+    that answer could no longer reach it, so the call ends now and the client retries elsewhere."""
+
+    message = "Service unavailable: the server is shutting down; retry the call"
 
 
 class Conflict(WireError):
