@@ -18,8 +18,8 @@ a random bearer token, though, and each unknown one would cost an IdP call. Four
   the client keeps its token and retries. Tokens already known (cached active) keep working during
   an attack; a new legitimate token competes with the attack for the refill and gets through on a
   retry once the attack's share drops. The attacker learns nothing either way.
-- A failure of the IdP (unreachable, timeout, 5xx, not JSON) is 503 and is never remembered as
-  "inactive": the next request asks again (within the budget).
+- A failure of the IdP (unreachable, timeout, 5xx, not JSON) is 503 + Retry-After too, and is
+  never remembered as "inactive": the next request asks again (within the budget).
 
 Log lines carry outcomes and counts, never a token or a digest of one.
 """
@@ -41,11 +41,13 @@ import structlog
 from aql_mcp.auth.cache import TtlCache
 from aql_mcp.auth.principal import Principal
 from aql_mcp.bucket import TokenBucket
-from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, UpstreamUnavailable
+from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, RetryLater
 
 log = structlog.get_logger("aql_mcp.auth")
 
 ACTIVE_CACHE_SIZE = 10_000
+# What a client is told to wait when the IdP failed (503 + Retry-After, -32006).
+IDP_RETRY_AFTER = 5
 # A spent budget is logged at most this often, with the count of refusals since (no log flood).
 REFUSAL_LOG_INTERVAL = 60.0
 
@@ -160,7 +162,9 @@ class Introspector:
         except (httpx.HTTPError, orjson.JSONDecodeError) as exc:
             self._on_call("failed")
             log.warning("introspection_failed", error=type(exc).__name__)
-            raise UpstreamUnavailable("Service unavailable: the token could not be checked") from None
+            raise RetryLater(
+                "Service unavailable: the token could not be checked", retry_after=IDP_RETRY_AFTER
+            ) from None
         principal = self._principal(answer)
         self._on_call("inactive" if principal is None else "active")
         return principal
