@@ -45,6 +45,7 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 PARSE_ERROR = -32700
@@ -201,9 +202,14 @@ class IntrospectionBudgetSpent(RetryLater):
 
 class ShuttingDown(RetryLater):
     """The replica is stopping while the call waited for the client's answer (elicitation, sampling);
-    that answer could no longer reach it, so the call ends now and the client retries elsewhere."""
+    that answer could no longer reach it, so the call ends now and the client retries elsewhere.
+    `retry_ms` is the SSE reconnection hint (`streams.retry_ms`); `retryAfter` the same in seconds."""
 
     message = "Service unavailable: the server is shutting down; retry the call"
+
+    def __init__(self, *, retry_ms: int) -> None:
+        super().__init__(retry_after=max(1, math.ceil(retry_ms / 1000)))
+        self.retry_ms = retry_ms
 
 
 class Conflict(WireError):
