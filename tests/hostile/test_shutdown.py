@@ -96,6 +96,8 @@ async def test_sigterm_ends_a_call_waiting_for_the_client_with_a_retry_hint_and_
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0.3",
         "AQL_MCP_SHUTDOWN__GRACE_SECONDS": str(GRACE_SECONDS),
         "AQL_MCP_STREAMS__RETRY_MS": str(RETRY_MS),
+        # Nor may the tool timeout end the wait: only the shutdown should.
+        "AQL_MCP_LIMITS__TOOL_TIMEOUT_SECONDS": str(GRACE_SECONDS),
     }
     waiting = Call(name, arguments, message_id=7)
     working = Call("test_slow", {"steps": SLOW_STEPS}, message_id=8)
