@@ -52,6 +52,8 @@ class Idp:
             "AQL_MCP_AUTH__JWKS_URL": self.jwks_url,
             "AQL_MCP_AUTH__ISSUER": ISSUER,
             "AQL_MCP_AUTH__AUDIENCE": audience,
+            # This IdP serves plain http on loopback; production mode refuses that unless told.
+            "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP": "true",
         }
 
     def token(self, audience: str, ttl: int = 3600) -> str:

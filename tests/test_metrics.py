@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.metrics import (
     AUTH_REASONS,
+    INTROSPECTION_RESULTS,
     LIMIT_KINDS,
     MAX_OPERATIONS,
     MAX_TOOLS,
@@ -133,6 +134,17 @@ def test_auth_failures_limit_events_and_jwks_refreshes_count_by_their_label(metr
     assert value(metrics, "aql_mcp_jwks_refreshes_total", result="failed") == 2
 
 
+def test_introspection_calls_count_by_result_and_an_unknown_result_is_other(metrics: Metrics) -> None:
+    for result in ("active", "inactive", "inactive", "failed", "a-token-never-a-label"):
+        metrics.introspection_call(result)
+    metrics.limit_event("introspection")
+    assert value(metrics, "aql_mcp_introspection_calls_total", result="active") == 1
+    assert value(metrics, "aql_mcp_introspection_calls_total", result="inactive") == 2
+    assert value(metrics, "aql_mcp_introspection_calls_total", result="failed") == 1
+    assert value(metrics, "aql_mcp_introspection_calls_total", result="other") == 1
+    assert value(metrics, "aql_mcp_limit_events_total", kind="introspection") == 1
+
+
 def test_known_reasons_kinds_and_results_are_exposed_at_zero_before_any_event(metrics: Metrics) -> None:
     for reason in AUTH_REASONS:
         assert metrics.registry.get_sample_value("aql_mcp_auth_failures_total", {"reason": reason}) == 0
@@ -140,6 +152,8 @@ def test_known_reasons_kinds_and_results_are_exposed_at_zero_before_any_event(me
         assert metrics.registry.get_sample_value("aql_mcp_limit_events_total", {"kind": kind}) == 0
     for result in ("ok", "failed"):
         assert metrics.registry.get_sample_value("aql_mcp_jwks_refreshes_total", {"result": result}) == 0
+    for result in INTROSPECTION_RESULTS:
+        assert metrics.registry.get_sample_value("aql_mcp_introspection_calls_total", {"result": result}) == 0
 
 
 def test_build_info_is_one_labelled_with_version_and_service(metrics: Metrics) -> None:

@@ -187,6 +187,50 @@ def test_unsafe_production_settings_are_refused_with_the_variable_named(environ:
     assert variable in refusal({**base, **environ})
 
 
+PRODUCTION_IDP = {"AQL_MCP_AUTH__ISSUER": "https://idp.example", "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example/mcp"}
+INTROSPECTION = {
+    "AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID": "aql-mcp",
+    "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET": "s3cret",
+}
+
+
+@pytest.mark.parametrize(
+    ("variable", "extra"),
+    [("AQL_MCP_AUTH__JWKS_URL", {}), ("AQL_MCP_AUTH__INTROSPECTION_URL", INTROSPECTION)],
+    ids=["jwks", "introspection"],
+)
+def test_a_plain_http_idp_url_is_refused_outside_development_mode_naming_its_variable(
+    variable: str, extra: dict[str, str]
+) -> None:
+    """The JWKS decides whose signatures count; the introspection call carries the caller's token
+    and the client secret: neither may travel over plain http in production (corporate §7.1)."""
+    message = refusal({**PRODUCTION_IDP, **extra, variable: "http://idp.example/endpoint"})
+    assert variable in message
+    assert "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP" in message
+
+
+@pytest.mark.parametrize("variable", ["AQL_MCP_AUTH__JWKS_URL", "AQL_MCP_AUTH__INTROSPECTION_URL"])
+def test_a_plain_http_idp_url_is_accepted_with_the_explicit_opt_in(variable: str) -> None:
+    environ = {**PRODUCTION_IDP, **INTROSPECTION, variable: "http://127.0.0.1:9/endpoint"}
+    settings = load_settings(None, {**environ, "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP": "true"})
+    assert settings.auth.allow_insecure_http is True
+
+
+def test_a_plain_http_idp_url_is_accepted_in_development_mode() -> None:
+    settings = load_settings(None, {"AQL_MCP_AUTH__JWKS_URL": "http://127.0.0.1:9/jwks.json"}, DEV)
+    assert settings.auth.allow_insecure_http is False
+
+
+def test_an_https_idp_url_needs_no_opt_in() -> None:
+    settings = load_settings(None, {**PRODUCTION_IDP, "AQL_MCP_AUTH__JWKS_URL": "HTTPS://idp.example/jwks.json"})
+    assert settings.auth.allow_insecure_http is False
+
+
+def test_an_upper_case_http_scheme_is_still_plain_http() -> None:
+    message = refusal({**PRODUCTION_IDP, "AQL_MCP_AUTH__JWKS_URL": "HTTP://idp.example/jwks.json"})
+    assert "AQL_MCP_AUTH__JWKS_URL" in message
+
+
 def test_wildcard_origin_is_refused_outside_development_mode() -> None:
     message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": '["*"]'})
     assert "AQL_MCP_HTTP__ALLOWED_ORIGINS" in message

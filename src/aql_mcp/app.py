@@ -119,7 +119,13 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         if settings.server.dev
         else None
     )
-    authentication = build_authentication(settings, issuer, on_refresh=metrics.jwks_refresh)
+    authentication = build_authentication(
+        settings,
+        issuer,
+        on_refresh=metrics.jwks_refresh,
+        on_introspection=metrics.introspection_call,
+        on_limit=metrics.limit_event,
+    )
     metrics.track(
         sessions=sessions.live_count, streams=lambda: len(endpoint.connections), replicas=lambda: share.replicas
     )

@@ -81,8 +81,9 @@ class EventStream:
         self._bus = store.bus
         self._lock = anyio.Lock()
 
-    async def emit(self, data: bytes, *, final: bool = False) -> None:
-        """Log and deliver one JSON-RPC message; `final` ends the stream after it (the response)."""
+    async def emit(self, data: bytes, *, final: bool = False, retry_ms: int | None = None) -> None:
+        """Log and deliver one JSON-RPC message; `final` ends the stream after it (the response);
+        `retry_ms` sets the client's reconnection time in the same event."""
         async with self._lock:
             seq = await self._store.append_event(self.session_id, self.id, data, time.time(), final=final)
             self.seq = max(self.seq, seq)
@@ -90,7 +91,7 @@ class EventStream:
             # unnoticed and resumed on another replica, which follows the stream from these wake-ups.
             await self._bus.publish(Signal("events", self.session_id, self.id))
             if self.sink is not None and seq == self.delivered + 1:
-                await self._write(seq, data)
+                await self._write(seq, data, retry_ms)
             elif self.sink is not None:
                 await self._catch_up()
             if final:
@@ -157,9 +158,9 @@ class EventStream:
             self.done.set()
             await self._detach()
 
-    async def _write(self, seq: int, data: bytes) -> None:
+    async def _write(self, seq: int, data: bytes, retry_ms: int | None = None) -> None:
         assert self.sink is not None
-        await self.sink.write(format_event(f"{self.id}-{seq}", data))
+        await self.sink.write(format_event(f"{self.id}-{seq}", data, retry_ms))
         self.delivered = seq
         self.seq = max(self.seq, seq)
 

@@ -27,7 +27,10 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── UpstreamUnavailable         503  -32006
         │   ├── StoreError          (a store engine failed; its detail stays in the log)
         │   ├── SessionLimitReached
-        │   └── ConnectionLimitReached  (+ Retry-After; refused before reading anything)
+        │   ├── ConnectionLimitReached  (+ Retry-After; refused before reading anything)
+        │   └── RetryLater          (+ Retry-After, data.retryAfter)
+        │       ├── IntrospectionBudgetSpent  (an unknown opaque token while the IdP budget is spent)
+        │       └── ShuttingDown              (a wait for the client's answer ended by SIGTERM)
         ├── Conflict                    409  -32007
         ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
         ├── StreamGone                  410  -32600   (resuming a stream that has ended)
@@ -45,6 +48,7 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 PARSE_ERROR = -32700
@@ -209,6 +213,36 @@ class ConnectionLimitReached(UpstreamUnavailable):
         super().__init__(data={"limit": "connections", "retryAfter": self.RETRY_AFTER})
         self.headers["retry-after"] = str(self.RETRY_AFTER)
         self.headers["connection"] = "close"
+
+
+class RetryLater(UpstreamUnavailable):
+    """503 with `Retry-After` and `data.retryAfter` (seconds), even inside a session."""
+
+    keeps_status = True
+
+    def __init__(self, detail: str | None = None, *, retry_after: int) -> None:
+        super().__init__(detail, data={"retryAfter": retry_after})
+        self.headers["retry-after"] = str(retry_after)
+
+
+class IntrospectionBudgetSpent(RetryLater):
+    """This replica's budget of introspection calls is spent: an opaque token it does not know yet is
+    not judged at all. Not a 401: the token may well be valid, and a client told `invalid_token`
+    would throw it away and fetch another from the IdP (RFC 6750 §3.1), the load this budget holds off."""
+
+    message = "Service unavailable: the token cannot be checked right now; retry later"
+
+
+class ShuttingDown(RetryLater):
+    """The replica is stopping while the call waited for the client's answer (elicitation, sampling);
+    that answer could no longer reach it, so the call ends now and the client retries elsewhere.
+    `retry_ms` is the SSE reconnection hint (`streams.retry_ms`); `retryAfter` the same in seconds."""
+
+    message = "Service unavailable: the server is shutting down; retry the call"
+
+    def __init__(self, *, retry_ms: int) -> None:
+        super().__init__(retry_after=max(1, math.ceil(retry_ms / 1000)))
+        self.retry_ms = retry_ms
 
 
 class Conflict(WireError):

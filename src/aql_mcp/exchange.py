@@ -15,7 +15,7 @@ import anyio
 from starlette.types import Send
 
 from aql_mcp.events import EventStream, new_stream_id
-from aql_mcp.exceptions import ToolError
+from aql_mcp.exceptions import ShuttingDown, ToolError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result
 from aql_mcp.responses import send_body
 from aql_mcp.sessions import PendingRequest, Session
@@ -96,6 +96,8 @@ class PostExchange:
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.session is None:
             raise ToolError("server-to-client requests need a session")
+        if self.session.stopping is not None:
+            raise ShuttingDown(retry_ms=self.session.stopping.retry_ms)
         request_id = self.session.next_request_id()
         waiter = PendingRequest()
         self.session.pending[request_id] = waiter
@@ -104,6 +106,8 @@ class PostExchange:
             await waiter.done.wait()
         finally:
             self.session.pending.pop(request_id, None)
+        if waiter.stopped is not None:
+            raise ShuttingDown(retry_ms=waiter.stopped.retry_ms)
         if waiter.error is not None:
             raise ClientRequestFailed(f"the client refused {method}: {str(waiter.error.get('message', ''))[:200]}")
         return waiter.result or {}
@@ -117,12 +121,15 @@ class PostExchange:
     async def respond(self, result: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
         await self.finish(encode_result(self.message_id, result), headers)
 
-    async def finish(self, body: bytes, headers: list[tuple[bytes, bytes]], status: int = 200) -> None:
-        """Send the response: the JSON body (with `status`), or the stream's last event."""
+    async def finish(
+        self, body: bytes, headers: list[tuple[bytes, bytes]], status: int = 200, *, retry_ms: int | None = None
+    ) -> None:
+        """Send the response: the JSON body (with `status`), or the stream's last event, which then
+        carries the `retry` field when given (a call ended by shutdown, like the GET streams)."""
         if self.stream is None:
             await send_body(self._send, status, body, headers)
             return
-        await self.stream.emit(body, final=True)
+        await self.stream.emit(body, final=True, retry_ms=retry_ms)
         self._release()
 
     async def abandon(self) -> None:

@@ -37,7 +37,9 @@ LIMIT_KINDS = (
     "header_timeout",
     "body_timeout",
     "malformed",
+    "introspection",
 )
+INTROSPECTION_RESULTS = ("active", "inactive", "failed")
 ROUTES = (
     "/mcp",
     "/health",
@@ -132,6 +134,13 @@ class Metrics:
         self._jwks_refreshes = Counter(
             "aql_mcp_jwks_refreshes", "JWKS refreshes by result.", ("result",), registry=self.registry
         )
+        self._introspections = Counter(
+            "aql_mcp_introspection_calls",
+            "Calls to the RFC 7662 introspection endpoint by result (active, inactive, failed); refused "
+            'tokens without a call are aql_mcp_limit_events{kind="introspection"}.',
+            ("result",),
+            registry=self.registry,
+        )
         self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions.", registry=self.registry)
         self._streams = Gauge("aql_mcp_open_sse_streams", "Open SSE streams.", registry=self.registry)
         self._replicas = Gauge(
@@ -148,6 +157,8 @@ class Metrics:
             self._limit_events.labels(kind=kind)
         for result in ("ok", "failed"):
             self._jwks_refreshes.labels(result=result)
+        for result in INTROSPECTION_RESULTS:
+            self._introspections.labels(result=result)
 
     def http_request(self, *, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -190,6 +201,9 @@ class Metrics:
 
     def jwks_refresh(self, *, ok: bool) -> None:
         self._jwks_refreshes.labels(result="ok" if ok else "failed").inc()
+
+    def introspection_call(self, result: str) -> None:
+        self._introspections.labels(result=clamp(result, INTROSPECTION_RESULTS)).inc()
 
     def track(
         self, *, sessions: Callable[[], int], streams: Callable[[], int], replicas: Callable[[], int] = lambda: 1

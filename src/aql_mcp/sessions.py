@@ -22,7 +22,7 @@ import orjson
 import structlog
 
 from aql_mcp.events import STANDALONE, EventStream
-from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound, StoreError
+from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound, ShuttingDown, StoreError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification
 from aql_mcp.store.base import SessionRecord, Signal, Store
 
@@ -38,12 +38,18 @@ class Cancellable(Protocol):
 class PendingRequest:
     """A request the server sent to the client, waiting for its response."""
 
-    __slots__ = ("done", "error", "result")
+    __slots__ = ("done", "error", "result", "stopped")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.result: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
+        self.stopped: ShuttingDown | None = None
+
+    def interrupt(self, reason: ShuttingDown) -> None:
+        """Stop waiting: no answer will come; the waiting call raises `reason`."""
+        self.stopped = reason
+        self.done.set()
 
 
 class Session:
@@ -95,6 +101,11 @@ class Session:
 
     async def unsubscribe(self, uri: str) -> None:
         await self._manager.store.unsubscribe(self.id, uri)
+
+    @property
+    def stopping(self) -> ShuttingDown | None:
+        """Set once the replica shuts down: a request to the client could no longer be answered here."""
+        return self._manager.stopping
 
     def next_request_id(self) -> str:
         return f"srv-{next(self._ids)}"
@@ -171,6 +182,7 @@ class SessionManager:
         self._clock = clock
         self._touch_interval = min(60.0, idle_seconds / 4)
         self._live: dict[str, Session] = {}
+        self.stopping: ShuttingDown | None = None
 
     def live_count(self) -> int:
         return len(self._live)
@@ -302,6 +314,16 @@ class SessionManager:
                 continue
             for stream in list(session.streams.values()):
                 await stream.catch_up()
+
+    def interrupt_waits(self, *, retry_ms: int) -> int:
+        """Shutting down, the drain window over: this replica stops accepting connections, so a
+        client's answer to a server request (elicitation, sampling) can no longer reach it. Every
+        call waiting for one ends now with `ShuttingDown`, and so does any later request to a client."""
+        self.stopping = ShuttingDown(retry_ms=retry_ms)
+        waiting = [waiter for session in self._live.values() for waiter in session.pending.values()]
+        for waiter in waiting:
+            waiter.interrupt(self.stopping)
+        return len(waiting)
 
     async def close_all(self) -> None:
         """On shutdown: persist the last use held back by touch coalescing, then close."""

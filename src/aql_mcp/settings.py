@@ -184,6 +184,11 @@ class AuthSettings(_Section):
     anonymous_listing: bool = False
     policy: ScopePolicy = Field(default_factory=lambda: ScopePolicy())
     dev_token_ttl_seconds: int = Field(default=3600, ge=60, le=86_400 * 30)
+    introspection_negative_cache_seconds: int = Field(default=60, ge=0, le=3600)
+    introspection_negative_cache_size: int = Field(default=10_000, ge=1, le=1_000_000)
+    introspection_rate_per_second: float = Field(default=20.0, gt=0, le=10_000)
+    introspection_rate_burst: int = Field(default=40, ge=1, le=100_000)
+    allow_insecure_http: bool = False
 
     @field_validator("jwks_url", "introspection_url")
     @classmethod
@@ -353,6 +358,7 @@ def check_safety(settings: Settings) -> None:
             "auth.introspection_client_id / auth.introspection_client_secret (AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID, "
             "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET): required with auth.introspection_url"
         )
+    _check_idp_transport(settings)
     store = settings.store
     if store.is_postgres and store.pool_min_size > store.pool_max_size:
         raise ConfigError(
@@ -373,6 +379,23 @@ def check_safety(settings: Settings) -> None:
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
         )
+
+
+def _check_idp_transport(settings: Settings) -> None:
+    """The JWKS decides which signatures are trusted, and the introspection request carries the
+    caller's token and this service's client secret: over plain http anyone on the path can swap the
+    keys or read both. Outside development mode http needs the explicit `auth.allow_insecure_http`
+    (a test IdP on loopback, say); the chart never sets it."""
+    auth = settings.auth
+    if settings.server.dev or auth.allow_insecure_http:
+        return
+    for name, url in (("jwks_url", auth.jwks_url), ("introspection_url", auth.introspection_url)):
+        if url and urlsplit(url).scheme == "http":
+            raise ConfigError(
+                f"auth.{name} (AQL_MCP_AUTH__{name.upper()}): plain http is refused outside development mode; "
+                "use https, or set auth.allow_insecure_http (AQL_MCP_AUTH__ALLOW_INSECURE_HTTP) to true for an "
+                "IdP you reach over a trusted path"
+            )
 
 
 def _is_loopback(host: str) -> bool:

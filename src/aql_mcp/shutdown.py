@@ -4,7 +4,11 @@ On SIGTERM `/ready` turns 503 at once while the service keeps serving for
 `shutdown.drain_seconds`, so the endpoints controller takes the pod out of rotation before
 connections are refused. Then uvicorn stops accepting, open GET streams end with a `retry` hint
 (clients reconnect elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before
-the process exits 0. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
+the process exits 0. A call waiting for the client's answer to a server request (elicitation,
+sampling) is the exception: that answer comes as a new POST, which this replica no longer accepts,
+so it would only hold the exit until the grace period ends. It is answered at once instead, in its
+SSE stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also
+carries the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
 
 Companion servers (the `metrics.port` listener) run on the same loop: they start after the main
 server and stop after it, so Prometheus can scrape a replica through its whole drain.

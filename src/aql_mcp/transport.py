@@ -25,6 +25,7 @@ from aql_mcp.exceptions import (
     MissingSession,
     MissingToken,
     SessionAlreadyInitialized,
+    ShuttingDown,
     StreamGone,
     WireError,
 )
@@ -102,7 +103,12 @@ class StreamableHTTPEndpoint:
             await send_error(send, exc, request_id=request_id_of(scope))
 
     async def end_streams(self, retry_ms: int) -> None:
-        """Shutting down: end every GET stream with a retry hint; POST streams finish their calls."""
+        """Shutting down: end every GET stream with a retry hint; POST streams finish their calls,
+        except calls waiting for the client's answer, which can no longer arrive: those end now with
+        -32006 `ShuttingDown` (`data.retryAfter`) as their stream's last event, with the `retry` field."""
+        waiting = self._sessions.interrupt_waits(retry_ms=retry_ms)
+        if waiting:
+            log.info("client_waits_interrupted", calls=waiting)
         for connection in list(self.connections):
             if connection.standing:
                 await connection.write(b": shutting down\nretry: " + str(retry_ms).encode("ascii") + b"\n\n")
@@ -223,7 +229,8 @@ class StreamableHTTPEndpoint:
             # (timeout 504, rate limited 429) while the status can still be sent (DESIGN.md).
             status = wire.status if wire.keeps_status else 200
             headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
-            await exchange.finish(encode_error(request.id, error), headers, status=status)
+            retry_ms = wire.retry_ms if isinstance(wire, ShuttingDown) else None
+            await exchange.finish(encode_error(request.id, error), headers, status=status, retry_ms=retry_ms)
         else:
             await exchange.respond(result, [])
 

@@ -43,6 +43,8 @@ def production_env(idp: IdentityProvider) -> dict[str, str]:
         "AQL_MCP_AUTH__JWKS_URL": idp.jwks_url,
         "AQL_MCP_AUTH__ISSUER": idp.issuer,
         "AQL_MCP_AUTH__AUDIENCE": idp.audience,
+        # The stand-in IdP serves plain http on loopback; production mode refuses that unless told.
+        "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP": "true",
         "AQL_MCP_HTTP__ALLOWED_ORIGINS": json.dumps([ORIGIN]),
         "AQL_MCP_AUTH__JWKS_REFETCH_COOLDOWN_SECONDS": str(COOLDOWN_SECONDS),
         "AQL_MCP_AUTH__REQUIRED_SCOPES": json.dumps(["mcp"]),

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aql_mcp.auth.opaque import NEGATIVE_CACHE_SECONDS, Introspector, OpaqueTokens, read_allow_list
+from aql_mcp.auth.introspection import IntrospectionLimits, Introspector
+from aql_mcp.auth.opaque import OpaqueTokens, read_allow_list
 from aql_mcp.auth.principal import Principal
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import ConfigError, InvalidToken, UpstreamUnavailable
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.anyio
 CLIENT_ID = "aql-mcp"
 CLIENT_SECRET = "introspection-" + secrets.token_hex(8)
 CACHE_SECONDS = 60.0
+NEGATIVE_CACHE_SECONDS = 10.0
 STARTUP_SECONDS = 10.0
 UNREACHABLE = "http://127.0.0.1:9/introspect"  # the discard port: connection refused
 
@@ -140,7 +142,8 @@ def clock() -> Clock:
 def introspector(
     url: str, http: httpx.AsyncClient, clock: Clock, *, secret: str = CLIENT_SECRET, cache: float = CACHE_SECONDS
 ) -> Introspector:
-    return Introspector(url, client=http, client_id=CLIENT_ID, client_secret=secret, cache_seconds=cache, clock=clock)
+    limits = IntrospectionLimits(cache_seconds=cache, negative_seconds=NEGATIVE_CACHE_SECONDS)
+    return Introspector(url, client=http, client_id=CLIENT_ID, client_secret=secret, limits=limits, clock=clock)
 
 
 def active(clock: Clock, **changes: Any) -> dict[str, Any]:

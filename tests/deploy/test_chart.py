@@ -294,6 +294,24 @@ def test_more_than_one_writer_is_refused_with_sqlite(
     assert all(name in result.stderr for name in names), result.stderr
 
 
+@pytest.mark.parametrize("setting", ["jwks_url", "introspection_url"])
+def test_a_plain_http_idp_url_is_refused_at_install_unless_the_operator_opts_in(
+    deploy_tools: dict[str, Path], setting: str
+) -> None:
+    """settings.check_safety refuses it at startup; the chart refuses it earlier, and never opts in itself."""
+    url = f"--set=config.auth.{setting}=http://idp.example.com/endpoint"
+    result = helm(deploy_tools, "template", "aql", "-f", PRODUCTION, url)
+    assert result.returncode != 0
+    assert f"config.auth.{setting}" in result.stderr, result.stderr
+
+    opted_in = render(deploy_tools, "-f", PRODUCTION, url, "--set", "config.auth.allow_insecure_http=true")
+    assert rendered_config(opted_in)["auth"]["allow_insecure_http"] is True
+
+
+def test_the_chart_does_not_allow_a_plain_http_idp_by_default(default_docs: list[dict[str, Any]]) -> None:
+    assert rendered_config(default_docs)["auth"].get("allow_insecure_http", False) is False
+
+
 def test_postgres_runs_rolling_replicas_under_the_autoscaler_with_no_state_disk(
     postgres_docs: list[dict[str, Any]], deploy_tools: dict[str, Path], tmp_path: Path
 ) -> None:

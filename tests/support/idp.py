@@ -1,21 +1,29 @@
-"""A real identity provider double: a JWKS over HTTP from a real uvicorn, and a token minter.
+"""A real identity provider double: a JWKS and an RFC 7662 introspection endpoint over HTTP from a
+real uvicorn, and a token minter.
 
 The service under test fetches `jwks_url` with its own HTTP client, exactly as it fetches the
 corporate JWKS in production. Tests mutate the key set (`rotate`, `add_key`), make the endpoint
 fail (`answer_status = 500`) and count what the service fetched (`fetches`, `wait_for_fetches`).
+Opaque tokens come from `issue_opaque`; the introspection endpoint authenticates the service by
+HTTP Basic, counts every call per token (`introspections`), can fail (`introspection_status`) and
+can hold its answers until a test releases them (`hold_introspection`, `release_introspection`).
 """
 
 from __future__ import annotations
 
+import base64
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
+import anyio
 import jwt
 import uvicorn
 from cryptography.hazmat.primitives import serialization
@@ -28,6 +36,9 @@ from starlette.routing import Route
 
 DEFAULT_AUDIENCE = "https://aql-mcp.test/mcp"
 STARTUP_SECONDS = 10.0
+INTROSPECTION_CLIENT_ID = "aql-mcp"
+# A held introspection answer is released after this long at the latest (a test that forgot it).
+HOLD_SECONDS = 30.0
 
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
@@ -70,6 +81,13 @@ class IdentityProvider:
         self.jwks_url = f"{base}/jwks.json"
         self.answer_status = 200
         self.fetches = 0
+        self.introspection_url = f"{base}/introspect"
+        self.introspection_secret = "introspection-" + secrets.token_hex(8)
+        self.introspection_status = 200
+        self.introspections: Counter[str] = Counter()
+        self._opaque: dict[str, dict[str, Any]] = {}
+        self._released = threading.Event()
+        self._released.set()
         self._changed = threading.Condition()
         self._keys: list[IdpKey] = []
         self._raw: list[dict[str, Any]] = []
@@ -149,6 +167,58 @@ class IdentityProvider:
         with self._changed:
             return next(k for k in self._keys if k.kid == kid)
 
+    # Opaque tokens and introspection (RFC 7662) -----------------------------------------------
+
+    def issue_opaque(self, *, sub: str = "robot", scope: str = "mcp", ttl: int = 600) -> str:
+        """A new opaque token the introspection endpoint calls active until `ttl` seconds from now."""
+        token = "opq_" + secrets.token_urlsafe(32)
+        with self._changed:
+            self._opaque[token] = {"active": True, "sub": sub, "scope": scope, "exp": int(time.time()) + ttl}
+        return token
+
+    def service_env(self) -> dict[str, str]:
+        """The settings that point the service at this IdP's introspection endpoint (plain http on
+        loopback, so production mode needs the explicit opt-in)."""
+        return {
+            "AQL_MCP_AUTH__INTROSPECTION_URL": self.introspection_url,
+            "AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID": INTROSPECTION_CLIENT_ID,
+            "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET": self.introspection_secret,
+            "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP": "true",
+        }
+
+    def introspection_calls(self) -> int:
+        with self._changed:
+            return sum(self.introspections.values())
+
+    def hold_introspection(self) -> None:
+        """Introspection answers wait (up to HOLD_SECONDS) until `release_introspection`."""
+        self._released.clear()
+
+    def release_introspection(self) -> None:
+        self._released.set()
+
+    def wait_for_introspection(self, condition: Callable[[Counter[str]], bool], timeout: float) -> bool:
+        """Block until `condition(introspections)` holds; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self.introspections), timeout=timeout)
+
+    async def serve_introspection(self, request: Request) -> Response:
+        token = parse_qs((await request.body()).decode("ascii")).get("token", [""])[0]
+        with self._changed:
+            self.introspections[token] += 1
+            self._changed.notify_all()
+            status = self.introspection_status
+        expected = base64.b64encode(f"{INTROSPECTION_CLIENT_ID}:{self.introspection_secret}".encode()).decode()
+        if request.headers.get("authorization") != f"Basic {expected}":
+            # RFC 7662 §2.3: a caller that cannot authenticate gets 401.
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        await anyio.to_thread.run_sync(self._released.wait, HOLD_SECONDS)
+        if status != 200:
+            return JSONResponse({"error": "temporarily_unavailable"}, status_code=status)
+        with self._changed:
+            answer = self._opaque.get(token, {"active": False})
+        return JSONResponse(answer, headers={"cache-control": "no-store"})
+
     # HTTP ------------------------------------------------------------------------------------
 
     def wait_for_fetches(self, count: int, timeout: float) -> bool:
@@ -166,7 +236,12 @@ class IdentityProvider:
         return JSONResponse(self.jwks(), headers={"cache-control": "no-store"})
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/jwks.json", self.serve_jwks, methods=["GET"])])
+        return Starlette(
+            routes=[
+                Route("/jwks.json", self.serve_jwks, methods=["GET"]),
+                Route("/introspect", self.serve_introspection, methods=["POST"]),
+            ]
+        )
 
 
 @contextmanager

@@ -91,6 +91,12 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- if and $auth.jwks_url (not (and $auth.issuer $auth.audience)) }}
 {{- fail "config.auth.jwks_url needs config.auth.issuer and config.auth.audience: the service checks every token for who issued it and for whom" }}
 {{- end }}
+{{- range $name := list "jwks_url" "introspection_url" }}
+{{- $url := index $auth $name | default "" }}
+{{- if and (hasPrefix "http://" (lower $url)) (not $auth.allow_insecure_http) }}
+{{- fail (printf "config.auth.%s is plain http: the IdP must be reached over https (config.auth.allow_insecure_http is for test IdPs only)" $name) }}
+{{- end }}
+{{- end }}
 {{- if $auth.introspection_url }}
 {{- $fromExtra := false }}
 {{- range .Values.extraSecretEnv }}

@@ -1,28 +1,22 @@
-"""Opaque bearer tokens (corporate Appendix A.3): an allow-list of digests, or RFC 7662 introspection.
+"""Opaque bearer tokens (corporate Appendix A.3) from an allow-list of digests.
 
 The allow-list holds SHA-256 digests, never tokens, so the settings and files that carry it hold
-no secret. Introspection asks the IdP about a token it issued; that is not token passthrough
-(corporate §7.3): no resource server downstream ever receives the caller's token.
+no secret. Tokens it does not know may be asked about by RFC 7662 introspection
+(`auth/introspection.py`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
-import orjson
-import structlog
 import yaml
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import ConfigError, InvalidToken, UpstreamUnavailable
+from aql_mcp.exceptions import ConfigError
 
-log = structlog.get_logger("aql_mcp.auth")
-NEGATIVE_CACHE_SECONDS = 10.0
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -70,65 +64,3 @@ def read_allow_list(path: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
             raise refusal
         entries[key.lower()] = (value["sub"], tuple(str(s) for s in scopes))
     return entries
-
-
-class Introspector:
-    """RFC 7662 token introspection with a short cache, positive and negative."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        client: httpx.AsyncClient,
-        client_id: str,
-        client_secret: str,
-        cache_seconds: float,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._url = url
-        self._client = client
-        self._auth = httpx.BasicAuth(client_id, client_secret)
-        self._cache_seconds = cache_seconds
-        self._clock = clock
-        self._cache: dict[str, tuple[float, Principal | None]] = {}
-
-    async def introspect(self, token: str) -> Principal:
-        key = digest(token)
-        now = self._clock()
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
-            if cached[1] is None:
-                raise InvalidToken()
-            return cached[1]
-        principal = await self._ask(token)
-        until = now + (self._cache_seconds if principal else NEGATIVE_CACHE_SECONDS)
-        if principal is not None and principal.expires_at is not None:
-            until = min(until, principal.expires_at)
-        if len(self._cache) > 10_000:
-            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-        self._cache[key] = (until, principal)
-        if principal is None:
-            raise InvalidToken()
-        return principal
-
-    async def _ask(self, token: str) -> Principal | None:
-        try:
-            response = await self._client.post(
-                self._url, data={"token": token, "token_type_hint": "access_token"}, auth=self._auth
-            )
-            response.raise_for_status()
-            answer = orjson.loads(response.content)
-        except (httpx.HTTPError, orjson.JSONDecodeError) as exc:
-            log.warning("introspection_failed", error=type(exc).__name__)
-            raise UpstreamUnavailable("Service unavailable: the token could not be checked") from None
-        if not isinstance(answer, dict) or answer.get("active") is not True or not isinstance(answer.get("sub"), str):
-            return None
-        exp = answer.get("exp")
-        if isinstance(exp, int | float) and exp <= self._clock():
-            return None
-        scope = answer.get("scope", "")
-        return Principal(
-            subject=answer["sub"],
-            scopes=frozenset(scope.split() if isinstance(scope, str) else ()),
-            expires_at=float(exp) if isinstance(exp, int | float) else None,
-        )

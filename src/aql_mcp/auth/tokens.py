@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 import jwt
 
+from aql_mcp.auth.introspection import Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
-from aql_mcp.auth.opaque import Introspector, OpaqueTokens
+from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InvalidToken
 
@@ -52,6 +53,7 @@ class BearerVerifier:
         self._leeway = leeway
         self._clock = clock
         self._cache: dict[bytes, Principal] = {}
+        self._verifies_jwts = bool(self._static) or jwks is not None
 
     async def verify(self, token: str) -> Principal:
         key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
@@ -59,9 +61,12 @@ class BearerVerifier:
         cached = self._cache.get(key)
         if cached is not None and cached.expires_at is not None and cached.expires_at > now - self._leeway:
             return cached
-        if token.count(".") != 2:
+        if token.count(".") != 2 or not self._verifies_jwts:
             # Opaque tokens are not cached here: the allow-list is a dict lookup, and
-            # introspection keeps its own, shorter cache so a revocation is seen in time.
+            # introspection keeps its own, shorter cache so a revocation is seen in time. A
+            # JWT-shaped token goes to introspection only where no key source verifies JWTs (an
+            # IdP that issues JWTs but is configured through introspection alone); with a JWKS,
+            # a forged or foreign JWT is refused here and never costs an IdP call.
             return await self._verify_opaque(token)
         principal = await self._verify_jwt(token)
         self._remember(key, principal, now)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import httpx
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
-from aql_mcp.auth.opaque import Introspector, OpaqueTokens, read_allow_list
+from aql_mcp.auth.opaque import OpaqueTokens, read_allow_list
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.settings import Settings
 
@@ -29,7 +30,12 @@ class Authentication:
 
 
 def build_authentication(
-    settings: Settings, dev_issuer: DevIssuer | None, *, on_refresh: Callable[..., None] | None = None
+    settings: Settings,
+    dev_issuer: DevIssuer | None,
+    *,
+    on_refresh: Callable[..., None] | None = None,
+    on_introspection: Callable[[str], None] | None = None,
+    on_limit: Callable[[str], None] | None = None,
 ) -> Authentication:
     auth = settings.auth
     # The IdP is called for keys and introspection only; the caller's token is never forwarded
@@ -57,7 +63,7 @@ def build_authentication(
         static_keys=static,
         jwks=jwks,
         opaque=_opaque(settings),
-        introspector=_introspector(settings, client),
+        introspector=_introspector(settings, client, on_call=on_introspection, on_refusal=on_limit),
         leeway=auth.clock_skew_seconds,
     )
     return Authentication(verifier, jwks, client)
@@ -70,14 +76,29 @@ def _opaque(settings: Settings) -> OpaqueTokens | None:
     return OpaqueTokens(entries) if entries else None
 
 
-def _introspector(settings: Settings, client: httpx.AsyncClient) -> Introspector | None:
+def _introspector(
+    settings: Settings,
+    client: httpx.AsyncClient,
+    *,
+    on_call: Callable[[str], None] | None,
+    on_refusal: Callable[[str], None] | None,
+) -> Introspector | None:
     auth = settings.auth
     if not (auth.introspection_url and auth.introspection_client_id and auth.introspection_client_secret):
         return None
+    limits = IntrospectionLimits(
+        cache_seconds=auth.introspection_cache_seconds,
+        negative_seconds=auth.introspection_negative_cache_seconds,
+        negative_size=auth.introspection_negative_cache_size,
+        rate_per_second=auth.introspection_rate_per_second,
+        burst=auth.introspection_rate_burst,
+    )
     return Introspector(
         auth.introspection_url,
         client=client,
         client_id=auth.introspection_client_id,
         client_secret=auth.introspection_client_secret.get_secret_value(),
-        cache_seconds=auth.introspection_cache_seconds,
+        limits=limits,
+        on_call=on_call,
+        on_refusal=on_refusal,
     )

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aql_mcp.bucket import TokenBucket
 from aql_mcp.exceptions import RateLimited
 from aql_mcp.responses import send_error
 from aql_mcp.scope import principal_of, request_id_of
@@ -31,30 +32,6 @@ ANONYMOUS = "anonymous"
 SWEEP_AT = 10_000
 
 log = structlog.get_logger("aql_mcp.rate_limit")
-
-
-class TokenBucket:
-    """`capacity` tokens, refilled continuously at `rate` tokens per second."""
-
-    __slots__ = ("capacity", "rate", "tokens", "updated")
-
-    def __init__(self, *, capacity: int, rate: float, now: float) -> None:
-        self.capacity = capacity
-        self.rate = rate
-        self.tokens = float(capacity)
-        self.updated = now
-
-    def take(self, now: float) -> float:
-        """Take one token: 0.0 when taken, else the seconds until one is available (nothing taken)."""
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate
-
-    def is_full(self, now: float) -> bool:
-        return self.tokens + (now - self.updated) * self.rate >= self.capacity
 
 
 class ReplicaShare:

@@ -182,6 +182,12 @@ def auth_document(profile: CorporateProfile) -> dict[str, Any]:
                 "jsonrpcCode": -32000,
             },
             {
+                "when": "the token cannot be checked now: the IdP is down, or this replica's budget of "
+                "introspection calls is spent; the token was not judged, keep it and retry",
+                "where": "HTTP 503 with Retry-After (no WWW-Authenticate)",
+                "jsonrpcCode": -32006,
+            },
+            {
                 "when": "the token lacks a scope required for the MCP endpoint",
                 "where": 'HTTP 403 with WWW-Authenticate: Bearer error="insufficient_scope"',
                 "jsonrpcCode": -32000,
