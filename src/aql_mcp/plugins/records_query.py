@@ -7,8 +7,9 @@ This module only validates them into a `store.listing.Listing`; the engine runs 
 Cursors are opaque base64url tokens holding the sort key of an item (`Key`) and a digest of the
 query they were issued for (collection, filter, search text, sort): a cursor is only valid with
 that same query, and one that is malformed, forged into a key no listing produces, or from another
-query is a validation error naming its parameter (docs/input.md, "Cursors"). They are not signed (replicas
-share no key): a forged but well-formed cursor only moves the caller within what it may list anyway.
+query is a validation error naming its parameter (docs/input.md, "Cursors"). They are not signed
+(replicas share no key): a forged but well-formed cursor only moves the caller within what it may
+list anyway.
 """
 
 from __future__ import annotations

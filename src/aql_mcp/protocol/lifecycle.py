@@ -97,8 +97,9 @@ DEFAULT_HANDSHAKE = HandshakeLimits()
 def client_info(
     params: dict[str, Any], limits: HandshakeLimits = DEFAULT_HANDSHAKE
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the session keeps of the client's info and capabilities; -32602 if either is malformed
-    or over `limits` (refused whole, never silently cut: the client learns what to fix)."""
+    """What the session keeps of the client's info and capabilities. Either one malformed or over
+    `limits` is -32602 naming it (refused, not cut down: the client learns what to fix); within the
+    limits, only what the server uses is kept (`kept_info`, `kept_capabilities`)."""
     info = params.get("clientInfo", {})
     caps = params.get("capabilities", {})
     _check_bounds("clientInfo", info, limits)
