@@ -43,6 +43,7 @@ from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.probes import Probes
+from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
 from aql_mcp.registry import Kind, Registry
 from aql_mcp.sessions import SessionManager
@@ -113,6 +114,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         anonymous_methods=ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset(),
         # A request runs at most the tool timeout; a follower waits that long and a little more.
         follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
+        handshake_limits=HandshakeLimits(
+            max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
+        ),
     )
     issuer = (
         DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)

@@ -12,7 +12,8 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         │   ├── BatchNotSupported
         │   ├── MissingSession
         │   ├── UnsupportedProtocolVersion
-        │   └── SessionAlreadyInitialized
+        │   ├── SessionAlreadyInitialized
+        │   └── NestingTooDeep          (a message nested past jsonrpc/messages.py MAX_DEPTH)
         ├── MethodNotFound              404  -32601
         ├── InvalidParams               400  -32602
         │   └── UnknownTool
@@ -112,6 +113,10 @@ class UnsupportedProtocolVersion(InvalidRequest):
 
 class SessionAlreadyInitialized(InvalidRequest):
     message = "Invalid request: initialize must be sent without MCP-Session-Id"
+
+
+class NestingTooDeep(InvalidRequest):
+    message = "Invalid request: the message nests too deeply"
 
 
 class MethodNotFound(WireError):

@@ -219,6 +219,8 @@ class SessionSettings(_Section):
     idle_seconds: int = Field(default=3600, ge=10)
     max_open: int = Field(default=10_000, ge=1)
     retry_after_seconds: int = Field(default=30, ge=1)
+    max_client_info_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    max_client_info_depth: int = Field(default=10, ge=4, le=64)
 
 
 class StreamSettings(_Section):

@@ -72,6 +72,7 @@ class StreamableHTTPEndpoint:
         telemetry: Telemetry,
         anonymous_methods: frozenset[str] = frozenset(),
         follow_seconds: float = 60.0,
+        handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
     ) -> None:
         self._telemetry = telemetry
         self._sessions = sessions
@@ -83,6 +84,7 @@ class StreamableHTTPEndpoint:
         self._log_level = log_level
         self._anonymous_methods = anonymous_methods
         self._follow_seconds = follow_seconds
+        self._handshake_limits = handshake_limits
         self.connections: set[Connection] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,7 +177,7 @@ class StreamableHTTPEndpoint:
     async def _initialize(self, scope: Scope, send: Send, message: Request, principal: Principal | None) -> None:
         params = message.params
         try:
-            info, caps = lifecycle.client_info(params)
+            info, caps = lifecycle.client_info(params, self._handshake_limits)
         except WireError as exc:
             _, error = error_object(exc, request_id_of(scope))
             await send_body(send, 200, encode_error(message.id, error))

@@ -8,8 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from aql_mcp.exceptions import BatchNotSupported, InvalidRequest, ParseError
+from aql_mcp.exceptions import BatchNotSupported, InvalidRequest, NestingTooDeep, ParseError
 from aql_mcp.jsonrpc.messages import (
+    MAX_DEPTH,
     Notification,
     Request,
     Response,
@@ -156,3 +157,28 @@ def test_error_with_a_readable_id_carries_it() -> None:
     """JSON-RPC 2.0 §5: the id is the request's when it could be read."""
     error = {"code": -32600, "message": "Invalid request"}
     assert orjson.loads(encode_error(0, error)) == {"jsonrpc": "2.0", "id": 0, "error": error}
+
+
+def deep_message(levels: int) -> bytes:
+    """A request whose params nest so that the whole message is `levels` deep."""
+    inner = '{"a":' * (levels - 2) + "{}" + "}" * (levels - 2)
+    return ('{"jsonrpc":"2.0","id":7,"method":"ping","params":' + inner + "}").encode()
+
+
+def test_a_message_at_the_depth_limit_parses() -> None:
+    assert isinstance(parse_message(deep_message(MAX_DEPTH)), Request)
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 255, 1024, 1025, 100_000])
+def test_a_message_nested_past_the_depth_limit_is_invalid_request_not_a_parse_error(levels: int) -> None:
+    # orjson parses 1024 levels but writes 254: what could not be written back is refused on the way in.
+    with pytest.raises(NestingTooDeep) as caught:
+        parse_message(deep_message(levels))
+    assert caught.value.code == -32600
+    assert caught.value.data == {"reason": "nesting_depth", "limit": MAX_DEPTH}
+
+
+def test_every_message_that_parses_can_be_written_back() -> None:
+    message = parse_message(deep_message(MAX_DEPTH))
+    assert isinstance(message, Request)
+    assert orjson.loads(encode_result(message.id, {"echo": message.params}))["result"]["echo"] == message.params

@@ -11,9 +11,15 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.exceptions import BatchNotSupported, InvalidRequest, ParseError
+from aql_mcp.exceptions import BatchNotSupported, InvalidRequest, NestingTooDeep, ParseError
+from aql_mcp.jsonrpc.nesting import exceeds_depth, may_exceed_depth
 
 RequestId = str | int
+# Deepest message accepted, the envelope counting as level 1. Everything read from a message may be
+# written back inside a few more levels (an answer, a stored session, a log line) and orjson writes
+# at most 254: 128 leaves that room, and is far beyond any real MCP message (MCP-AQL arguments have
+# their own, stricter `aql.max_nesting_depth`).
+MAX_DEPTH = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +51,14 @@ def parse_message(body: bytes) -> Message:
     """Parse one JSON-RPC message; batches are refused (corporate standard §6)."""
     try:
         data = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            # orjson's own limit (1024 levels): the same refusal as ours below, not a parse error.
+            raise NestingTooDeep(data={"reason": "nesting_depth", "limit": MAX_DEPTH}) from None
         # orjson refuses invalid UTF-8 (and lone surrogates) here too, so both are -32700.
         raise ParseError() from None
+    if may_exceed_depth(body, MAX_DEPTH) and exceeds_depth(data, MAX_DEPTH):
+        raise NestingTooDeep(data={"reason": "nesting_depth", "limit": MAX_DEPTH})
     if isinstance(data, list):
         raise BatchNotSupported()
     if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":

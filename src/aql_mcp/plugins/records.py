@@ -47,7 +47,7 @@ from aql_mcp.plugins.records_query import (
     encode_cursor,
     encode_name_cursor,
     listing,
-    sort_identity,
+    query_identity,
     window,
 )
 from aql_mcp.settings import Settings
@@ -180,14 +180,16 @@ class Records:
             params.first, params.after, params.last, params.before, default=aql.default_page_size, cap=aql.max_page_size
         )
         field, descending = (params.sort.field, params.sort.order == "desc") if params.sort else (None, False)
-        wanted = listing(span, spec=params.filter, query=query, sort_field=field, descending=descending)
+        identity = query_identity(params.collection, params.filter, query, field, descending)
+        wanted = listing(
+            span, spec=params.filter, query=query, sort_field=field, descending=descending, identity=identity
+        )
         tenant = self.tenant(call)
         await self._collection(tenant, params.collection)
         found = await self.store.list_records(tenant, params.collection, wanted)
-        sort_id = sort_identity(field, descending)
         return Page(
             items=[record_wire(record) for record, _ in found.items],
-            cursors=[encode_cursor(key, sort_id) for _, key in found.items],
+            cursors=[encode_cursor(key, identity) for _, key in found.items],
             has_next=found.has_next,
             has_previous=found.has_previous,
             total_count=found.total,

@@ -4,15 +4,19 @@
 `lte`, `in`, `contains`, `exists`); `query` is free text with OR semantics over words and
 "quoted phrases", case-insensitive, over every string value; `sort` is `{field, order}`.
 This module only validates them into a `store.listing.Listing`; the engine runs it (docs/store.md).
-Cursors are opaque base64url tokens holding the sort key of an item (`Key`); a cursor is only
-valid with the sort it was issued for, and a malformed one is a validation error naming its
-parameter.
+Cursors are opaque base64url tokens holding the sort key of an item (`Key`) and a digest of the
+query they were issued for (collection, filter, search text, sort): a cursor is only valid with
+that same query, and one that is malformed, forged into a key no listing produces, or from another
+query is a validation error naming its parameter (docs/input.md, "Cursors"). They are not signed
+(replicas share no key): a forged but well-formed cursor only moves the caller within what it may
+list anyway.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +26,7 @@ import orjson
 
 from aql_mcp.operations.results import VALIDATION_INVALID_TYPE, OperationError
 from aql_mcp.plugins.records_params import NAME_PATTERN
-from aql_mcp.store.listing import COMPOSITE, ORDERING, Condition, Key, Listing, Operator
+from aql_mcp.store.listing import ORDERING, Condition, Key, Listing, Operator, key_from_json
 
 OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"})
 PHRASE = re.compile(r'"([^"]+)"|(\S+)')
@@ -80,11 +84,12 @@ def listing(
     query: str | None,
     sort_field: str | None,
     descending: bool,
+    identity: str,
 ) -> Listing:
-    """The validated request as the engine takes it."""
+    """The validated request as the engine takes it; `identity` is the query's (`query_identity`)."""
     sort = _path(sort_field, "sort.field") if sort_field else None
-    sort_id = sort_identity(sort_field, descending)
-    cursor = decode_cursor(span.cursor, sort_id, "after" if span.forward else "before") if span.cursor else None
+    param = "after" if span.forward else "before"
+    cursor = decode_cursor(span.cursor, identity, param) if span.cursor is not None else None
     return Listing(
         size=span.size,
         forward=span.forward,
@@ -96,9 +101,14 @@ def listing(
     )
 
 
-def sort_identity(field: str | None, descending: bool) -> str:
-    """What a cursor is bound to: the sort it was issued for (no sort is creation order, ascending)."""
-    return f"{field or ''}:{'desc' if descending else 'asc'}"
+def query_identity(
+    collection: str, spec: Mapping[str, Any] | None, query: str | None, field: str | None, descending: bool
+) -> str:
+    """What a cursor is bound to: a short digest of the query it was issued for (no sort is creation
+    order, ascending). Filter keys are sorted, so the same filter written in another order matches."""
+    shape = [collection, spec or {}, query, field or "", descending]
+    digest = hashlib.sha256(orjson.dumps(shape, option=orjson.OPT_SORT_KEYS)).digest()
+    return base64.urlsafe_b64encode(digest[:9]).decode("ascii")
 
 
 def parse_filter(spec: Mapping[str, Any]) -> tuple[Condition, ...]:
@@ -163,8 +173,8 @@ def parse_terms(query: str) -> tuple[str, ...]:
     return terms
 
 
-def encode_cursor(key: Key, sort: str) -> str:
-    raw = orjson.dumps({"k": [key.rank, key.number, key.text, key.position], "s": sort})
+def encode_cursor(key: Key, identity: str) -> str:
+    raw = orjson.dumps({"k": [key.rank, key.number, key.text, key.position], "q": identity})
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -193,25 +203,22 @@ def _bad_cursor(param: str) -> OperationError:
     )
 
 
-def decode_cursor(cursor: str, sort: str, param: str) -> Key:
+def decode_cursor(cursor: Any, identity: str, param: str) -> Key:
+    """The key `cursor` holds; `VALIDATION_INVALID_TYPE` naming `param` for anything this server
+    did not issue for this query."""
+    key = _read_cursor(cursor, identity)
+    if key is None:
+        raise _bad_cursor(param)
+    return key
+
+
+def _read_cursor(cursor: Any, identity: str) -> Key | None:
+    if not isinstance(cursor, str) or not cursor:
+        return None
     try:
         raw = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        rank, number, text, position = raw["k"]
-        valid = (
-            raw["s"] == sort
-            and type(rank) is int
-            and 0 <= rank <= COMPOSITE
-            and type(number) in (int, float)
-            and isinstance(text, str)
-            and type(position) is int
-            and 0 <= position < 2**63
-        )
-        if not valid:
-            raise ValueError
-    except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError):
-        raise OperationError(
-            VALIDATION_INVALID_TYPE,
-            f"Parameter '{param}' expected 'a cursor from pageInfo of the same query'",
-            {"param_name": param, "expected_type": "cursor", "actual_type": "string"},
-        ) from None
-    return Key(rank, number, text, position)
+    except (ValueError, binascii.Error, orjson.JSONDecodeError):
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"k", "q"} or raw["q"] != identity:
+        return None
+    return key_from_json(raw["k"])

@@ -9,11 +9,15 @@ recognised modern error, which tells a modern client to fall back to `initialize
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import orjson
+
 from aql_mcp import __version__
 from aql_mcp.exceptions import InvalidParams
+from aql_mcp.jsonrpc.nesting import exceeds_depth
 
 LATEST = "2025-11-25"
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -22,6 +26,16 @@ MODERN_VERSIONS = ("2026-07-28",)
 DEFAULT_HEADER_VERSION = "2025-03-26"
 # 2025-11-25 clients understand the priming event (an id with empty data); older ones may not.
 PRIMING_SINCE = "2025-11-25"
+# What a session keeps of `clientInfo` (logs and telemetry name the client by it), each cut to a sane
+# length; icons, descriptions and URLs are for a client's user interface, not for this server.
+KEPT_INFO = ("name", "version", "title")
+MAX_INFO_TEXT = 256
+# The client capabilities of MCP 2025-11-25 and 2026-07-28 (schema `ClientCapabilities`). A session
+# keeps which of them were declared and their first-level flags (`elicitation.form`, `roots.listChanged`):
+# the server asks only whether one is present (sampling, elicitation); other names mean nothing here.
+KNOWN_CAPABILITIES = ("elicitation", "experimental", "extensions", "roots", "sampling", "tasks")
+MAX_FLAGS = 32
+MAX_FLAG_NAME = 64
 
 
 class Era(Enum):
@@ -68,12 +82,67 @@ def initialize_result(*, version: str, name: str, title: str, instructions: str)
     }
 
 
-def client_info(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The client's info and capabilities from `initialize` params; -32602 if malformed."""
+@dataclass(frozen=True, slots=True)
+class HandshakeLimits:
+    """How large (JSON bytes) and how deep (levels, the object itself being level 1) `clientInfo`
+    and `capabilities` may each be: `sessions.max_client_info_bytes` and `max_client_info_depth`."""
+
+    max_bytes: int = 16_384
+    max_depth: int = 10
+
+
+DEFAULT_HANDSHAKE = HandshakeLimits()
+
+
+def client_info(
+    params: dict[str, Any], limits: HandshakeLimits = DEFAULT_HANDSHAKE
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the session keeps of the client's info and capabilities. Either one malformed or over
+    `limits` is -32602 naming it (refused, not cut down: the client learns what to fix); within the
+    limits, only what the server uses is kept (`kept_info`, `kept_capabilities`)."""
     info = params.get("clientInfo", {})
     caps = params.get("capabilities", {})
-    if not isinstance(info, dict) or not isinstance(caps, dict):
-        raise InvalidParams(data={"field": "capabilities", "reason": "type"})
+    _check_bounds("clientInfo", info, limits)
+    _check_bounds("capabilities", caps, limits)
     if "protocolVersion" not in params:
         raise InvalidParams(data={"field": "protocolVersion", "reason": "required"})
-    return {k: v for k, v in info.items() if k in ("name", "version", "title")}, caps
+    return kept_info(info), kept_capabilities(caps)
+
+
+def _check_bounds(field: str, value: Any, limits: HandshakeLimits) -> None:
+    if not isinstance(value, dict):
+        raise InvalidParams(f"Invalid params: {field} must be an object", data={"field": field, "reason": "type"})
+    if exceeds_depth(value, limits.max_depth):
+        raise InvalidParams(
+            f"Invalid params: {field} nests deeper than {limits.max_depth} levels",
+            data={"field": field, "reason": "depth", "limit": limits.max_depth, "unit": "levels"},
+        )
+    # Measured only once the depth is known to be small: orjson writes nothing deeper than 254 levels.
+    size = len(orjson.dumps(value))
+    if size > limits.max_bytes:
+        raise InvalidParams(
+            f"Invalid params: {field} is larger than {limits.max_bytes} bytes",
+            data={"field": field, "reason": "size", "limit": limits.max_bytes, "actual": size, "unit": "bytes"},
+        )
+
+
+def kept_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The client's name, version and title, each a string cut to `MAX_INFO_TEXT` characters."""
+    return {key: value[:MAX_INFO_TEXT] for key in KEPT_INFO if isinstance(value := info.get(key), str)}
+
+
+def kept_capabilities(caps: dict[str, Any]) -> dict[str, Any]:
+    """The known capabilities declared, each with its first-level flags: a boolean as sent, an
+    object as `{}` (its presence is the flag), anything else dropped."""
+    kept: dict[str, Any] = {}
+    for name in KNOWN_CAPABILITIES:
+        if name not in caps:
+            continue
+        value = caps[name]
+        flags = list(value.items())[:MAX_FLAGS] if isinstance(value, dict) else []
+        kept[name] = {
+            flag[:MAX_FLAG_NAME]: (setting if isinstance(setting, bool) else {})
+            for flag, setting in flags
+            if isinstance(setting, bool | dict)
+        }
+    return kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aql_mcp.exceptions import InsufficientScope, InvalidParams, ResourceNotFound
@@ -9,6 +10,9 @@ from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Registry, Resource
+
+# Control characters and lone surrogates: in no URI (RFC 3986 §2), and not storable as text everywhere.
+NOT_IN_URI = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 class ResourceMethods:
@@ -68,4 +72,8 @@ def _uri(params: dict[str, Any]) -> str:
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri or len(uri) > 2048:
         raise InvalidParams(data={"field": "uri", "reason": "required"})
+    if NOT_IN_URI.search(uri):
+        # RFC 3986 §2: no URI holds a control character; a NUL would also reach the store, whose
+        # PostgreSQL text columns refuse it (issue 12: unsubscribing from one was a 503).
+        raise InvalidParams("Invalid params: uri holds a control character", data={"field": "uri", "reason": "format"})
     return uri

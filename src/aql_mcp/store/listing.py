@@ -14,6 +14,8 @@ Case-insensitive matching folds as Python's `str.lower` does, on every engine.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +33,12 @@ SYSTEM_COLUMNS: dict[str, str] = {
 
 # Ranks of the sort order.
 MISSING, BOOLEAN, NUMBER, STRING, COMPOSITE = 0, 1, 2, 3, 4
+# The numbers a key may hold: what orjson reads as an integer (64 bits, signed or not) or a finite real.
+KEY_INTEGERS = range(-(2**63), 2**64)
+# Positions are 64-bit signed and never negative on either engine.
+KEY_POSITIONS = range(0, 2**63)
+# Text no engine can store, so no record's key holds it: NUL (PostgreSQL text refuses it) and lone surrogates.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,24 @@ class Key:
     number: int | float = 0
     text: str = ""
     position: int = 0
+
+
+def key_from_json(raw: Any) -> Key | None:
+    """The key a cursor carried as `[rank, number, text, position]`, or None when it is no key any
+    listing could have produced. Every key this accepts, each engine can bind and compare (the store
+    contract tests run this on both), so a forged cursor is a validation error, never an engine error."""
+    if not isinstance(raw, list) or len(raw) != 4:
+        return None
+    rank, number, text, position = raw
+    if type(rank) is not int or not MISSING <= rank <= COMPOSITE:
+        return None
+    if not (type(number) is int and number in KEY_INTEGERS) and not (type(number) is float and math.isfinite(number)):
+        return None
+    if not isinstance(text, str) or UNSTORABLE.search(text) is not None:
+        return None
+    if type(position) is not int or position not in KEY_POSITIONS:
+        return None
+    return Key(rank, number, text, position)
 
 
 @dataclass(frozen=True, slots=True)
