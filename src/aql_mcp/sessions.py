@@ -6,11 +6,15 @@ subscriptions, its streams' events). Live state (open connections, requests in f
 the server is waiting on) stays in the process that holds it; when a message for it lands on
 another replica (a cancellation, the client's answer), that replica signals it over the store's
 bus (docs/store.md, "Any replica serves any request"). Reads are served from memory; `last_seen`
-is written to the store at most once per `touch_interval`, not on every request.
+is written to the store at most once per `touch_interval`, not on every request, and that write is
+best-effort: a store that cannot write (a lock held elsewhere, a full disk) fails the calls that
+must write, never a `ping` or a read that only happened to be due for a touch. The sweep writes a
+last use held back this way later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import secrets
 import time
@@ -225,9 +229,16 @@ class SessionManager:
             raise SessionNotFound()
         session.last_seen = now
         if now - session.last_persisted > self._touch_interval:
-            session.last_persisted = now
-            await self.store.touch_session(session_id, now)
+            await self._touch(session, now)
         return session
+
+    async def _touch(self, session: Session, now: float) -> None:
+        # Tried again one interval later, or by the sweep: last_seen moves past last_persisted.
+        session.last_persisted = now
+        try:
+            await self.store.touch_session(session.id, now)
+        except StoreError:
+            log.warning("session_touch_failed", session_id=session.id[:8])
 
     async def _load(self, session_id: str, now: float) -> Session:
         record = await self.store.get_session(session_id)
@@ -237,7 +248,9 @@ class SessionManager:
             raise SessionNotFound()
         if now - record.last_seen > self._idle:
             # Idle by every replica's account: the store's last use is the latest any of them wrote.
-            await self.delete(live or Session(record, self))
+            # Gone for the caller whether or not the store takes the delete now (the sweep retries).
+            with contextlib.suppress(StoreError):
+                await self.delete(live or Session(record, self))
             raise SessionNotFound()
         if live is None:
             return self._live.setdefault(session_id, Session(record, self))
