@@ -62,12 +62,14 @@ class Session:
         "pending",
         "record",
         "streams",
+        "touched_at",
     )
 
     def __init__(self, record: SessionRecord, manager: SessionManager) -> None:
         self.record = record
         self.last_seen = record.last_seen
         self.last_persisted = record.last_seen
+        self.touched_at = record.last_seen  # the last attempt to write last_seen, taken or not
         self.streams: dict[str, EventStream] = {}
         self.in_flight: dict[RequestId, Cancellable] = {}
         self.pending: dict[RequestId, PendingRequest] = {}
@@ -228,17 +230,19 @@ class SessionManager:
             # Another subject's session is answered exactly as a missing one: no oracle.
             raise SessionNotFound()
         session.last_seen = now
-        if now - session.last_persisted > self._touch_interval:
+        if now - session.touched_at > self._touch_interval:
             await self._touch(session, now)
         return session
 
     async def _touch(self, session: Session, now: float) -> None:
-        # Tried again one interval later, or by the sweep: last_seen moves past last_persisted.
-        session.last_persisted = now
+        # A touch the store refused is tried again by the sweep, and by a request one interval later.
+        session.touched_at = now
         try:
             await self.store.touch_session(session.id, now)
         except StoreError:
             log.warning("session_touch_failed", session_id=session.id[:8])
+            return
+        session.last_persisted = max(session.last_persisted, now)
 
     async def _load(self, session_id: str, now: float) -> Session:
         record = await self.store.get_session(session_id)
@@ -254,7 +258,7 @@ class SessionManager:
             raise SessionNotFound()
         if live is None:
             return self._live.setdefault(session_id, Session(record, self))
-        live.last_seen = live.last_persisted = record.last_seen
+        live.last_seen = live.last_persisted = live.touched_at = record.last_seen
         return live
 
     async def delete(self, session: Session) -> None:
@@ -268,8 +272,7 @@ class SessionManager:
         now = self._clock()
         for session in list(self._live.values()):
             if session.last_seen > session.last_persisted:
-                session.last_persisted = session.last_seen
-                await self.store.touch_session(session.id, session.last_seen)
+                await self._touch(session, session.last_seen)
             if now - session.last_seen > self._idle and not session.is_busy():
                 # Only this process's copy: another replica may be serving the session.
                 self._live.pop(session.id, None)
