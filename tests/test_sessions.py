@@ -4,7 +4,7 @@ from aql_mcp.events import STANDALONE
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
 from aql_mcp.sessions import Session, SessionManager
 from aql_mcp.store.base import Store
-from tests.support.engines import Backend
+from tests.support.engines import Backend, write_lock
 
 pytestmark = pytest.mark.anyio
 
@@ -144,6 +144,21 @@ async def test_last_seen_is_written_at_most_once_per_touch_interval(
     clock.advance(TOUCH_INTERVAL - 5)
     await manager.get(session.id, owner="owner-a")
     assert await stored_last_seen(store, session.id) == written
+
+
+async def test_a_due_touch_the_store_cannot_take_does_not_fail_the_request(backend: Backend, clock: Clock) -> None:
+    """Issue 12: a lock held elsewhere fails the calls that must write, not a ping or a read that
+    was due for a last-seen touch; the sweep writes the held-back last use once the store can."""
+    store = await backend.open(lock_timeout_seconds=0.2)
+    manager = make_manager(store, clock)
+    session = await create(manager)
+    clock.advance(TOUCH_INTERVAL + 1)
+    async with write_lock(backend, "sessions"):
+        assert (await manager.get(session.id, owner="owner-a")).id == session.id
+    assert await stored_last_seen(store, session.id) == START
+    seen = clock.now
+    await manager.sweep()
+    assert await stored_last_seen(store, session.id) == seen
 
 
 async def test_sweep_expires_idle_sessions_and_keeps_active_ones(

@@ -6,11 +6,15 @@ subscriptions, its streams' events). Live state (open connections, requests in f
 the server is waiting on) stays in the process that holds it; when a message for it lands on
 another replica (a cancellation, the client's answer), that replica signals it over the store's
 bus (docs/store.md, "Any replica serves any request"). Reads are served from memory; `last_seen`
-is written to the store at most once per `touch_interval`, not on every request.
+is written to the store at most once per `touch_interval`, not on every request, and that write is
+best-effort: a store that cannot write (a lock held elsewhere, a full disk) fails the calls that
+must write, never a `ping` or a read that only happened to be due for a touch. The sweep writes a
+last use held back this way later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import secrets
 import time
@@ -64,12 +68,14 @@ class Session:
         "pending",
         "record",
         "streams",
+        "touched_at",
     )
 
     def __init__(self, record: SessionRecord, manager: SessionManager) -> None:
         self.record = record
         self.last_seen = record.last_seen
         self.last_persisted = record.last_seen
+        self.touched_at = record.last_seen  # the last attempt to write last_seen, taken or not
         self.streams: dict[str, EventStream] = {}
         self.in_flight: dict[RequestId, Cancellable] = {}
         self.pending: dict[RequestId, PendingRequest] = {}
@@ -236,10 +242,19 @@ class SessionManager:
             # Another subject's session is answered exactly as a missing one: no oracle.
             raise SessionNotFound()
         session.last_seen = now
-        if now - session.last_persisted > self._touch_interval:
-            session.last_persisted = now
-            await self.store.touch_session(session_id, now)
+        if now - session.touched_at > self._touch_interval:
+            await self._touch(session, now)
         return session
+
+    async def _touch(self, session: Session, now: float) -> None:
+        # A touch the store refused is tried again by the sweep, and by a request one interval later.
+        session.touched_at = now
+        try:
+            await self.store.touch_session(session.id, now)
+        except StoreError:
+            log.warning("session_touch_failed", session_id=session.id[:8])
+            return
+        session.last_persisted = max(session.last_persisted, now)
 
     async def _load(self, session_id: str, now: float) -> Session:
         record = await self.store.get_session(session_id)
@@ -249,11 +264,13 @@ class SessionManager:
             raise SessionNotFound()
         if now - record.last_seen > self._idle:
             # Idle by every replica's account: the store's last use is the latest any of them wrote.
-            await self.delete(live or Session(record, self))
+            # Gone for the caller whether or not the store takes the delete now (the sweep retries).
+            with contextlib.suppress(StoreError):
+                await self.delete(live or Session(record, self))
             raise SessionNotFound()
         if live is None:
             return self._live.setdefault(session_id, Session(record, self))
-        live.last_seen = live.last_persisted = record.last_seen
+        live.last_seen = live.last_persisted = live.touched_at = record.last_seen
         return live
 
     async def delete(self, session: Session) -> None:
@@ -267,8 +284,7 @@ class SessionManager:
         now = self._clock()
         for session in list(self._live.values()):
             if session.last_seen > session.last_persisted:
-                session.last_persisted = session.last_seen
-                await self.store.touch_session(session.id, session.last_seen)
+                await self._touch(session, session.last_seen)
             if now - session.last_seen > self._idle and not session.is_busy():
                 # Only this process's copy: another replica may be serving the session.
                 self._live.pop(session.id, None)

@@ -96,6 +96,8 @@ class StoreSettings(_Section):
     ssl_mode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
     ssl_root_cert: Path | None = None
     sqlite_readers: int = Field(default=4, ge=1, le=64)
+    lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    sqlite_wal_limit_bytes: int = Field(default=4 * 1024 * 1024, ge=65_536)
 
     @field_validator("url", "listen_url")
     @classmethod

@@ -10,7 +10,7 @@ import pytest
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.base import SessionRecord, Store
-from tests.support.engines import Backend, admit_one, race_in_another_process
+from tests.support.engines import Backend, admit_one, race_in_another_process, write_lock
 
 pytestmark = pytest.mark.anyio
 
@@ -199,6 +199,61 @@ async def test_store_is_ready_only_while_open(backend: Backend) -> None:
     assert await store.is_ready()
     await store.close()
     assert not await store.is_ready()
+
+
+async def test_store_is_writable_only_while_open(backend: Backend) -> None:
+    from aql_mcp.store.factory import open_store
+
+    store = open_store(backend.settings)
+    assert not await store.is_writable()
+    await store.open()
+    assert await store.is_writable()
+    assert await store.is_writable()
+    await store.close()
+    assert not await store.is_writable()
+
+
+async def test_store_is_not_writable_while_another_client_holds_the_lock_and_is_again_after(
+    backend: Backend,
+) -> None:
+    """The write probe of `/ready` (issue 12): false, not an exception and not a hang, while a write
+    cannot get through; reads still pass meanwhile."""
+    store = await backend.open()
+    await admit(store, record("s1"))
+    async with write_lock(backend, "replicas"):
+        assert not await store.is_writable()
+        assert await store.is_ready()
+        assert await store.get_session("s1") is not None
+    assert await store.is_writable()
+
+
+async def test_a_write_that_cannot_get_the_lock_fails_alone_and_leaves_nothing(backend: Backend) -> None:
+    """Store errors stay on the calls that hit them (issue 12): the write fails with `StoreError`
+    after the lock timeout, nothing of it is stored, and the store writes again once the lock is gone."""
+    store = await backend.open(lock_timeout_seconds=0.2)
+    await admit(store, record("s1"))
+    async with write_lock(backend, "sessions"):
+        with pytest.raises(StoreError):
+            await admit(store, record("s2"))
+        with pytest.raises(StoreError):
+            await store.touch_session("s1", 500.0)
+        assert await store.count_sessions() == 1
+    assert await store.get_session("s2") is None
+    kept = await store.get_session("s1")
+    assert kept is not None
+    assert kept.last_seen == 100.0
+    assert await admit(store, record("s2")) == "created"
+
+
+async def test_writes_queued_behind_a_blocked_one_fail_in_their_own_time(backend: Backend) -> None:
+    """Each waits at most the lock timeout from its own call, not the timeouts of those ahead of it
+    in turn (the bound below is far from what ten waits in turn would take)."""
+    store = await backend.open(lock_timeout_seconds=0.5)
+    async with write_lock(backend, "sessions"):
+        with anyio.fail_after(4):
+            results = await asyncio.gather(*(admit(store, record(f"q{n}")) for n in range(10)), return_exceptions=True)
+    assert all(isinstance(result, StoreError) for result in results)
+    assert await store.count_sessions() == 0
 
 
 async def test_closed_store_raises_upstream_unavailable(backend: Backend) -> None:

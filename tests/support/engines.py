@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from pydantic import SecretStr
 
 from aql_mcp.settings import Settings, StoreSettings
 from aql_mcp.store.base import SessionRecord, Store
-from aql_mcp.store.factory import open_store
+from aql_mcp.store.factory import SQLITE_FILE, open_store
 from tests.support.postgres import create_database, drop_database
 
 ENGINES = ("sqlite", "postgres")
@@ -33,10 +36,14 @@ class Backend:
 
     @property
     def settings(self) -> Settings:
-        return Settings(store=StoreSettings(path=self.path, url=SecretStr(self.url), pool_min_size=1))
+        return self.settings_with()
 
-    async def open(self) -> Store:
-        store = open_store(self.settings)
+    def settings_with(self, **store: Any) -> Settings:
+        return Settings(store=StoreSettings(path=self.path, url=SecretStr(self.url), pool_min_size=1, **store))
+
+    async def open(self, **store: Any) -> Store:
+        """A store on this database, as the service builds it; `store` overrides `store.*` settings."""
+        store = open_store(self.settings_with(**store))
         await store.open()
         self.opened.append(store)
         return store
@@ -57,6 +64,28 @@ async def backend_for(engine: str, tmp_path: Path, postgres_server: str | None) 
     finally:
         await _close(backend)
         await drop_database(postgres_server, name)
+
+
+@asynccontextmanager
+async def write_lock(backend: Backend, table: str) -> AsyncIterator[None]:
+    """Another client holds the lock a write to `table` needs, reads still pass: SQLite's write lock
+    (`BEGIN IMMEDIATE` from another connection), or PostgreSQL's `LOCK TABLE ... IN EXCLUSIVE MODE`."""
+    if backend.engine == "sqlite":
+        outsider = sqlite3.connect(backend.path / SQLITE_FILE, isolation_level=None, timeout=0)
+        outsider.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            outsider.execute("ROLLBACK")
+            outsider.close()
+        return
+    locker = await asyncpg.connect(backend.url)
+    try:
+        async with locker.transaction():
+            await locker.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+            yield
+    finally:
+        await locker.close()
 
 
 async def _close(backend: Backend) -> None:

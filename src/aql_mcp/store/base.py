@@ -9,7 +9,12 @@ The contract every engine keeps (docs/store.md):
 - a cap or quota is checked and applied in the same transaction as the write it guards, inside the
   engine, so two replicas racing for the last slot cannot both win;
 - event sequence numbers are allocated by the engine, per stream, gap-free and never reused;
-- a failure of the engine itself raises `StoreError` (503), with its detail in the log only;
+- a failure of the engine itself raises `StoreError` (503), with its detail in the log only; it
+  stays on the call that met it: a lock held elsewhere is waited for at most `store.lock_timeout_seconds`,
+  and the engine serves again by itself once the cause is gone (docs/store.md, "When the store
+  cannot write");
+- `is_writable()` commits one tiny write within `PROBE_SECONDS`: `/ready` uses it, so a replica
+  that cannot write (full disk, read-only file or database, a lock held elsewhere) leaves the rotation;
 - `bus` carries signals between the replicas sharing the engine (a cancellation, a client's
   answer, a session's end, new events on a stream); the tables stay the truth and a lost wake-up
   is made good by `Signal.RESYNC` after the bus reconnects.
@@ -38,6 +43,10 @@ class SessionRecord:
     created_at: float = 0.0
     last_seen: float = 0.0
 
+
+# The write probe's budget, lock wait included: well under the readiness probe's timeout (the
+# chart's is 2 s), with the read check beside it.
+PROBE_SECONDS = 0.5
 
 SessionAdmission = Literal["created", "table_full", "owner_full"]
 
@@ -104,6 +113,10 @@ class Store(Protocol):
     async def open(self) -> None: ...
     async def close(self) -> None: ...
     async def is_ready(self) -> bool: ...
+    async def is_writable(self) -> bool:
+        """Whether a write commits now: this replica's row in `replicas` rewritten in one short
+        transaction, within `PROBE_SECONDS`. False on any failure, never an exception."""
+        ...
 
     async def create_session(self, record: SessionRecord, *, max_open: int, max_per_owner: int) -> SessionAdmission:
         """Insert unless `max_open` sessions exist, or `max_per_owner` of this owner's; checked and

@@ -18,7 +18,12 @@ def open_store(settings: Settings) -> Store:
     if not store.is_postgres:
         from aql_mcp.store.sqlite import SqliteStore
 
-        return SqliteStore(store.path / SQLITE_FILE, readers=store.sqlite_readers)
+        return SqliteStore(
+            store.path / SQLITE_FILE,
+            readers=store.sqlite_readers,
+            lock_timeout=store.lock_timeout_seconds,
+            wal_limit_bytes=store.sqlite_wal_limit_bytes,
+        )
     from aql_mcp.store.postgres import PostgresOptions, PostgresStore
 
     return PostgresStore(
@@ -31,6 +36,7 @@ def open_store(settings: Settings) -> Store:
             statement_cache_size=store.statement_cache_size,
             connect_timeout=store.connect_timeout_seconds,
             command_timeout=store.command_timeout_seconds,
+            lock_timeout=store.lock_timeout_seconds,
             ssl_mode=store.ssl_mode,
             ssl_root_cert=store.ssl_root_cert,
         )

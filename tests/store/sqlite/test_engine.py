@@ -153,3 +153,81 @@ async def test_failed_expiry_keeps_every_session_and_event(sqlite: SqliteStore, 
     assert await seqs(sqlite, "s1", "g") == [1]
     assert await seqs(sqlite, "s2", "g") == [1]
     assert await sqlite.is_ready()
+
+
+async def test_a_full_database_fails_writes_whole_and_writes_resume_when_room_is_made(db_path: Path) -> None:
+    """Issue 12, a full disk as SQLite meets it (SQLITE_FULL; `max_page_count` raises it the same
+    way without root): each failed write changes nothing, the next one first gives back the log's
+    space, and writes resume once there is room, with no restart."""
+    store = SqliteStore(db_path, readers=1)
+    await store.open()
+    try:
+        await admit(store, record("s1"))
+        pages = await store.engine.write(lambda db: db.execute("PRAGMA page_count").fetchone()[0])
+        await store.engine.write(lambda db: db.execute(f"PRAGMA max_page_count = {pages + 4}"))
+        written = await append_until_refused(store)
+        assert await seqs(store, "s1", "g") == list(range(1, written + 1))
+        assert await store.stream_position("s1", "g") == (written, False)
+        await store.engine.write(lambda db: db.execute("PRAGMA max_page_count = 1073741823"))
+        assert await store.append_event("s1", "g", b"y", 100.0) == written + 1
+        assert wal_bytes(db_path) < 64 * 1024
+        assert await store.is_writable()
+    finally:
+        await store.close()
+
+
+async def test_the_write_ahead_log_gives_back_what_it_grew_by(db_path: Path) -> None:
+    """A reader holding an old snapshot keeps checkpoints from finishing and the log grows; once it
+    is gone the log is cut back to `wal_limit_bytes`, not kept at its largest for good."""
+    store = SqliteStore(db_path, readers=1, wal_limit_bytes=65_536)
+    await store.open()
+    try:
+        await admit(store, record("s1"))
+        reader = sqlite3.connect(db_path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sessions").fetchone()
+        for _ in range(60):
+            await store.append_event("s1", "g", b"x" * 100_000, 100.0)
+        grown = wal_bytes(db_path)
+        reader.execute("COMMIT")
+        reader.close()
+        await store.append_event("s1", "g", b"y", 100.0)  # checkpoints the whole log at its commit
+        await store.append_event("s1", "g", b"z", 100.0)  # starts the log over, cut to the limit
+        assert grown > 4 * 1024 * 1024
+        assert wal_bytes(db_path) <= 65_536 + 2 * 4_120
+    finally:
+        await store.close()
+
+
+async def test_writes_wait_for_an_outside_lock_no_longer_than_the_lock_timeout(db_path: Path) -> None:
+    store = SqliteStore(db_path, readers=1, lock_timeout=0.2)
+    await store.open()
+    try:
+        outsider = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+        outsider.execute("BEGIN EXCLUSIVE")
+        try:
+            with anyio.fail_after(10), pytest.raises(StoreError):
+                await admit(store, record("s1"))
+            assert not await store.is_writable()
+            assert await store.count_sessions() == 0
+        finally:
+            outsider.execute("ROLLBACK")
+            outsider.close()
+        assert await admit(store, record("s1")) == "created"
+    finally:
+        await store.close()
+
+
+def wal_bytes(db_path: Path) -> int:
+    wal = db_path.with_name(db_path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+async def append_until_refused(store: SqliteStore) -> int:
+    """Append large events until the store refuses one with `StoreError`; return how many it took."""
+    for written in range(100):
+        try:
+            await store.append_event("s1", "g", b"x" * 20_000, 100.0)
+        except StoreError:
+            return written
+    raise AssertionError("the full database took every write")

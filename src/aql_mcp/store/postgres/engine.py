@@ -5,10 +5,19 @@ The pool's `reset` does nothing: asyncpg's default sends four statements on ever
 its advisory locks are transaction-scoped, it LISTENs only on the bus's own connection (outside the
 pool), and it sets no session parameters. A statement cache of 0 (`store.statement_cache_size`)
 lets the pool work through PgBouncer in transaction mode.
+
+Every transaction starts with `SET LOCAL lock_timeout` (`store.lock_timeout_seconds`), sent with its
+`BEGIN` in one round trip: a statement that waits for a lock another client holds (a `LOCK TABLE`, a
+long migration, a row another transaction updates) fails after that long with 503 and frees its
+connection, so a lock held elsewhere fails the calls that need the locked table and nothing else,
+and the pool never fills with connections waiting for it. A session setting would not pass
+PgBouncer in transaction mode; `SET LOCAL` lasts exactly as long as the transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -41,6 +50,7 @@ class PostgresOptions:
     statement_cache_size: int = 100
     connect_timeout: float = 5.0
     command_timeout: float = 30.0
+    lock_timeout: float = 2.0
     ssl_mode: str = "prefer"
     ssl_root_cert: Path | None = None
 
@@ -106,12 +116,21 @@ class PostgresEngine:
             raise UpstreamUnavailable("Service unavailable: the store is not open")
         return self._pool
 
-    async def run(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def run(self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, lock_timeout: float | None = None) -> T:
         """`work` in one transaction on a pooled connection: committed if it returns, rolled back if
-        it raises. A domain error (`RecordStoreError`) passes unchanged; an engine failure is 503."""
+        it raises. A lock is waited for at most `lock_timeout` (default: `store.lock_timeout_seconds`).
+        A domain error (`RecordStoreError`) passes unchanged; an engine failure is 503."""
+        begin = _begin(self.options.lock_timeout if lock_timeout is None else lock_timeout)
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                return await work(connection)
+            async with self.pool.acquire() as connection:
+                await connection.execute(begin)
+                try:
+                    result = await work(connection)
+                except BaseException:
+                    await _roll_back(connection)
+                    raise
+                await connection.execute("COMMIT")
+                return result
         except FAILURES as exc:
             raise _translated(exc) from exc
 
@@ -150,6 +169,18 @@ async def _check_collation(connection: asyncpg.Connection) -> None:
             "without ICU); aql-mcp needs it for case-insensitive search. Use a build with ICU "
             "(Debian's, the official images, RDS and Cloud SQL have it)"
         )
+
+
+def _begin(lock_timeout: float) -> str:
+    # Two statements in one simple-query round trip; the value is a number this module formats.
+    return f"BEGIN; SET LOCAL lock_timeout = {max(1, math.ceil(lock_timeout * 1000))}"
+
+
+async def _roll_back(connection: asyncpg.Connection) -> None:
+    # The pool's release would roll back too, but warns about it; a broken connection is dropped there.
+    if not connection.is_closed() and connection.is_in_transaction():
+        with contextlib.suppress(*FAILURES):
+            await connection.execute("ROLLBACK")
 
 
 async def _keep(connection: asyncpg.Connection) -> None:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 import orjson
 
-from aql_mcp.store.base import SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
@@ -17,6 +19,8 @@ from aql_mcp.store.postgres.records import PostgresRecordStore
 READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
 ADMISSION_LOCK = 0x61716C736573  # "aqlses"
+# The write probe: the bus's heartbeat writes the same row, so the probe adds no table.
+PROBE = "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at"
 
 
 class PostgresStore:
@@ -42,6 +46,20 @@ class PostgresStore:
             return bool(await asyncio.wait_for(self.engine.fetchval("SELECT 1"), READY_SECONDS))
         except Exception:
             return False
+
+    async def is_writable(self) -> bool:
+        """This replica's row in `replicas` rewritten in a transaction of its own: refused on a
+        read-only database (a standby, `default_transaction_read_only`), a full disk or a lock held
+        elsewhere, within `PROBE_SECONDS` in every case."""
+
+        async def probe(db: asyncpg.Connection) -> None:
+            await db.execute(PROBE, self.bus.replica, time.time())
+
+        try:
+            await asyncio.wait_for(self.engine.run(probe, lock_timeout=PROBE_SECONDS), PROBE_SECONDS)
+        except (UpstreamUnavailable, TimeoutError):
+            return False
+        return True
 
     async def create_session(self, record: SessionRecord, *, max_open: int, max_per_owner: int) -> SessionAdmission:
         async def admit(db: asyncpg.Connection) -> SessionAdmission:

@@ -3,16 +3,30 @@
 Every statement runs on a thread, so a slow listing delays only the call that asked for it, never
 the loop that serves everyone else. All writes go through the one writer connection, each as an
 IMMEDIATE transaction: this process never contends with itself for SQLite's write lock, and a
-read-check-write inside `write()` is atomic against every other writer, other processes included
-(they wait up to `busy_timeout`). Readers see the last committed state (WAL). A reader whose caller
-is cancelled (the tool timeout, a client's cancellation) is interrupted, so its statement stops too.
+read-check-write inside `write()` is atomic against every other writer, other processes included.
+Readers see the last committed state (WAL). A reader whose caller is cancelled (the tool timeout, a
+client's cancellation) is interrupted, so its statement stops too.
+
+When the file cannot be written (docs/store.md, "When the store cannot write"), the failure stays
+on the calls that write, each answered `StoreError` (503) with nothing written:
+- another process holds the write lock: a write waits at most `lock_timeout` seconds counted from
+  the call, its turn on the writer thread included, so the writes queued behind a blocked one fail
+  when their own time is up instead of each waiting the whole timeout in turn;
+- the disk is full or failing: the next write first checkpoints the write-ahead log and truncates
+  it, so the log gives back the space it holds and any space freed on the disk serves at once;
+  `journal_size_limit` cuts the log back after every checkpoint, so it does not keep a size it
+  reached once;
+- the file turned read-only under the service: the writer connection is opened anew before the
+  next write, so the service writes again once the file is writable, without a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,26 +40,47 @@ from aql_mcp.store.sqlite.schema import migrate
 
 T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.store")
+# Startup (the migrations) may wait longer for another process's lock than a call does.
+OPEN_BUSY_MS = 30_000
+WAL_LIMIT_BYTES = 4 * 1024 * 1024
+# SQLite's extended result names start with these (SQLITE_IOERR_WRITE, SQLITE_READONLY_DBMOVED...).
+SPACE_ERRORS = ("SQLITE_FULL", "SQLITE_IOERR")
+READ_ONLY_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN")
+
+
+class LockWaitExpired(sqlite3.OperationalError):
+    """A write's time ran out before its turn came: it never started, nothing was written."""
 
 
 class SqliteEngine:
     """Connections to one database file and the threads that use them."""
 
-    def __init__(self, path: Path, *, readers: int = 4, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readers: int = 4,
+        lock_timeout: float = 2.0,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+    ) -> None:
         self.path = path
         self._readers_wanted = readers
-        self._busy_timeout_ms = busy_timeout_ms
+        self._lock_timeout = lock_timeout
+        self._wal_limit = wal_limit_bytes
         self._writer: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
         self._writer_db: sqlite3.Connection | None = None
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
+        # Only the writer thread reads and sets these two.
+        self._wal_to_truncate = False
+        self._writer_stale = False
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
-        self._writer_db = await self._on(self._writer, self._connect)
+        self._writer_db = await self._on(self._writer, self._open_writer)
         await self._on(self._writer, lambda: migrate(self._writer_connection()))
         self._readers = ThreadPoolExecutor(
             self._readers_wanted, thread_name_prefix="sqlite-reader", initializer=self._open_reader
@@ -62,25 +97,15 @@ class SqliteEngine:
                 db.close()
             self._connections.clear()
 
-    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, work: Callable[[sqlite3.Connection], T], *, lock_timeout: float | None = None) -> T:
         """`work` inside one IMMEDIATE transaction on the writer: committed if it returns, rolled
         back if it raises. IMMEDIATE takes the write lock first, so what `work` reads cannot change
-        before it commits."""
+        before it commits. The lock is waited for until `lock_timeout` (default: the engine's) after
+        this call, the wait for the writer thread included."""
         if self._writer is None:
             raise UpstreamUnavailable("Service unavailable: the store is not open")
-
-        def run() -> T:
-            db = self._writer_connection()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            return result
-
-        return await self._on(self._writer, run)
+        deadline = time.monotonic() + (self._lock_timeout if lock_timeout is None else lock_timeout)
+        return await self._on(self._writer, lambda: self._transaction(work, deadline))
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work` on a reader connection; interrupted if the caller is cancelled meanwhile."""
@@ -111,20 +136,93 @@ class SqliteEngine:
             return await asyncio.get_running_loop().run_in_executor(pool, work)
         except sqlite3.Error as exc:
             # Translated where it enters: the detail (SQL, path) stays in this log line.
-            log.error("store_error", error=type(exc).__name__, detail=str(exc))
+            log.error("store_error", error=_name(exc), detail=str(exc))
             raise StoreError() from exc
+
+    # On the writer thread ------------------------------------------------------------------
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
+        db = self._prepared_writer(deadline)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(db)
+            db.execute("COMMIT")
+        except BaseException as exc:
+            self._roll_back(db)
+            self._note_failure(exc)
+            raise
+        return result
+
+    def _prepared_writer(self, deadline: float) -> sqlite3.Connection:
+        """The writer connection, repaired after an earlier failure, set to wait for the lock no
+        longer than what is left until `deadline`."""
+        if self._writer_stale:
+            self._reopen_writer()
+        db = self._writer_connection()
+        if self._wal_to_truncate:
+            self._truncate_wal(db)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LockWaitExpired("the write's lock timeout ran out before its turn")
+        db.execute(f"PRAGMA busy_timeout={math.ceil(left * 1000)}")
+        return db
+
+    def _roll_back(self, db: sqlite3.Connection) -> None:
+        # SQLITE_FULL and SQLITE_IOERR may have rolled the transaction back already.
+        if not db.in_transaction:
+            return
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            # A connection stuck in a transaction would refuse every later BEGIN: replace it.
+            self._writer_stale = True
+
+    def _note_failure(self, exc: BaseException) -> None:
+        name = _name(exc)
+        if name.startswith(SPACE_ERRORS):
+            self._wal_to_truncate = True
+        elif name.startswith(READ_ONLY_ERRORS):
+            self._writer_stale = True
+
+    def _truncate_wal(self, db: sqlite3.Connection) -> None:
+        """Move the log into the database and cut it to zero bytes, giving its space back. Does not
+        wait: if a reader still needs the log, the next write tries again."""
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as exc:
+            log.warning("store_checkpoint_failed", error=_name(exc))
+            return
+        self._wal_to_truncate = bool(busy)
+
+    def _reopen_writer(self) -> None:
+        old, self._writer_db = self._writer_db, None
+        if old is not None:
+            with self._guard:
+                self._connections.remove(old)
+            old.close()
+        self._writer_db = self._open_writer()
+        self._writer_stale = False
 
     def _writer_connection(self) -> sqlite3.Connection:
         if self._writer_db is None:
             raise UpstreamUnavailable("Service unavailable: the store is not open")
         return self._writer_db
 
+    def _open_writer(self) -> sqlite3.Connection:
+        db = self._connect()
+        db.execute(f"PRAGMA journal_size_limit={int(self._wal_limit)}")
+        db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_MS}")
+        return db
+
+    # Connections -----------------------------------------------------------------------------
+
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
-        db.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+        db.execute(f"PRAGMA busy_timeout={math.ceil(self._lock_timeout * 1000)}")
         db.create_function("aql_json_equal", 2, json_equal, deterministic=True)
         db.create_function("aql_fold", 1, fold, deterministic=True)
         with self._guard:
@@ -135,3 +233,8 @@ class SqliteEngine:
         db = self._connect()
         db.execute("PRAGMA query_only=ON")
         self._local.db = db
+
+
+def _name(exc: BaseException) -> str:
+    """SQLite's extended result name (`SQLITE_FULL`), or the exception's type for any other."""
+    return getattr(exc, "sqlite_errorname", None) or type(exc).__name__

@@ -118,6 +118,14 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX subscriptions_session ON subscriptions (session_id);
     """,
+    # 6: the write probe of `/ready` (issue 12) rewrites this replica's row: a write that commits
+    # proves the file can be written (not full, not read-only, the lock obtainable)
+    """
+    CREATE TABLE replicas (
+        id TEXT PRIMARY KEY,
+        seen_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 

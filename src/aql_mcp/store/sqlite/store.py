@@ -6,23 +6,36 @@ engine. Each method is one call on the engine's threads (engine.py), writes in o
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sqlite3
+import time
 from pathlib import Path
 
 import orjson
 
-from aql_mcp.store.base import SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
-from aql_mcp.store.sqlite.engine import SqliteEngine
+from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
 from aql_mcp.store.sqlite.records import SqliteRecordStore
+
+# The one replica's row in `replicas`, which the write probe rewrites.
+REPLICA = "sqlite"
+# Below this much free space the probe fails even if its own small write still fits (into log space
+# a failed write left behind): the next record or checkpoint would not.
+MIN_FREE_BYTES = 1024 * 1024
+PROBE = "INSERT INTO replicas VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at"
 
 
 class SqliteStore:
     """Sessions and events on SQLite; `records` and `confirmations` share its engine."""
 
-    def __init__(self, path: Path, *, readers: int = 4) -> None:
-        self.engine = SqliteEngine(path, readers=readers)
+    def __init__(
+        self, path: Path, *, readers: int = 4, lock_timeout: float = 2.0, wal_limit_bytes: int = WAL_LIMIT_BYTES
+    ) -> None:
+        self.engine = SqliteEngine(path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes)
         self.records = SqliteRecordStore(self.engine)
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.bus = LocalBus()
@@ -38,6 +51,18 @@ class SqliteStore:
             return bool(await self.engine.read(lambda db: db.execute("SELECT 1").fetchone()[0]))
         except Exception:
             return False
+
+    async def is_writable(self) -> bool:
+        """One tiny committed write, through the writer thread like any other: a full disk, a
+        read-only file or another process's lock makes it fail within `PROBE_SECONDS`."""
+        if _free_bytes(self.engine.path.parent) < MIN_FREE_BYTES:
+            return False
+        probe = self.engine.write(lambda db: db.execute(PROBE, (REPLICA, time.time())), lock_timeout=PROBE_SECONDS)
+        try:
+            await asyncio.wait_for(probe, PROBE_SECONDS)
+        except (UpstreamUnavailable, TimeoutError):
+            return False
+        return True
 
     async def create_session(self, record: SessionRecord, *, max_open: int, max_per_owner: int) -> SessionAdmission:
         row = (
@@ -172,6 +197,15 @@ class SqliteStore:
         return await self.engine.write(
             lambda db: db.execute("DELETE FROM events WHERE created_at < ?", (before,)).rowcount
         )
+
+
+def _free_bytes(directory: Path) -> int:
+    """What an unprivileged writer may still use on the volume holding the file."""
+    try:
+        found = os.statvfs(directory)
+    except OSError:
+        return 0
+    return found.f_bavail * found.f_frsize
 
 
 def _forget_streams(db: sqlite3.Connection, session_ids: list[str]) -> None:
