@@ -166,8 +166,9 @@ class Operation:
     (default: all but field selection). `field_presets` turns on field selection (`fields`).
     `discovery` puts a READ operation in the `discover` family of the dqmo profile.
     `parameter_hints` adds ParameterInfo keys per parameter that the model cannot know, such as
-    defaults and maxima taken from the settings (a page size default). `bare_errors` answers
-    failures with `code` and `message` only (introspection-response.schema.json's IntrospectionError).
+    defaults and descriptions taken from the settings (a page size default, the size it clamps to).
+    `bare_errors` answers failures with `code` and `message` only (the introspection response
+    schema's IntrospectionError).
     """
 
     name: str
