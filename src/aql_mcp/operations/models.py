@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict
 
 from aql_mcp.auth.principal import Principal
 
+# The trust levels are a setting (`aql.max_trust`) before they are an operation's: defined with the
+# settings, and offered here too, where plugins look for the names of the MCP-AQL layer.
+from aql_mcp.settings import TRUST_LEVELS as TRUST_LEVELS
+from aql_mcp.settings import TrustLevel as TrustLevel
+
 if TYPE_CHECKING:
     from aql_mcp.protocol.context import Context
 
@@ -18,9 +23,6 @@ Category = Literal["CREATE", "READ", "UPDATE", "DELETE", "EXECUTE"]
 # docs/adapter/danger-levels.md §2.1, in increasing order.
 DangerLevel = Literal["safe", "reversible", "destructive", "dangerous", "forbidden"]
 DANGER_LEVELS: tuple[DangerLevel, ...] = ("safe", "reversible", "destructive", "dangerous", "forbidden")
-# docs/adapter/trust-levels.md, in increasing order.
-TrustLevel = Literal["untested", "generated", "validated", "community_reviewed", "certified"]
-TRUST_LEVELS: tuple[TrustLevel, ...] = ("untested", "generated", "validated", "community_reviewed", "certified")
 
 # danger-levels.md §3.3: the level an operation has when it declares none.
 DEFAULT_DANGER: Mapping[Category, DangerLevel] = {
