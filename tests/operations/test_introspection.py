@@ -1,5 +1,5 @@
 """Introspection shows what an operation does by default and names only tools that exist
-(introspection.md §3.4, MCP-AQL §4.7.5; issue 12)."""
+(MCP-AQL introspection §3.4, MCP-AQL §4.7.5; issue 12)."""
 
 from __future__ import annotations
 

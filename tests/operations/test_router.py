@@ -76,7 +76,7 @@ async def test_dqmo_profile_maps_categories_to_discover_query_manage_operate(tmp
 
 
 async def test_introspection_lists_operations_with_protocol_metadata(tmp_path: Path) -> None:
-    """MCP-AQL §7; introspection.md §4.1.1: _protocol with version, level-2, mode, profile, limits."""
+    """MCP-AQL §7; MCP-AQL introspection §4.1.1: _protocol with version, level-2, mode, profile, limits."""
     async with aql_session(records_settings(tmp_path)) as aql:
         listing = await aql.call("mcp_aql_read", "introspect", query="operations")
     protocol = listing["data"]["_protocol"]

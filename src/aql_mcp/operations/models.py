@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
 Category = Literal["CREATE", "READ", "UPDATE", "DELETE", "EXECUTE"]
 
-# docs/adapter/danger-levels.md §2.1, in increasing order.
+# MCP-AQL danger levels §2.1, in increasing order.
 DangerLevel = Literal["safe", "reversible", "destructive", "dangerous", "forbidden"]
 DANGER_LEVELS: tuple[DangerLevel, ...] = ("safe", "reversible", "destructive", "dangerous", "forbidden")
 
-# danger-levels.md §3.3: the level an operation has when it declares none.
+# MCP-AQL danger levels §3.3: the level an operation has when it declares none.
 DEFAULT_DANGER: Mapping[Category, DangerLevel] = {
     "READ": "safe",
     "CREATE": "reversible",
@@ -150,7 +150,7 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Data with warnings (docs/features/warnings.md)."""
+    """Data with warnings (MCP-AQL warnings)."""
 
     data: Any
     warnings: tuple[dict[str, Any], ...] = ()

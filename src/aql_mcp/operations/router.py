@@ -110,7 +110,8 @@ class Router:
                 # The call as a whole: 503 with Retry-After, so the client retries later (docs/store.md).
                 raise
             # Only this item failed: its own safe message and data (retryAfter, limit) say why and
-            # when to retry; a shutdown or a spent introspection budget is not a store outage.
+            # when to retry; a shutdown or a spent introspection budget is not a store outage
+            # (docs/errors.md, "In an MCP-AQL batch").
             log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)
             return failure(
                 INTERNAL_ERROR,

@@ -1,4 +1,4 @@
-"""Collection querying over records (docs/features/collection-querying.md, pagination.md).
+"""Collection querying over records (MCP-AQL collection querying, MCP-AQL pagination).
 
 `filter` maps dot paths to a value (equality) or to operators (`eq`, `ne`, `gt`, `gte`, `lt`,
 `lte`, `in`, `contains`, `exists`); `query` is free text with OR semantics over words and
@@ -47,7 +47,7 @@ class Window:
 def window(
     first: int | None, after: str | None, last: int | None, before: str | None, *, default: int, cap: int
 ) -> Window:
-    """The pagination window; invalid combinations refused (pagination.md §2.3), sizes clamped (§5.3)."""
+    """The pagination window; invalid combinations refused (MCP-AQL pagination §2.3), sizes clamped (§5.3)."""
     provided = [
         name
         for name, value in (("first", first), ("after", after), ("last", last), ("before", before))
