@@ -167,7 +167,7 @@ class RequestTimeout(WireError):
 class RetryableError(WireError):
     """An error that tells the client when to try again: the `Retry-After` header (RFC 9110 §10.2.3)
     and the same seconds in `data.retryAfter`. The status is the signal, so it is kept even for an
-    error answering a request inside a session (transport.py)."""
+    error answering a request inside a session (docs/errors.md)."""
 
     keeps_status = True
 
