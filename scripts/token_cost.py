@@ -50,7 +50,7 @@ CONFIGURATIONS: tuple[tuple[str, str, str], ...] = (
     ("Both (`all`)", "all", "crude"),
     ("Both (`all`)", "all", "dqmo"),
 )
-# Endpoint family names of MCP-AQL's profiles (endpoint-modes.md §2.2); `<prefix>_<family>` is an AQL tool.
+# Endpoint family names of MCP-AQL's profiles (MCP-AQL endpoint modes §2.2); `<prefix>_<family>` is an AQL tool.
 FAMILIES = frozenset({"create", "read", "update", "delete", "execute", "discover", "query", "manage", "operate"})
 # Operations the router adds itself (MCP-AQL §7): always there, so a fixed cost, never "per operation".
 RESERVED = frozenset({"introspect"})
@@ -243,7 +243,7 @@ async def _with_session(settings: Settings, work: Callable[[Session], Any]) -> A
 
 
 def parameter_schema(parameters: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """A JSON Schema object from introspection's ParameterInfo list (introspection.md §3.4)."""
+    """A JSON Schema object from introspection's ParameterInfo list (MCP-AQL introspection §3.4)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for info in parameters:

@@ -209,7 +209,7 @@ async def test_unsupported_protocol_version_header_is_400_invalid_request(
     client: httpx.AsyncClient, token: str, version: str
 ) -> None:
     """2025-11-25 transports, Protocol Version Header: 400. The code is -32600, not the modern
-    -32022, so a 2026-07-28 client falls back to initialize (2026-07-28 basic/versioning.mdx,
+    -32022, so a 2026-07-28 client falls back to initialize (MCP 2026-07-28, Versioning,
     Backward Compatibility)."""
     session = await open_session(client, token)
     response = await client.post("/mcp", json=rpc("tools/list"), headers={**session, "mcp-protocol-version": version})
@@ -283,7 +283,7 @@ async def test_response_message_is_accepted_with_202_and_no_body(client: httpx.A
 
 
 async def test_unknown_method_in_a_session_is_200_method_not_found(client: httpx.AsyncClient, token: str) -> None:
-    """DESIGN.md, HTTP status: an error answering a well-formed in-session request travels with 200."""
+    """docs/errors.md: an error answering a well-formed in-session request travels with 200."""
     session = await open_session(client, token)
     response = await client.post("/mcp", json=rpc("tools/frobnicate", {}, message_id=9), headers=session)
     assert_wire_error(response, 200, -32601, token)
@@ -378,7 +378,7 @@ async def test_malformed_cursor_is_invalid_params(client: httpx.AsyncClient, tok
 
 
 async def test_resources_read_of_an_unknown_uri_is_resource_not_found(client: httpx.AsyncClient, token: str) -> None:
-    """MCP 2025-11-25 server/resources, Error Handling: -32002 (legacy era, DESIGN.md)."""
+    """MCP 2025-11-25 server/resources, Error Handling: -32002 (legacy era, docs/errors.md)."""
     session = await open_session(client, token)
     response = await client.post("/mcp", json=rpc("resources/read", {"uri": "test://nowhere"}), headers=session)
     assert_wire_error(response, 200, -32002, token)

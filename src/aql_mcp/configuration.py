@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.settings import ENV_PREFIX, Settings, check_safety
+from aql_mcp.safeguards import check_safety
+from aql_mcp.settings import ENV_PREFIX, Settings
 
 
 class _MappingEnvSource(EnvSettingsSource):

@@ -1,8 +1,10 @@
 """The one error tree of the service.
 
 Every error that can reach the wire carries its HTTP status (used only when the error ends the
-HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate standard Appendix B).
-`responses.error_object` is the one function that turns any exception into a wire error.
+HTTP exchange before any JSON-RPC handling, or when `keeps_status` says the status is the signal)
+and its JSON-RPC code (corporate standard Appendix B). `responses.error_object` is the one function
+that turns any exception into a wire error. Every "retry later" answer is a `RetryableError`: one
+construction gives it the `Retry-After` header and `data.retryAfter`.
 
     AqlMcpError
     ├── ConfigError                     startup only, never on the wire
@@ -22,16 +24,17 @@ HTTP exchange before any JSON-RPC handling) and its JSON-RPC code (corporate sta
         ├── PayloadTooLarge             413  -32005
         │   └── HeadersTooLarge     431   (request line and headers, refused by the connection)
         ├── RequestTimeout              408  -32004   (the client was too slow to send its request)
-        ├── RateLimited                 429  -32003   (+ Retry-After, data.retryAfter)
-        ├── ToolTimeout                 504  -32004
-        ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
-        ├── UpstreamUnavailable         503  -32006
-        │   ├── StoreError          (a store engine failed; its detail stays in the log)
-        │   ├── SessionLimitReached
-        │   ├── ConnectionLimitReached  (+ Retry-After; refused before reading anything)
-        │   └── RetryLater          (+ Retry-After, data.retryAfter)
+        ├── RetryableError              (+ Retry-After, data.retryAfter; status kept in a session)
+        │   ├── RateLimited             429  -32003
+        │   └── RetryLater              503  -32006   (also an UpstreamUnavailable)
+        │       ├── StoreError                (a store engine failed; its detail stays in the log)
+        │       ├── SessionLimitReached       (the session table is full)
+        │       ├── ConnectionLimitReached    (data.limit "connections"; refused before reading anything)
         │       ├── IntrospectionBudgetSpent  (an unknown opaque token while the IdP budget is spent)
         │       └── ShuttingDown              (a wait for the client's answer ended by SIGTERM)
+        ├── ToolTimeout                 504  -32004
+        ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
+        ├── UpstreamUnavailable         503  -32006   (no Retry-After: a store that is not open)
         ├── Conflict                    409  -32007
         ├── SessionNotFound             404  -32001   (unknown, expired or deleted session)
         ├── StreamGone                  410  -32600   (resuming a stream that has ended)
@@ -161,15 +164,23 @@ class RequestTimeout(WireError):
         self.headers["connection"] = "close"
 
 
-class RateLimited(WireError):
+class RetryableError(WireError):
+    """An error that tells the client when to try again: the `Retry-After` header (RFC 9110 §10.2.3)
+    and the same seconds in `data.retryAfter`. The status is the signal, so it is kept even for an
+    error answering a request inside a session (docs/errors.md)."""
+
+    keeps_status = True
+
+    def __init__(self, detail: str | None = None, *, retry_after: int, data: dict[str, Any] | None = None) -> None:
+        super().__init__(detail, data={**(data or {}), "retryAfter": retry_after})
+        self.retry_after = retry_after
+        self.headers["retry-after"] = str(retry_after)
+
+
+class RateLimited(RetryableError):
     """Too many calls, concurrent calls or sessions for one principal (corporate §14)."""
 
     status, code, message = 429, RATE_LIMITED, "Rate limited; retry later"
-    keeps_status = True
-
-    def __init__(self, detail: str | None = None, *, retry_after: int) -> None:
-        super().__init__(detail, data={"retryAfter": retry_after})
-        self.headers["retry-after"] = str(retry_after)
 
 
 class ToolTimeout(WireError):
@@ -191,43 +202,37 @@ class UpstreamUnavailable(WireError):
     status, code, message = 503, UPSTREAM_UNAVAILABLE, "Service unavailable"
 
 
-class StoreError(UpstreamUnavailable):
+class RetryLater(RetryableError, UpstreamUnavailable):
+    """503 with `Retry-After` and `data.retryAfter` (seconds), even inside a session."""
+
+
+class StoreError(RetryLater):
     """The engine failed or is out of reach: 503 with `Retry-After`, even inside a session, so a
     client backs off and retries; what the engine did not commit did not happen."""
 
     message = "Service unavailable: the store could not complete the operation"
-    keeps_status = True
     RETRY_AFTER = 2
 
-    def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
-        super().__init__(detail, data=data or {"retryAfter": self.RETRY_AFTER})
-        self.headers["retry-after"] = str(self.RETRY_AFTER)
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail, retry_after=self.RETRY_AFTER)
 
 
-class SessionLimitReached(UpstreamUnavailable):
+class SessionLimitReached(RetryLater):
+    """The session table is full (`sessions.max_open`); raised by `initialize`, before any session."""
+
     message = "Too many open sessions; retry later"
 
 
-class ConnectionLimitReached(UpstreamUnavailable):
-    """Every connection slot of the replica is taken (`http.max_connections`)."""
+class ConnectionLimitReached(RetryLater):
+    """Every connection slot of the replica is taken (`http.max_connections`); refused before
+    anything is read, so the connection is closed after the answer."""
 
     message = "Service unavailable: too many open connections; retry later"
     RETRY_AFTER = 1
 
     def __init__(self) -> None:
-        super().__init__(data={"limit": "connections", "retryAfter": self.RETRY_AFTER})
-        self.headers["retry-after"] = str(self.RETRY_AFTER)
+        super().__init__(retry_after=self.RETRY_AFTER, data={"limit": "connections"})
         self.headers["connection"] = "close"
-
-
-class RetryLater(UpstreamUnavailable):
-    """503 with `Retry-After` and `data.retryAfter` (seconds), even inside a session."""
-
-    keeps_status = True
-
-    def __init__(self, detail: str | None = None, *, retry_after: int) -> None:
-        super().__init__(detail, data={"retryAfter": retry_after})
-        self.headers["retry-after"] = str(retry_after)
 
 
 class IntrospectionBudgetSpent(RetryLater):

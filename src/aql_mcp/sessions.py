@@ -224,9 +224,7 @@ class SessionManager:
             raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
         if admission == "table_full":
             self._on_limit("session_table")
-            error = SessionLimitReached(data={"retryAfter": self._retry_after})
-            error.headers["retry-after"] = str(self._retry_after)
-            raise error
+            raise SessionLimitReached(retry_after=self._retry_after)
         session = Session(record, self)
         self._live[record.id] = session
         return session

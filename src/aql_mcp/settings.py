@@ -17,12 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from aql_mcp.exceptions import ConfigError
-from aql_mcp.operations.models import TrustLevel
-
 ENV_PREFIX = "AQL_MCP_"
 BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# How far a plugin is trusted (MCP-AQL adapter trust levels), in increasing order. Defined here, the
+# lowest layer that names it (`aql.max_trust`), so the settings never import the MCP-AQL layer.
+TrustLevel = Literal["untested", "generated", "validated", "community_reviewed", "certified"]
+TRUST_LEVELS: tuple[TrustLevel, ...] = ("untested", "generated", "validated", "community_reviewed", "certified")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
 
@@ -329,86 +330,6 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Sources are passed in through `init_settings`; see `load_settings`.
         return (init_settings,)
-
-
-def check_safety(settings: Settings) -> None:
-    """Refuse configurations that are only safe on a developer's machine (corporate §6, §7)."""
-    if not settings.server.dev and "*" in settings.http.allowed_origins:
-        raise ConfigError(
-            "http.allowed_origins (AQL_MCP_HTTP__ALLOWED_ORIGINS): '*' is refused outside development mode; "
-            "list the exact origins"
-        )
-    auth = settings.auth
-    if not settings.server.dev and ("HS256" in auth.algorithms or auth.hs256_secret is not None):
-        raise ConfigError(
-            "auth.algorithms (AQL_MCP_AUTH__ALGORITHMS): HS256 (a shared secret) is for local development "
-            "only; use RS256 or ES256 keys from the corporate JWKS (corporate standard Appendix A.1)"
-        )
-    if "HS256" in auth.algorithms and auth.hs256_secret is None:
-        raise ConfigError("auth.hs256_secret (AQL_MCP_AUTH__HS256_SECRET): HS256 is allowed but no secret is set")
-    opaque = auth.opaque_tokens or auth.opaque_tokens_file or auth.introspection_url
-    if not settings.server.dev and not (auth.jwks_url or opaque):
-        raise ConfigError(
-            "auth.jwks_url (AQL_MCP_AUTH__JWKS_URL): no token source is configured; set the corporate JWKS "
-            "URL (or opaque tokens), or start with --dev on a workstation (development issuer)"
-        )
-    if not settings.server.dev and auth.jwks_url and not (auth.issuer and auth.audience):
-        raise ConfigError(
-            "auth.issuer (AQL_MCP_AUTH__ISSUER) and auth.audience (AQL_MCP_AUTH__AUDIENCE): both are required "
-            "with auth.jwks_url, so every token is checked for who issued it and for whom"
-        )
-    if auth.introspection_url and not (auth.introspection_client_id and auth.introspection_client_secret):
-        raise ConfigError(
-            "auth.introspection_client_id / auth.introspection_client_secret (AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID, "
-            "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET): required with auth.introspection_url"
-        )
-    _check_idp_transport(settings)
-    store = settings.store
-    if store.is_postgres and store.pool_min_size > store.pool_max_size:
-        raise ConfigError(
-            "store.pool_min_size (AQL_MCP_STORE__POOL_MIN_SIZE): larger than store.pool_max_size "
-            f"({store.pool_min_size} > {store.pool_max_size})"
-        )
-    if store.password is not None and store.password_file is not None:
-        raise ConfigError(
-            "store.password (AQL_MCP_STORE__PASSWORD) and store.password_file (AQL_MCP_STORE__PASSWORD_FILE): "
-            "set one of them, not both"
-        )
-    if settings.metrics.port is not None and settings.metrics.port == settings.server.port:
-        raise ConfigError(
-            "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
-            "/metrics on the service port"
-        )
-    if settings.server.dev and not _is_loopback(settings.server.host):
-        raise ConfigError(
-            f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
-        )
-
-
-def _check_idp_transport(settings: Settings) -> None:
-    """The JWKS decides which signatures are trusted, and the introspection request carries the
-    caller's token and this service's client secret: over plain http anyone on the path can swap the
-    keys or read both. Outside development mode http needs the explicit `auth.allow_insecure_http`
-    (a test IdP on loopback, say); the chart never sets it."""
-    auth = settings.auth
-    if settings.server.dev or auth.allow_insecure_http:
-        return
-    for name, url in (("jwks_url", auth.jwks_url), ("introspection_url", auth.introspection_url)):
-        if url and urlsplit(url).scheme == "http":
-            raise ConfigError(
-                f"auth.{name} (AQL_MCP_AUTH__{name.upper()}): plain http is refused outside development mode; "
-                "use https, or set auth.allow_insecure_http (AQL_MCP_AUTH__ALLOW_INSECURE_HTTP) to true for an "
-                "IdP you reach over a trusted path"
-            )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def field_defaults() -> dict[str, dict[str, Any]]:

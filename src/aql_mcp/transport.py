@@ -3,7 +3,7 @@
 POST carries one JSON-RPC message; GET opens the session's stream for server-initiated
 messages, or resumes any stream with `Last-Event-ID`; DELETE ends the session. Errors raised
 before the response starts are answered here with their HTTP status; once a request is being
-dispatched, its JSON-RPC errors travel with 200 or in its stream (DESIGN.md, "HTTP status").
+dispatched, its JSON-RPC errors travel with 200 or in its stream (docs/errors.md).
 """
 
 from __future__ import annotations
@@ -227,8 +227,8 @@ class StreamableHTTPEndpoint:
             await _answer_cancelled(exchange, send)
         except Exception as exc:
             wire, error = error_object(exc, ctx.request_id)
-            # In-session errors travel with 200, except those whose status is the signal
-            # (timeout 504, rate limited 429) while the status can still be sent (DESIGN.md).
+            # In-session errors travel with 200, except those whose status is the signal (504, and
+            # 429 or 503 with Retry-After) while the status can still be sent (docs/errors.md).
             status = wire.status if wire.keeps_status else 200
             headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
             retry_ms = wire.retry_ms if isinstance(wire, ShuttingDown) else None

@@ -1,4 +1,5 @@
-"""The guards around RFC 7662 introspection: negative cache, single flight, the budget of IdP calls.
+"""RFC 7662 introspection of opaque tokens (corporate Appendix A.3): the call, the answer, the caches,
+and the guards around them (negative cache, single flight, the budget of IdP calls).
 
 The IdP is the stand-in of tests/support/idp.py on a real uvicorn; the introspector calls it over
 HTTP with its own client. Clocks are fakes, so cache lifetimes and the budget's refill are exact.
@@ -7,10 +8,13 @@ HTTP with its own client. Clocks are fakes, so cache lifetimes and the budget's 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -19,14 +23,17 @@ import pytest
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.jwks import SigningKey
+from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, UpstreamUnavailable
+from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
 from tests.support.idp import INTROSPECTION_CLIENT_ID, IdentityProvider, running_idp
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
 
 SETTLE_SECONDS = 10.0
+UNREACHABLE = "http://127.0.0.1:9/introspect"  # the discard port: connection refused
 
 
 class Clock:
@@ -49,9 +56,7 @@ def served() -> Iterator[IdentityProvider]:
 @pytest.fixture
 def idp(served: IdentityProvider) -> Iterator[IdentityProvider]:
     yield served
-    served.release_introspection()
-    served.introspection_status = 200
-    served.introspections.clear()
+    served.reset_introspection()
 
 
 @pytest.fixture
@@ -105,6 +110,149 @@ def random_token() -> str:
 async def refused(checker: Introspector, token: str) -> None:
     with pytest.raises(InvalidToken):
         await checker.introspect(token)
+
+
+def active(clock: Clock, **changes: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {"active": True, "sub": "robot", "scope": "mcp read", "exp": int(clock.now) + 600}
+    answer.update(changes)
+    return {k: v for k, v in answer.items() if v is not None}
+
+
+# The call and its answer --------------------------------------------------------------------------
+
+
+async def test_an_active_token_becomes_a_principal_with_its_scopes_and_expiry(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    token = random_token()
+    idp.answer_introspection(token, active(clock))
+
+    principal = await introspector(idp, http, clock, monotonic).introspect(token)
+
+    assert principal.subject == "robot"
+    assert principal.scopes == frozenset({"mcp", "read"})
+    assert principal.expires_at == int(clock.now) + 600
+
+
+async def test_introspection_authenticates_with_http_basic_and_posts_the_token_as_a_form(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """RFC 7662 §2.1: POST, `application/x-www-form-urlencoded`, `token` (and a type hint); the caller authenticates."""
+    token = idp.issue_opaque()
+
+    await introspector(idp, http, clock, monotonic).introspect(token)
+
+    (call,) = idp.introspection_requests
+    expected = base64.b64encode(f"{INTROSPECTION_CLIENT_ID}:{idp.introspection_secret}".encode()).decode()
+    assert call.authorization == f"Basic {expected}"
+    assert (call.content_type or "").startswith("application/x-www-form-urlencoded")
+    assert call.form == {"token": [token], "token_type_hint": ["access_token"]}
+
+
+INACTIVE: dict[str, dict[str, Any] | None] = {
+    "inactive": {"active": False},
+    "unknown-to-the-idp": None,
+    "active-without-sub": {"active": True, "scope": "mcp"},
+    "active-as-a-string": {"active": "true", "sub": "robot"},
+    "expired": {"active": True, "sub": "robot", "exp": 1},
+}
+
+
+@pytest.mark.parametrize("case", INACTIVE)
+async def test_a_token_the_idp_does_not_vouch_for_is_invalid(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock, case: str
+) -> None:
+    """RFC 7662 §2.2: only `active: true` with a subject counts, and never past its `exp`."""
+    token = random_token()
+    idp.answer_introspection(token, INACTIVE[case])
+
+    await refused(introspector(idp, http, clock, monotonic), token)
+
+
+async def test_an_idp_answer_that_is_not_json_is_upstream_unavailable_not_an_invalid_token(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """Appendix B: a dependency that answers nonsense is -32006 / HTTP 503; the token is not judged."""
+    idp.introspection_body = b"<html>not json"
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await introspector(idp, http, clock, monotonic).introspect(idp.issue_opaque())
+
+    assert (caught.value.status, caught.value.code) == (503, -32006)
+
+
+async def test_wrong_client_credentials_are_upstream_unavailable(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """RFC 7662 §2.3: the IdP answers 401 to a caller it cannot authenticate; that says nothing of the token."""
+    checker = Introspector(
+        idp.introspection_url,
+        client=http,
+        client_id=INTROSPECTION_CLIENT_ID,
+        client_secret="wrong",
+        limits=IntrospectionLimits(),
+        clock=clock,
+        monotonic=monotonic,
+    )
+
+    with pytest.raises(UpstreamUnavailable):
+        await checker.introspect(idp.issue_opaque())
+
+
+# Positive cache ---------------------------------------------------------------------------------
+
+
+async def test_an_active_answer_is_reused_from_the_cache(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    token = random_token()
+    idp.answer_introspection(token, active(clock))
+    checker = introspector(idp, http, clock, monotonic, cache_seconds=60)
+
+    first = await checker.introspect(token)
+    clock.advance(59)
+    second = await checker.introspect(token)
+
+    assert first == second
+    assert idp.introspections[token] == 1
+    clock.advance(1)
+    await checker.introspect(token)
+    assert idp.introspections[token] == 2
+
+
+async def test_a_cached_answer_never_outlives_the_tokens_expiry(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    token = random_token()
+    idp.answer_introspection(token, active(clock, exp=int(clock.now) + 5))
+    checker = introspector(idp, http, clock, monotonic, cache_seconds=60)
+    await checker.introspect(token)
+
+    clock.advance(6)
+
+    await refused(checker, token)
+    assert idp.introspections[token] == 2
+
+
+async def test_a_token_revoked_at_the_idp_is_refused_once_the_introspection_cache_runs_out(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """`auth.introspection_cache_seconds` is how long an answer is reused; revocation must show after it."""
+    token = random_token()
+    idp.answer_introspection(token, active(clock))
+    verifier = BearerVerifier(
+        issuer="https://idp.test",
+        audience="https://aql-mcp.test/mcp",
+        introspector=introspector(idp, http, clock, monotonic, cache_seconds=60),
+        clock=clock,
+    )
+    await verifier.verify(token)
+
+    idp.answer_introspection(token, {"active": False})
+    clock.advance(61)
+
+    with pytest.raises(InvalidToken):
+        await verifier.verify(token)
 
 
 # Negative cache ---------------------------------------------------------------------------------
@@ -180,7 +328,7 @@ async def test_an_unreachable_idp_is_not_remembered_as_inactive(
     token = random_token()
     events = Events()
     checker = Introspector(
-        "http://127.0.0.1:9/introspect",  # the discard port: connection refused
+        UNREACHABLE,
         client=http,
         client_id=INTROSPECTION_CLIENT_ID,
         client_secret="unused",
@@ -313,6 +461,23 @@ async def test_cached_inactive_tokens_and_shared_calls_spend_nothing_from_the_bu
 # Through the verifier ------------------------------------------------------------------------
 
 
+async def test_the_verifier_accepts_an_allow_listed_opaque_token_without_introspection(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    token = random_token()
+    verifier = BearerVerifier(
+        issuer="https://idp.test",
+        audience="https://aql-mcp.test/mcp",
+        opaque=OpaqueTokens({hashlib.sha256(token.encode()).hexdigest(): ("robot", ("mcp",))}),
+        introspector=introspector(idp, http, clock, monotonic),
+    )
+
+    principal = await verifier.verify(token)
+
+    assert principal.subject == "robot"
+    assert idp.introspection_calls() == 0
+
+
 async def test_a_jwt_shaped_token_never_reaches_introspection_when_a_key_source_verifies_jwts(
     idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock, tmp_path: Path
 ) -> None:
@@ -348,3 +513,42 @@ async def test_a_jwt_shaped_token_is_introspected_when_no_key_source_verifies_jw
         await verifier.verify(shaped)
 
     assert idp.introspections[shaped] == 1
+
+
+# Through the app ---------------------------------------------------------------------------------
+
+
+def introspection_settings(tmp_path: Path, idp: IdentityProvider, url: str | None = None) -> Any:
+    return dev_settings(
+        tmp_path,
+        auth={
+            "introspection_url": url or idp.introspection_url,
+            "introspection_client_id": INTROSPECTION_CLIENT_ID,
+            "introspection_client_secret": idp.introspection_secret,
+        },
+    )
+
+
+async def test_the_service_accepts_an_opaque_token_its_idp_vouches_for(idp: IdentityProvider, tmp_path: Path) -> None:
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {idp.issue_opaque()}"}
+
+    async with asgi_client(introspection_settings(tmp_path, idp)) as http:
+        response = await http.post("/mcp", json=rpc("initialize", initialize_params()), headers=headers)
+
+    assert response.status_code == 200
+    assert "mcp-session-id" in response.headers
+
+
+async def test_the_service_answers_503_when_its_introspection_endpoint_is_down(
+    idp: IdentityProvider, tmp_path: Path
+) -> None:
+    """Appendix B: upstream unavailable is -32006 / HTTP 503, not a 401 that would make the client drop its token."""
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {random_token()}"}
+
+    async with asgi_client(introspection_settings(tmp_path, idp, UNREACHABLE)) as http:
+        response = await http.post("/mcp", json=rpc("initialize", initialize_params()), headers=headers)
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == -32006
+    assert response.headers["retry-after"].isdigit()
+    assert "www-authenticate" not in response.headers

@@ -298,7 +298,7 @@ def test_more_than_one_writer_is_refused_with_sqlite(
 def test_a_plain_http_idp_url_is_refused_at_install_unless_the_operator_opts_in(
     deploy_tools: dict[str, Path], setting: str
 ) -> None:
-    """settings.check_safety refuses it at startup; the chart refuses it earlier, and never opts in itself."""
+    """safeguards.check_safety refuses it at startup; the chart refuses it earlier, and never opts in itself."""
     url = f"--set=config.auth.{setting}=http://idp.example.com/endpoint"
     result = helm(deploy_tools, "template", "aql", "-f", PRODUCTION, url)
     assert result.returncode != 0

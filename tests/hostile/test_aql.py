@@ -74,7 +74,7 @@ def test_a_confirmation_token_is_refused_where_nothing_can_be_confirmed_and_docu
 
 
 def test_a_plugin_that_declares_itself_certified_still_needs_confirmation(tmp_path: Path) -> None:
-    """danger-levels.md §4.1: at `certified` a dangerous operation runs unconfirmed; a plugin's own
+    """MCP-AQL danger levels §4.1: at `certified` a dangerous operation runs unconfirmed; a plugin's own
     word is capped by `aql.max_trust` (default community_reviewed), and the lowering is logged."""
     with start_server(tmp_path, plugins=(PLUGIN,)) as server:
         with session(server) as caller:

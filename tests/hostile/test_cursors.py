@@ -169,6 +169,19 @@ def test_a_cursor_that_is_not_a_string_is_a_validation_error_naming_the_paramete
     assert_refused(caller.aql("mcp_aql_read", "list_records", collection="notes", first=2, after=value), "after")
 
 
+@pytest.mark.parametrize(
+    "cursor", [*GARBAGE.values(), 0, True, [], {"n": "notes"}], ids=[*GARBAGE.keys(), "zero", "true", "list", "object"]
+)
+def test_a_crafted_collection_cursor_is_a_validation_error_naming_the_parameter(caller: Caller, cursor: Any) -> None:
+    """list_collections decodes its cursors with the same codec and the same refusal as list_records."""
+    assert_refused(caller.aql("mcp_aql_read", "list_collections", first=1, after=cursor), "after")
+    assert_refused(caller.aql("mcp_aql_read", "list_collections", last=1, before=cursor), "before")
+
+
+def test_a_records_cursor_is_refused_by_list_collections(caller: Caller) -> None:
+    assert_refused(caller.aql("mcp_aql_read", "list_collections", first=1, after=issued(caller)), "after")
+
+
 def test_an_issued_cursor_still_pages_forward_and_back(caller: Caller) -> None:
     """The refusals above are not refusing everything: the same query's cursors page as before."""
     sort = {"field": "n", "order": "desc"}

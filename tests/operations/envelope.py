@@ -1,7 +1,7 @@
 """Checks written from the MCP-AQL JSON Schemas (operation-result, introspection-response, batch-operation).
 
-The schema files stay in ../shared; these functions restate their rules so every envelope a test
-sees can be checked: `check_result`, `check_introspection`, `check_batch`.
+The schemas are not vendored into this repository; these functions restate their rules so every
+envelope a test sees can be checked: `check_result`, `check_introspection`, `check_batch`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _error(error: dict[str, Any], *, details: bool = True) -> None:
 
 
 def check_result(envelope: dict[str, Any]) -> dict[str, Any]:
-    """operation-result.schema.json: success with data (+warnings, _meta, results, summary) or failure."""
+    """The MCP-AQL operation-result schema: success with data (+warnings, _meta, results, summary) or failure."""
     if envelope.get("success") is True:
         _keys(envelope, {"success", "data", "warnings", "_meta", "results", "summary"}, {"success", "data"})
         for warning in envelope.get("warnings", []):
@@ -121,7 +121,7 @@ def _type_details(found: dict[str, Any]) -> None:
 
 
 def check_introspection(envelope: dict[str, Any]) -> dict[str, Any]:
-    """introspection-response.schema.json, one of its four data shapes or a failure."""
+    """The MCP-AQL introspection-response schema, one of its four data shapes or a failure."""
     if envelope["success"] is False:
         _keys(envelope, {"success", "error"}, {"success", "error"})
         _keys(envelope["error"], {"code", "message"}, {"code", "message"})
@@ -166,7 +166,7 @@ def _bare(result: dict[str, Any]) -> None:
 
 
 def check_batch(envelope: dict[str, Any]) -> dict[str, Any]:
-    """batch-operation.schema.json: a batch success (maybe halted) or a batch-level failure."""
+    """The MCP-AQL batch-operation schema: a batch success (maybe halted) or a batch-level failure."""
     if envelope["success"] is False:
         _keys(envelope, {"success", "error"}, {"success", "error"})
         _error(envelope["error"], details=False)

@@ -1,4 +1,4 @@
-"""Batch items keep their warnings (docs/features/warnings.md; issue 12)."""
+"""Batch items keep their warnings (MCP-AQL warnings; issue 12)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ async def _gated(aql: Aql, collection: str = "old") -> dict[str, object]:
 
 
 async def test_a_dangerous_operation_needs_a_token_that_works_once(tmp_path: Path) -> None:
-    """danger-levels.md §4.1: dangerous x community_reviewed = confirm; tokens are single use."""
+    """MCP-AQL danger levels §4.1: dangerous x community_reviewed = confirm; tokens are single use."""
     async with aql_session(records_settings(tmp_path)) as aql:
         gated = await _gated(aql)
         token = gated["error"]["details"]["confirmation_token"]
@@ -78,7 +78,7 @@ async def test_a_token_for_another_operation_is_a_scope_mismatch_and_an_old_one_
 
 
 async def test_racing_retries_with_one_token_succeed_once_and_the_store_never_holds_the_token(tmp_path: Path) -> None:
-    """confirmation-tokens.md: single use, even when two retries arrive together."""
+    """MCP-AQL confirmation tokens: single use, even when two retries arrive together."""
     store = SqliteStore(tmp_path / "s.sqlite3")
     await store.open()
     gate = Gatekeeper(store.confirmations, ttl_seconds=60)

@@ -1,5 +1,5 @@
 """Introspection shows what an operation does by default and names only tools that exist
-(introspection.md §3.4, MCP-AQL §4.7.5; issue 12)."""
+(MCP-AQL introspection §3.4, MCP-AQL §4.7.5; issue 12)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ async def test_listings_document_their_page_sizes_and_default_field_preset(tmp_p
         one = await _parameters(aql, "mcp_aql_read", "get_record")
         made = await _parameters(aql, "mcp_aql_read", "create_collection")
     for listing in (records, collections):
-        assert (listing["first"]["default"], listing["first"]["maximum"], listing["first"]["minimum"]) == (7, 40, 1)
-        assert listing["last"]["maximum"] == 40
+        assert (listing["first"]["default"], listing["first"]["minimum"], listing["last"]["minimum"]) == (7, 1, 1)
+        # Clamped, not refused (MCP-AQL pagination §5.3): the cap is said in words, not as a bound.
+        assert "maximum" not in listing["first"]
+        assert "maximum" not in listing["last"]
+        assert "40" in listing["first"]["description"]
+        assert "40" in listing["last"]["description"]
     assert records["fields"]["default"] == "standard"
     assert search["fields"]["default"] == "minimal"
     assert one["fields"]["default"] == "full"
@@ -42,6 +46,19 @@ async def test_the_documented_page_size_default_is_what_a_listing_returns(tmp_pa
             await aql.call("mcp_aql_create", "create_collection", collection=name)
         listed = await aql.call("mcp_aql_read", "list_collections")
     assert len(listed["data"]["items"]) == documented == 3
+
+
+async def test_the_documented_page_size_cap_clamps_a_larger_page_instead_of_refusing_it(tmp_path: Path) -> None:
+    """MCP-AQL pagination §5.3-§5.4: over the cap is clamped; `_protocol.limits` states the cap."""
+    async with aql_session(records_settings(tmp_path, aql={"max_page_size": 2})) as aql:
+        listing = await aql.call("mcp_aql_read", "introspect", query="operations")
+        for name in "abc":
+            await aql.call("mcp_aql_create", "create_collection", collection=name)
+        forward = await aql.call("mcp_aql_read", "list_collections", first=50)
+        backward = await aql.call("mcp_aql_read", "list_collections", last=50)
+    assert listing["data"]["_protocol"]["limits"]["max_page_size"] == 2
+    assert len(forward["data"]["items"]) == len(backward["data"]["items"]) == 2
+    assert forward["data"]["pageInfo"]["hasNextPage"] is True
 
 
 async def test_confirmation_token_is_documented_only_where_the_gatekeeper_can_ask_for_it(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Parameter validation errors say what is allowed; the confirmation token is a parameter only where
-the gatekeeper can ask for it (MCP-AQL §4.6, docs/error-codes.md §4, issue 12)."""
+the gatekeeper can ask for it (MCP-AQL §4.6, MCP-AQL error codes §4, issue 12)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.exceptions import ConfigError
+from aql_mcp.exceptions import ConfigError, IntrospectionBudgetSpent, ShuttingDown, StoreError
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.service import PluginOperations
 from aql_mcp.plugins.loader import load_plugins
@@ -76,7 +76,7 @@ async def test_dqmo_profile_maps_categories_to_discover_query_manage_operate(tmp
 
 
 async def test_introspection_lists_operations_with_protocol_metadata(tmp_path: Path) -> None:
-    """MCP-AQL §7; introspection.md §4.1.1: _protocol with version, level-2, mode, profile, limits."""
+    """MCP-AQL §7; MCP-AQL introspection §4.1.1: _protocol with version, level-2, mode, profile, limits."""
     async with aql_session(records_settings(tmp_path)) as aql:
         listing = await aql.call("mcp_aql_read", "introspect", query="operations")
     protocol = listing["data"]["_protocol"]
@@ -236,7 +236,32 @@ class _OpsPlugin:
         operations.add(self.operation)
 
 
+async def _stopping(params: object, call: object) -> None:
+    raise ShuttingDown(retry_ms=3000)
+
+
+async def _budget_spent(params: object, call: object) -> None:
+    raise IntrospectionBudgetSpent(retry_after=7)
+
+
+async def _store_down(params: object, call: object) -> None:
+    raise StoreError("Service unavailable: the store could not complete the operation")
+
+
+class _UnavailablePlugin:
+    """Three operations that each fail the way a busy or stopping replica does."""
+
+    name = "unavailable"
+    trust = "certified"
+
+    def register_operations(self, operations: PluginOperations) -> None:
+        operations.add(Operation("get_stopping", "READ", "x", _stopping))
+        operations.add(Operation("get_budget", "READ", "x", _budget_spent))
+        operations.add(Operation("get_store", "READ", "x", _store_down))
+
+
 exploding = _OpsPlugin("boom", Operation("explode_now", "READ", "Fails.", _explode))
+unavailable = _UnavailablePlugin()
 first_thing = _OpsPlugin("first", Operation("get_thing", "READ", "x", _noop))
 second_thing = _OpsPlugin("second", Operation("get_thing", "READ", "x", _noop))
 reserved = _OpsPlugin("mine", Operation("confirm_operation", "EXECUTE", "x", _noop))
@@ -297,3 +322,18 @@ async def test_the_initialize_instructions_say_how_to_discover_operations(
     instructions = answer.json()["result"]["instructions"]
     assert f"call {tool} with" in instructions
     assert '"introspect"' in instructions
+
+
+async def test_an_unavailable_batch_item_reports_its_own_reason_and_when_to_retry(tmp_path: Path) -> None:
+    """Issue 12: a batch item that meets a shutdown or a spent budget says so, not "store unavailable"."""
+    settings = records_settings(tmp_path, server={"plugins": [RECORDS, f"{HERE}:unavailable"]})
+    names = ("get_stopping", "get_budget", "get_store")
+    async with aql_session(settings) as aql:
+        result = await aql.batch("mcp_aql_read", [{"operation": name} for name in names])
+    errors = {item["operation"]: item["result"]["error"] for item in result["results"]}
+    assert result["summary"] == {"total": 3, "succeeded": 0, "failed": 3}
+    assert {error["code"] for error in errors.values()} == {"INTERNAL_ERROR"}
+    assert [errors[name]["details"]["retryAfter"] for name in names] == [3, 7, StoreError.RETRY_AFTER]
+    assert all(error["details"]["retryable"] is True for error in errors.values())
+    assert all(error["details"]["request_id"] for error in errors.values())
+    assert len({errors[name]["message"] for name in names}) == 3

@@ -1,4 +1,4 @@
-"""A plugin's trust is the operator's decision (docs/adapter/trust-levels.md; issue 12)."""
+"""A plugin's trust is the operator's decision (MCP-AQL trust levels; issue 12)."""
 
 from __future__ import annotations
 

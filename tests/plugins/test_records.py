@@ -181,13 +181,13 @@ async def test_filter_sort_fields_and_search(tmp_path: Path) -> None:
         bad = await aql.call("mcp_aql_read", "list_records", collection="notes", filter={"n": {"gt": 1, "near": 2}})
     assert listed["data"]["items"] == [{"n": 3, "status": "open"}, {"n": 2, "status": "open"}]
     assert len(found["data"]["items"]) == 4  # OR semantics: "number" matches all
-    # totalCount only where it costs nothing (pagination.md §3.2): a filtered count scans the collection.
+    # totalCount only where it costs nothing (MCP-AQL pagination §3.2): a filtered count scans the collection.
     assert "totalCount" not in found["data"]["pageInfo"]
     assert bad["error"]["code"] == "VALIDATION_INVALID_TYPE"
 
 
 async def test_cursor_pagination_forward_and_backward(tmp_path: Path) -> None:
-    """docs/features/pagination.md §2.2, §3."""
+    """MCP-AQL pagination §2.2, §3."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
         for n in range(5):
@@ -214,7 +214,7 @@ async def test_cursor_pagination_forward_and_backward(tmp_path: Path) -> None:
 async def test_the_store_order_listing_pages_exactly_like_the_filtered_listing(tmp_path: Path) -> None:
     """A listing without filter, search or sort is read as an index range in the store; every page,
     cursor and pageInfo flag must equal the compiled listing's (a filter matching everything), which
-    only leaves out totalCount (pagination.md §3.2: only where it costs nothing). Cursors are compared
+    only leaves out totalCount (MCP-AQL pagination §3.2: only where it costs nothing). Cursors are compared
     by the key they hold: each is also bound to its own query (docs/input.md, "Cursors")."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
@@ -254,7 +254,7 @@ async def test_the_store_order_listing_pages_exactly_like_the_filtered_listing(t
     [{"first": 1, "last": 1}, {"after": "x"}, {"before": "x"}, {"first": 1, "before": "x"}, {"last": 1, "after": "x"}],
 )
 async def test_invalid_pagination_combinations_are_refused(tmp_path: Path, params: dict[str, object]) -> None:
-    """docs/features/pagination.md §2.3."""
+    """MCP-AQL pagination §2.3."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
         result = await aql.call("mcp_aql_read", "list_records", collection="notes", **params)
@@ -292,7 +292,7 @@ async def test_a_result_over_the_size_limit_returns_fewer_items_with_a_warning(t
 
 
 async def test_batch_runs_in_order_with_independent_results(tmp_path: Path) -> None:
-    """docs/operations.md §7.3."""
+    """MCP-AQL operations §7.3."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
         result = await aql.batch(
@@ -319,7 +319,7 @@ async def test_batch_over_the_cap_or_empty_is_a_batch_level_failure(tmp_path: Pa
 
 
 async def test_batch_halts_at_a_confirmation_gated_item(tmp_path: Path) -> None:
-    """docs/operations.md §7.5.2."""
+    """MCP-AQL operations §7.5.2."""
     async with aql_session(records_settings(tmp_path)) as aql:
         await _notes(aql)
         await aql.call("mcp_aql_create", "create_collection", collection="old")
@@ -340,7 +340,7 @@ async def test_batch_halts_at_a_confirmation_gated_item(tmp_path: Path) -> None:
 
 
 async def test_list_collections_pages_by_name_with_cursors_and_a_total(tmp_path: Path) -> None:
-    """pagination.md §2-§4: first/after forward, last/before back, totalCount; other tenants unseen."""
+    """MCP-AQL pagination §2-§4: first/after forward, last/before back, totalCount; other tenants unseen."""
     async with aql_session(records_settings(tmp_path)) as aql:
         for name in ("delta", "alpha", "echo", "charlie", "bravo"):
             await aql.call("mcp_aql_create", "create_collection", collection=name)

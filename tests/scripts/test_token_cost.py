@@ -16,7 +16,7 @@ def report() -> Report:
 
 
 def test_single_mode_costs_less_than_semantic_mode_which_costs_less_than_discrete_tools(report: Report) -> None:
-    """MCP-AQL Appendix A.1 and endpoint-modes.md §2.3: single < semantic < discrete."""
+    """MCP-AQL Appendix A.1 and MCP-AQL endpoint modes §2.3: single < semantic < discrete."""
     discrete = report.discrete
     for profile in ("crude", "dqmo"):
         semantic = report.mode("semantic", profile)
@@ -25,7 +25,7 @@ def test_single_mode_costs_less_than_semantic_mode_which_costs_less_than_discret
 
 
 def test_every_mode_lists_every_operation_once_per_tool_set(report: Report) -> None:
-    """endpoint-modes.md §3.1: `all` registers the family tools plus the unified one, so each operation twice."""
+    """MCP-AQL endpoint modes §3.1: `all` registers the family tools plus the unified one, so each operation twice."""
     names = {op.name for op in report.operations}
     assert "introspect" in names
     assert len(report.modes) == len(CONFIGURATIONS)

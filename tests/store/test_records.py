@@ -238,7 +238,7 @@ async def test_mixed_writers_on_two_replicas_never_deadlock_and_keep_counts_exac
 
 
 async def test_collections_page_by_name_forward_and_back_with_the_tenant_total(store: Store) -> None:
-    """pagination.md §2: keyset pages in name order (byte order on both engines), flags both ways."""
+    """MCP-AQL pagination §2: keyset pages in name order (byte order on both engines), flags both ways."""
     records = store.records
     names = ["a-1", "a1", "a_1", "b", "c", "d"]
     for name in reversed(names):

@@ -5,8 +5,10 @@ The service under test fetches `jwks_url` with its own HTTP client, exactly as i
 corporate JWKS in production. Tests mutate the key set (`rotate`, `add_key`), make the endpoint
 fail (`answer_status = 500`) and count what the service fetched (`fetches`, `wait_for_fetches`).
 Opaque tokens come from `issue_opaque`; the introspection endpoint authenticates the service by
-HTTP Basic, counts every call per token (`introspections`), can fail (`introspection_status`) and
-can hold its answers until a test releases them (`hold_introspection`, `release_introspection`).
+HTTP Basic, counts every call per token (`introspections`) and keeps each request it got
+(`introspection_requests`), can answer anything a test sets for a token (`answer_introspection`),
+can fail (`introspection_status`, or a body that is not JSON: `introspection_body`) and can hold its
+answers until a test releases them (`hold_introspection`, `release_introspection`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ INTROSPECTION_CLIENT_ID = "aql-mcp"
 HOLD_SECONDS = 30.0
 
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+
+
+@dataclass(frozen=True, slots=True)
+class IntrospectionRequest:
+    """What one introspection call sent: its Authorization and Content-Type headers and form."""
+
+    authorization: str | None
+    content_type: str | None
+    form: dict[str, list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +95,9 @@ class IdentityProvider:
         self.introspection_url = f"{base}/introspect"
         self.introspection_secret = "introspection-" + secrets.token_hex(8)
         self.introspection_status = 200
+        self.introspection_body: bytes | None = None
         self.introspections: Counter[str] = Counter()
+        self.introspection_requests: list[IntrospectionRequest] = []
         self._opaque: dict[str, dict[str, Any]] = {}
         self._released = threading.Event()
         self._released.set()
@@ -176,6 +189,23 @@ class IdentityProvider:
             self._opaque[token] = {"active": True, "sub": sub, "scope": scope, "exp": int(time.time()) + ttl}
         return token
 
+    def answer_introspection(self, token: str, answer: Mapping[str, Any] | None) -> None:
+        """Answer exactly `answer` for `token` from now on (None: the IdP does not know it)."""
+        with self._changed:
+            if answer is None:
+                self._opaque.pop(token, None)
+            else:
+                self._opaque[token] = dict(answer)
+
+    def reset_introspection(self) -> None:
+        """Back to answering normally, with no call counted or kept (between tests)."""
+        self.release_introspection()
+        with self._changed:
+            self.introspection_status = 200
+            self.introspection_body = None
+            self.introspections.clear()
+            self.introspection_requests.clear()
+
     def service_env(self) -> dict[str, str]:
         """The settings that point the service at this IdP's introspection endpoint (plain http on
         loopback, so production mode needs the explicit opt-in)."""
@@ -203,11 +233,14 @@ class IdentityProvider:
             return self._changed.wait_for(lambda: condition(self.introspections), timeout=timeout)
 
     async def serve_introspection(self, request: Request) -> Response:
-        token = parse_qs((await request.body()).decode("ascii")).get("token", [""])[0]
+        form = parse_qs((await request.body()).decode("ascii"))
+        token = form.get("token", [""])[0]
+        call = IntrospectionRequest(request.headers.get("authorization"), request.headers.get("content-type"), form)
         with self._changed:
             self.introspections[token] += 1
+            self.introspection_requests.append(call)
             self._changed.notify_all()
-            status = self.introspection_status
+            status, body = self.introspection_status, self.introspection_body
         expected = base64.b64encode(f"{INTROSPECTION_CLIENT_ID}:{self.introspection_secret}".encode()).decode()
         if request.headers.get("authorization") != f"Basic {expected}":
             # RFC 7662 §2.3: a caller that cannot authenticate gets 401.
@@ -215,6 +248,8 @@ class IdentityProvider:
         await anyio.to_thread.run_sync(self._released.wait, HOLD_SECONDS)
         if status != 200:
             return JSONResponse({"error": "temporarily_unavailable"}, status_code=status)
+        if body is not None:
+            return Response(body, media_type="application/json")
         with self._changed:
             answer = self._opaque.get(token, {"active": False})
         return JSONResponse(answer, headers={"cache-control": "no-store"})

@@ -2,7 +2,7 @@
 
 Production: the corporate JWKS (RS256/ES256) and, when configured, opaque tokens (allow-list,
 introspection). Development mode adds the development issuer's key and, if configured, an HS256
-secret; `settings.check_safety` has already refused both outside development mode.
+secret; `safeguards.check_safety` has already refused both outside development mode.
 """
 
 from __future__ import annotations

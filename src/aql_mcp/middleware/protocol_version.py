@@ -20,7 +20,7 @@ class ProtocolVersionMiddleware:
         version = header(scope, VERSION_HEADER) if scope["type"] == "http" else None
         if version is not None and not is_supported(version):
             # Code -32600, not the modern -32022: a 2026-07-28 client reads it as "legacy server,
-            # fall back to initialize" (2026-07-28 basic/versioning.mdx, Backward Compatibility).
+            # fall back to initialize" (MCP 2026-07-28, Versioning, "Backward Compatibility").
             error = UnsupportedProtocolVersion(data={"supported": list(LEGACY_VERSIONS)})
             await send_error(send, error, request_id=request_id_of(scope))
             return

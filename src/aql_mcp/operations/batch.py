@@ -1,4 +1,4 @@
-"""Batch operations (docs/operations.md §7, batch-operation.schema.json).
+"""Batch operations (MCP-AQL operations §7, the MCP-AQL batch-operation schema).
 
 Items run in order, each with its own result; a failed item does not stop the rest. An item that
 answers `CONFIRMATION_REQUIRED` halts the batch (§7.5.2): it is reported in `halted_at`, the items
@@ -7,7 +7,7 @@ the size cap) are `success: false` with only `code` and `message`, as the schema
 
 An item's result keeps its `warnings` (an idempotent replay, a truncated page): the batch schema's
 copy of the result shape omits them, but an item's result is an OperationResult, which carries
-warnings (operation-result.schema.json, docs/features/warnings.md), and dropping them would hide
+warnings (the MCP-AQL operation-result schema, MCP-AQL warnings), and dropping them would hide
 from the caller what it needs to know about that item (docs/aql.md).
 """
 

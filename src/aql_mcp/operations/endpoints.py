@@ -1,4 +1,4 @@
-"""The endpoint families and the MCP tools that front them (MCP-AQL §3.3, docs/endpoint-modes.md).
+"""The endpoint families and the MCP tools that front them (MCP-AQL §3.3, MCP-AQL endpoint modes).
 
 `semantic` mode registers one tool per family of the active profile (`crude`: create, read,
 update, delete, execute; `dqmo`: discover, query, manage, operate), `single` registers one

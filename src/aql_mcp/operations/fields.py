@@ -1,4 +1,4 @@
-"""Field selection (docs/features/field-selection.md): presets and dot paths.
+"""Field selection (MCP-AQL field selection): presets and dot paths.
 
 `fields` is a preset name (`minimal`, `standard`, `full`, or one the operation declares) or a
 list of dot paths; nested paths keep their structure, missing fields are skipped silently.

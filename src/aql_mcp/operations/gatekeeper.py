@@ -1,7 +1,7 @@
 """The gatekeeper: trust x danger gating and single-use confirmation tokens.
 
-The matrix is docs/adapter/danger-levels.md §4.1. A `confirm` operation without a token is
-answered `CONFIRMATION_REQUIRED` with a token (docs/security/confirmation-tokens.md): 128+ bits
+The matrix is MCP-AQL danger levels §4.1. A `confirm` operation without a token is
+answered `CONFIRMATION_REQUIRED` with a token (MCP-AQL confirmation tokens): 128+ bits
 from a CSPRNG, bound to the operation, a SHA-256 of its critical parameters, the principal and
 the session, single use, expiring. Grants live in the store under the token's SHA-256, so they
 survive a restart and a stolen database yields no usable token.
@@ -30,7 +30,7 @@ from aql_mcp.operations.results import (
 )
 from aql_mcp.store.confirmations import ConfirmationStore, Grant
 
-# Rows: danger level; columns: trust level, both in increasing order (danger-levels.md §4.1).
+# Rows: danger level; columns: trust level, both in increasing order (MCP-AQL danger levels §4.1).
 MATRIX: Mapping[DangerLevel, tuple[str, ...]] = {
     "safe": ("introspect_only", "allow", "allow", "allow", "allow"),
     "reversible": ("deny", "deny", "allow", "allow", "allow"),

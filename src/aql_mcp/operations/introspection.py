@@ -1,4 +1,4 @@
-"""The `introspect` operation (MCP-AQL §7, docs/introspection.md, introspection-response.schema.json).
+"""The `introspect` operation (MCP-AQL §7, MCP-AQL introspection, the MCP-AQL introspection-response schema).
 
 `query: "operations"` lists operations with `_protocol` metadata; with `name` it gives one
 operation's details, `null` for an unknown name. `query: "types"` does the same for types.
@@ -23,7 +23,7 @@ from aql_mcp.operations.trust import describe_trust
 
 SPEC_VERSION = "1.0.0-draft"
 PARAMETER_KEYS = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "format")
-# docs/security/confirmation-tokens.md §3.3, gatekeeper.md §4.2: the retry carries the token.
+# MCP-AQL confirmation tokens §3.3, MCP-AQL gatekeeper §4.2: the retry carries the token.
 CONFIRMATION_INFO: dict[str, Any] = {
     "name": CONFIRMATION_TOKEN,
     "type": "string",
@@ -112,7 +112,7 @@ def _details(operation: Operation, surface: Surface, registry: OperationRegistry
 
 
 def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[dict[str, Any]]:
-    """ParameterInfo entries from the operation's pydantic model and hints (introspection.md §3.4)."""
+    """ParameterInfo entries from the operation's pydantic model and hints (MCP-AQL introspection §3.4)."""
     schema = operation.params.model_json_schema()
     required = set(schema.get("required", ()))
     infos = []

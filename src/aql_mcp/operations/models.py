@@ -10,19 +10,21 @@ from pydantic import BaseModel, ConfigDict
 
 from aql_mcp.auth.principal import Principal
 
+# The trust levels are a setting (`aql.max_trust`) before they are an operation's: defined with the
+# settings, and offered here too, where plugins look for the names of the MCP-AQL layer.
+from aql_mcp.settings import TRUST_LEVELS as TRUST_LEVELS
+from aql_mcp.settings import TrustLevel as TrustLevel
+
 if TYPE_CHECKING:
     from aql_mcp.protocol.context import Context
 
 Category = Literal["CREATE", "READ", "UPDATE", "DELETE", "EXECUTE"]
 
-# docs/adapter/danger-levels.md §2.1, in increasing order.
+# MCP-AQL danger levels §2.1, in increasing order.
 DangerLevel = Literal["safe", "reversible", "destructive", "dangerous", "forbidden"]
 DANGER_LEVELS: tuple[DangerLevel, ...] = ("safe", "reversible", "destructive", "dangerous", "forbidden")
-# docs/adapter/trust-levels.md, in increasing order.
-TrustLevel = Literal["untested", "generated", "validated", "community_reviewed", "certified"]
-TRUST_LEVELS: tuple[TrustLevel, ...] = ("untested", "generated", "validated", "community_reviewed", "certified")
 
-# danger-levels.md §3.3: the level an operation has when it declares none.
+# MCP-AQL danger levels §3.3: the level an operation has when it declares none.
 DEFAULT_DANGER: Mapping[Category, DangerLevel] = {
     "READ": "safe",
     "CREATE": "reversible",
@@ -148,7 +150,7 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Data with warnings (docs/features/warnings.md)."""
+    """Data with warnings (MCP-AQL warnings)."""
 
     data: Any
     warnings: tuple[dict[str, Any], ...] = ()
@@ -166,8 +168,9 @@ class Operation:
     (default: all but field selection). `field_presets` turns on field selection (`fields`).
     `discovery` puts a READ operation in the `discover` family of the dqmo profile.
     `parameter_hints` adds ParameterInfo keys per parameter that the model cannot know, such as
-    defaults and maxima taken from the settings (a page size default). `bare_errors` answers
-    failures with `code` and `message` only (introspection-response.schema.json's IntrospectionError).
+    defaults and descriptions taken from the settings (a page size default, the size it clamps to).
+    `bare_errors` answers failures with `code` and `message` only (the introspection response
+    schema's IntrospectionError).
     """
 
     name: str

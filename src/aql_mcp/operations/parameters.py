@@ -1,4 +1,4 @@
-"""Parameter resolution and validation (MCP-AQL §4.2, §4.6; docs/error-codes.md §4).
+"""Parameter resolution and validation (MCP-AQL §4.2, §4.6; MCP-AQL error codes §4).
 
 `params.<name>` wins over a top-level `<name>`; `operation`, `params`, `operations` and
 `_`-prefixed metadata are not parameters (§4.6.1). Every failure becomes a registry code with the

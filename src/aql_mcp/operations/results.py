@@ -1,6 +1,6 @@
-"""The OperationResult envelope (MCP-AQL §5, operation-result.schema.json) and the operation errors.
+"""The OperationResult envelope (MCP-AQL §5, the MCP-AQL operation-result schema) and the operation errors.
 
-Handlers raise `OperationError` with a registry code (docs/error-codes.md); the router turns it
+Handlers raise `OperationError` with a registry code (MCP-AQL error codes); the router turns it
 into `{success: false, error: {code, message, details?}}`. Messages are written here or by the
 handler, never taken from a foreign exception, so nothing internal reaches the caller.
 """

@@ -109,11 +109,14 @@ class Router:
             if not call.batch:
                 # The call as a whole: 503 with Retry-After, so the client retries later (docs/store.md).
                 raise
+            # Only this item failed: its own safe message and data (retryAfter, limit) say why and
+            # when to retry; a shutdown or a spent introspection budget is not a store outage
+            # (docs/errors.md, "In an MCP-AQL batch").
             log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)
             return failure(
                 INTERNAL_ERROR,
-                "Internal error: the store is unavailable; this item did not run, retry it later",
-                {"request_id": call.ctx.request_id, "retryable": True},
+                f"Internal error: {exc.detail}; this item did not run",
+                {**exc.data, "request_id": call.ctx.request_id, "retryable": True},
             )
         except WireError as exc:
             log.warning("operation_unavailable", error=type(exc).__name__, request_id=call.ctx.request_id)

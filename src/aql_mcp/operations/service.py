@@ -69,7 +69,7 @@ class AqlService:
         return PluginOperations(self, plugin=plugin, trust=trust, declared=declared or trust)
 
     def protocol(self) -> dict[str, Any]:
-        """`_protocol` of the operations list (introspection.md §4.1.1, MCP-AQL §4.7.5, §9.3.3)."""
+        """`_protocol` of the operations list (MCP-AQL introspection §4.1.1, MCP-AQL §4.7.5, §9.3.3)."""
         aql = self.settings.aql
         return {
             "version": SPEC_VERSION,

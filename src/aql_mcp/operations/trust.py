@@ -1,4 +1,4 @@
-"""The trust level a plugin's operations are gated with (docs/adapter/trust-levels.md, danger-levels.md §4.1).
+"""The trust level a plugin's operations are gated with (MCP-AQL trust levels, MCP-AQL danger levels §4.1).
 
 A plugin declares its own `trust`, and nothing proves it: a plugin that calls itself `certified`
 would run `dangerous` operations without confirmation and make `forbidden` ones confirmable. The

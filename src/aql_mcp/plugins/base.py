@@ -24,7 +24,7 @@ class Plugin(Protocol):
 @runtime_checkable
 class OperationsPlugin(Protocol):
     """Adds MCP-AQL operations by explicit calls at startup; `trust` gates them by danger level
-    (docs/adapter/danger-levels.md §4.1; built-ins are `community_reviewed`)."""
+    (MCP-AQL danger levels §4.1; built-ins are `community_reviewed`)."""
 
     name: str
     trust: TrustLevel

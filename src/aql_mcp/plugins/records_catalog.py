@@ -3,7 +3,7 @@ effects, field presets and examples, in the order introspection lists them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aql_mcp.operations.models import Example, Operation, Params, Returns
 from aql_mcp.plugins.records_params import (
@@ -27,14 +27,21 @@ RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageI
 COLLECTION_PAGE = Returns("CollectionPage", "object", "{items: [Collection], pageInfo: PageInfo} in name order")
 
 
+def page_hints(*, default: int, cap: int) -> dict[str, dict[str, Any]]:
+    """What introspection says of `first` and `last`: the page size without either, and that a
+    larger size is clamped to `cap`. No `maximum`: a ParameterInfo bound reads as "values above are
+    invalid", and these are served, clamped (MCP-AQL pagination §5.3; docs/aql.md)."""
+    clamped = f"values above {cap} are clamped to {cap}"
+    return {
+        "first": {"default": default, "description": f"Page size from the start; {clamped}."},
+        "last": {"description": f"Page size from the end; {clamped}."},
+    }
+
+
 def catalog(records: Records) -> list[Operation]:
     """The operations of the plugin, in the order introspection lists them."""
     aql = records.settings.aql
-    # Introspection shows the page size a listing uses without `first` and the size it clamps to.
-    paging = {
-        "first": {"default": aql.default_page_size, "maximum": aql.max_page_size},
-        "last": {"maximum": aql.max_page_size},
-    }
+    paging = page_hints(default=aql.default_page_size, cap=aql.max_page_size)
     new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
     return [
         Operation(

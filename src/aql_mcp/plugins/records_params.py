@@ -18,9 +18,11 @@ FieldsParam = Field(
     default=None,
     description="Field selection: a preset (minimal, standard, full) or dot paths such as ['id', 'metadata.priority'].",
 )
-First = Field(default=None, ge=1, description="Page size from the start (clamped to the maximum).")
+First = Field(
+    default=None, ge=1, description="Page size from the start; larger values are clamped to aql.max_page_size."
+)
 After = Field(default=None, description="Cursor (pageInfo.endCursor) to continue after; with first.")
-Last = Field(default=None, ge=1, description="Page size from the end (clamped to the maximum).")
+Last = Field(default=None, ge=1, description="Page size from the end; larger values are clamped to aql.max_page_size.")
 Before = Field(default=None, description="Cursor (pageInfo.startCursor) to go back from; with last.")
 
 

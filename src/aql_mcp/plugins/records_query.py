@@ -1,4 +1,4 @@
-"""Collection querying over records (docs/features/collection-querying.md, pagination.md).
+"""Collection querying over records (MCP-AQL collection querying, MCP-AQL pagination).
 
 `filter` maps dot paths to a value (equality) or to operators (`eq`, `ne`, `gt`, `gte`, `lt`,
 `lte`, `in`, `contains`, `exists`); `query` is free text with OR semantics over words and
@@ -47,7 +47,7 @@ class Window:
 def window(
     first: int | None, after: str | None, last: int | None, before: str | None, *, default: int, cap: int
 ) -> Window:
-    """The pagination window; invalid combinations refused (pagination.md §2.3), sizes clamped (§5.3)."""
+    """The pagination window; invalid combinations refused (MCP-AQL pagination §2.3), sizes clamped (§5.3)."""
     provided = [
         name
         for name, value in (("first", first), ("after", after), ("last", last), ("before", before))
@@ -174,25 +174,52 @@ def parse_terms(query: str) -> tuple[str, ...]:
 
 
 def encode_cursor(key: Key, identity: str) -> str:
-    raw = orjson.dumps({"k": [key.rank, key.number, key.text, key.position], "q": identity})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """A cursor over records: the sort key it continues from and the query it belongs to."""
+    return _pack({"k": [key.rank, key.number, key.text, key.position], "q": identity})
 
 
 def encode_name_cursor(name: str) -> str:
     """A cursor over collections: the name it continues from (collections list in name order)."""
-    raw = orjson.dumps({"n": name, "s": NAME_ORDER})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _pack({"n": name, "s": NAME_ORDER})
 
 
-def decode_name_cursor(cursor: str, param: str) -> str:
-    try:
-        raw = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        name = raw["n"]
-        if raw["s"] != NAME_ORDER or not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
-            raise ValueError
-    except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError):
-        raise _bad_cursor(param) from None
+def decode_cursor(cursor: Any, identity: str, param: str) -> Key:
+    """The key `cursor` holds; `VALIDATION_INVALID_TYPE` naming `param` for anything this server
+    did not issue for this query."""
+    raw = _unpack(cursor)
+    if not isinstance(raw, dict) or set(raw) != {"k", "q"} or raw["q"] != identity:
+        raise _bad_cursor(param)
+    key = key_from_json(raw["k"])
+    if key is None:
+        raise _bad_cursor(param)
+    return key
+
+
+def decode_name_cursor(cursor: Any, param: str) -> str:
+    """The collection name `cursor` holds; the same refusal as `decode_cursor` for anything else."""
+    raw = _unpack(cursor)
+    if not isinstance(raw, dict) or set(raw) != {"n", "s"} or raw["s"] != NAME_ORDER:
+        raise _bad_cursor(param)
+    name = raw["n"]
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+        raise _bad_cursor(param)
     return name
+
+
+def _pack(content: Any) -> str:
+    """An opaque cursor: `content` as JSON in unpadded base64url (URL-safe, pagination §6.2)."""
+    return base64.urlsafe_b64encode(orjson.dumps(content)).decode("ascii").rstrip("=")
+
+
+def _unpack(cursor: Any) -> Any | None:
+    """What `_pack` put in `cursor`, or None for anything that is not a non-empty string of
+    base64url JSON (not a string, not base64, not UTF-8, not JSON)."""
+    if not isinstance(cursor, str) or not cursor:
+        return None
+    try:
+        return orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error):  # orjson.JSONDecodeError is a ValueError
+        return None
 
 
 def _bad_cursor(param: str) -> OperationError:
@@ -201,24 +228,3 @@ def _bad_cursor(param: str) -> OperationError:
         f"Parameter '{param}' expected 'a cursor from pageInfo of the same query'",
         {"param_name": param, "expected_type": "cursor", "actual_type": "string"},
     )
-
-
-def decode_cursor(cursor: Any, identity: str, param: str) -> Key:
-    """The key `cursor` holds; `VALIDATION_INVALID_TYPE` naming `param` for anything this server
-    did not issue for this query."""
-    key = _read_cursor(cursor, identity)
-    if key is None:
-        raise _bad_cursor(param)
-    return key
-
-
-def _read_cursor(cursor: Any, identity: str) -> Key | None:
-    if not isinstance(cursor, str) or not cursor:
-        return None
-    try:
-        raw = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error, orjson.JSONDecodeError):
-        return None
-    if not isinstance(raw, dict) or set(raw) != {"k", "q"} or raw["q"] != identity:
-        return None
-    return key_from_json(raw["k"])

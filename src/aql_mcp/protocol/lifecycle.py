@@ -3,8 +3,8 @@
 The era of a request is decided here and nowhere else. The legacy era (2025-03-26 to
 2025-11-25: `initialize`, sessions, SSE) is served; the modern era (2026-07-28: no handshake,
 per-request `_meta`) is not yet, so a modern request is refused with a plain 400 whose body is no
-recognised modern error, which tells a modern client to fall back to `initialize` (2026-07-28
-`basic/versioning.mdx`, "Backward Compatibility").
+recognised modern error, which tells a modern client to fall back to `initialize` (MCP
+2026-07-28, Versioning, "Backward Compatibility").
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ResourceMethods:
         uri = _uri(params)
         found = self._registry.resolve(uri)
         if found is None:
-            # -32002 in the legacy era (DESIGN.md); the URI is the caller's own, safe to return.
+            # -32002 in the legacy era (docs/errors.md); the URI is the caller's own, safe to return.
             raise ResourceNotFound(data={"uri": uri})
         missing = self._rules.missing_for_resource(uri, ctx.principal)
         if missing:
