@@ -6,13 +6,21 @@ from __future__ import annotations
 import asyncio
 import resource
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from aql_mcp.connection import ConnectionLimits, fit_connections, protocol_for, raise_file_limit
+from aql_mcp.connection import (
+    ConnectionLimits,
+    ConnectionTable,
+    LimitedHttpProtocol,
+    fit_connections,
+    message_bound,
+    protocol_for,
+    raise_file_limit,
+)
 
 pytestmark = pytest.mark.anyio
 LIMITS = dict(
@@ -152,6 +160,27 @@ async def test_a_chunked_body_and_its_trailer_within_the_bound_are_served(port: 
     message = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\nX-Sum: 1\r\n\r\n"
     assert await port.exchange(message * 2, read=2) == [b"HTTP/1.1 200 OK"] * 2
     assert port.refusals == []
+
+
+def test_the_table_offers_the_connection_longest_without_a_request_and_never_one_in_flight() -> None:
+    table = ConnectionTable()
+    first, second, third = (cast(LimitedHttpProtocol, object()) for _ in range(3))
+    for protocol in (first, second, third):
+        table.add(protocol)
+    table.mark(first, in_flight=True)
+    assert table.oldest_waiting() is second
+    table.mark(first, in_flight=False)  # its request ended: now the newest without one
+    table.remove(second)
+    assert table.oldest_waiting() is third
+    table.mark(second, in_flight=False)  # a closed connection does not come back
+    assert len(table) == 2
+    table.mark(third, in_flight=True)
+    table.mark(first, in_flight=True)
+    assert table.oldest_waiting() is None
+
+
+def test_a_request_may_take_twice_the_body_and_twice_the_head_on_the_wire() -> None:
+    assert message_bound(max_body_bytes=1_048_576, max_header_bytes=32_768) == 2_162_688
 
 
 def test_the_connection_cap_leaves_a_reserve_below_the_file_limit() -> None:

@@ -182,10 +182,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def evict(self) -> None:
         """Close a connection with no request in flight to make room for a new one; it leaves the
         table now, not when the loop reports it closed."""
-        self.table.remove(self)
-        self._disarm()
         self.limits.on_refusal("evicted")
-        self.transport.close()
+        self._close()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -197,21 +195,26 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._feed(data)
         if self._refused or self.transport.is_closing():
             return
-        if self._in_message:
-            # The whole read is charged to the message still open after it (a read that ended one
-            # pipelined request and began the next is charged to the next: at most a read too many).
-            self._message_bytes += len(data)
-            if self._message_bytes > self.limits.max_message_bytes:
-                self._message_too_large()
-                return
+        if not self._over_limits(len(data), in_head=in_head):
+            self._settle()
+
+    def _over_limits(self, size: int, *, in_head: bool) -> bool:
+        """Count a read against the unfinished head, then against the open message; refuse past either."""
         if in_head and self._head_open and not self._heads_completed:
             # The whole read belongs to the unfinished head; counted after the parser took it, as a
             # read that completes a head may carry body bytes too.
-            self._head_bytes += len(data)
+            self._head_bytes += size
             if self._head_bytes > self.limits.max_header_bytes:
                 self._refuse(self._too_large(), "headers")
-                return
-        self._settle()
+                return True
+        if self._in_message:
+            # The whole read is charged to the message still open after it (a read that ended one
+            # pipelined request and began the next is charged to the next: at most a read too many).
+            self._message_bytes += size
+            if self._message_bytes > self.limits.max_message_bytes:
+                self._message_too_large()
+                return True
+        return False
 
     def _feed(self, data: bytes) -> None:
         # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
@@ -285,7 +288,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.response_started:
             # An answer is (being) sent: no room for another; the connection just ends.
             self._refused = True
-            self.table.remove(self)
             self.limits.on_refusal("body")
             self._close()
             return
@@ -333,6 +335,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def _close(self) -> None:
         self._disarm()
+        self.table.remove(self)  # out of the count now, not when the loop reports it lost
         if not self.transport.is_closing():
             self.transport.close()
 
