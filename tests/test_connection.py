@@ -135,10 +135,11 @@ async def test_at_the_cap_a_new_connection_takes_the_place_of_the_oldest_one_wit
 
 async def test_at_the_cap_with_a_request_in_flight_on_every_connection_a_new_one_gets_503(port: Port) -> None:
     held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
-    for _, writer in held:
-        writer.write(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")  # the app waits for the rest
-    await asyncio.gather(*(writer.drain() for _, writer in held))
-    await asyncio.sleep(0)  # let the server parse the heads (a refusal below would otherwise evict)
+    for held_reader, held_writer in held:
+        held_writer.write(b"POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+        # The app's first read sends `100 Continue`: the request is in flight, waiting for its body.
+        continued = await asyncio.wait_for(held_reader.readuntil(b"\r\n\r\n"), 10)
+        assert continued.startswith(b"HTTP/1.1 100 ")
     reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     assert head.startswith(b"HTTP/1.1 503 ")
