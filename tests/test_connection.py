@@ -6,16 +6,31 @@ from __future__ import annotations
 import asyncio
 import resource
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from aql_mcp.connection import ConnectionLimits, fit_connections, protocol_for, raise_file_limit
+from aql_mcp.connection import (
+    ConnectionLimits,
+    ConnectionTable,
+    LimitedHttpProtocol,
+    fit_connections,
+    message_bound,
+    protocol_for,
+    raise_file_limit,
+)
 
 pytestmark = pytest.mark.anyio
-LIMITS = dict(max_connections=4, max_header_bytes=2048, max_headers=20, header_timeout=5.0, body_timeout=5.0)
+LIMITS = dict(
+    max_connections=4,
+    max_header_bytes=2048,
+    max_headers=20,
+    header_timeout=5.0,
+    body_timeout=5.0,
+    max_message_bytes=65536,
+)
 
 
 async def echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -108,8 +123,23 @@ async def test_pipelined_requests_with_large_bodies_are_not_mistaken_for_a_large
     assert port.refusals == []
 
 
-async def test_connections_beyond_the_cap_are_answered_503_at_once(port: Port) -> None:
+async def test_at_the_cap_a_new_connection_takes_the_place_of_the_oldest_one_without_a_request(port: Port) -> None:
     held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    assert await port.exchange(request()) == [b"HTTP/1.1 200 OK"]
+    assert port.refusals == ["evicted"]
+    oldest_reader = held[0][0]
+    assert await asyncio.wait_for(oldest_reader.read(), 10) == b""  # closed, nothing sent
+    for _, writer in held:
+        writer.close()
+
+
+async def test_at_the_cap_with_a_request_in_flight_on_every_connection_a_new_one_gets_503(port: Port) -> None:
+    held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    for held_reader, held_writer in held:
+        held_writer.write(b"POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+        # The app's first read sends `100 Continue`: the request is in flight, waiting for its body.
+        continued = await asyncio.wait_for(held_reader.readuntil(b"\r\n\r\n"), 10)
+        assert continued.startswith(b"HTTP/1.1 100 ")
     reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     assert head.startswith(b"HTTP/1.1 503 ")
@@ -117,6 +147,41 @@ async def test_connections_beyond_the_cap_are_answered_503_at_once(port: Port) -
     for _, held_writer in held:
         held_writer.close()
     writer.close()
+
+
+async def test_trailer_fields_that_never_end_are_refused_413_once_the_message_passes_its_bound(port: Port) -> None:
+    head = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: "
+    heads = await port.exchange(head + b"a" * 70_000)
+    assert [line[:13] for line in heads] == [b"HTTP/1.1 413 "]
+    assert port.refusals == ["body"]
+
+
+async def test_a_chunked_body_and_its_trailer_within_the_bound_are_served(port: Port) -> None:
+    chunks = b"".join(b"400\r\n" + b"c" * 1024 + b"\r\n" for _ in range(30))
+    message = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\nX-Sum: 1\r\n\r\n"
+    assert await port.exchange(message * 2, read=2) == [b"HTTP/1.1 200 OK"] * 2
+    assert port.refusals == []
+
+
+def test_the_table_offers_the_connection_longest_without_a_request_and_never_one_in_flight() -> None:
+    table = ConnectionTable()
+    first, second, third = (cast(LimitedHttpProtocol, object()) for _ in range(3))
+    for protocol in (first, second, third):
+        table.add(protocol)
+    table.mark(first, in_flight=True)
+    assert table.oldest_waiting() is second
+    table.mark(first, in_flight=False)  # its request ended: now the newest without one
+    table.remove(second)
+    assert table.oldest_waiting() is third
+    table.mark(second, in_flight=False)  # a closed connection does not come back
+    assert len(table) == 2
+    table.mark(third, in_flight=True)
+    table.mark(first, in_flight=True)
+    assert table.oldest_waiting() is None
+
+
+def test_a_request_may_take_twice_the_body_and_twice_the_head_on_the_wire() -> None:
+    assert message_bound(max_body_bytes=1_048_576, max_header_bytes=32_768) == 2_162_688
 
 
 def test_the_connection_cap_leaves_a_reserve_below_the_file_limit() -> None:

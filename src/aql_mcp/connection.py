@@ -7,20 +7,27 @@ response, so a connection that never sends a byte, or trickles one byte at a tim
 Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtocol` closes those
 gaps at the connection, before any ASGI work:
 
-- beyond `http.max_connections` open connections a new one gets a complete 503 at once and is closed;
+- at `http.max_connections` open connections, a new one takes the place of the oldest connection with
+  no request in flight (an unfinished head, an idle keep-alive, the rest of a body after its answer),
+  which is closed; only when every connection has a request in flight does the new one get a
+  complete 503 at once (docs/connections.md, "The connection cap");
 - a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
 - from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
   then 408;
 - the head (request line plus headers) is counted as it arrives, before httptools gathers more of it:
   beyond `http.max_header_bytes` or `http.max_headers`, 431. A connection holds at most the cap plus
   one read of head bytes;
+- every byte of a message after its head counts too (chunk framing, trailer fields, which httptools
+  gathers in memory until each ends): beyond `max_message_bytes`, 413, or a close if the answer
+  has begun;
 - when the app answered before the request body was all in (a 401 to a large POST), the rest of the
   body is read and dropped for at most `http.body_timeout_seconds`, then the connection is closed.
   (While the app reads a body, `BodyLimitMiddleware` polices its pace.)
 
 A refusal is a JSON-RPC error from the one encoder (`responses.error_object`); after it the
 connection stops parsing, half-closes, and drops what still arrives for a moment, so the client can
-read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1).
+read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1). At most
+`max_lingering` refused connections of a port linger so; beyond that a refusal closes at once.
 A request in flight (a long tool call, an SSE stream) is never cut by these timers.
 """
 
@@ -41,6 +48,7 @@ from aql_mcp.exceptions import (
     ConnectionLimitReached,
     HeadersTooLarge,
     InvalidRequest,
+    PayloadTooLarge,
     RequestTimeout,
     WireError,
 )
@@ -52,6 +60,9 @@ log = structlog.get_logger("aql_mcp.connection")
 # How long a refused connection keeps reading (and dropping) before it closes: enough for a client
 # to read the answer and stop sending, short enough that refusals hold few file descriptors.
 LINGER_SECONDS = 2.0
+# Refused connections of a port that may linger at once, outside the connection cap: a connect
+# flood would otherwise hold twice the connect rate in descriptors (two seconds of refusals).
+LINGERING_REFUSALS = 32
 # What each header costs on the wire besides its name and value: ": " and CRLF.
 HEADER_OVERHEAD = 4
 # Linux's default fs.nr_open: no process opens more files than this whatever its limits say.
@@ -68,7 +79,46 @@ class ConnectionLimits:
     header_timeout: float
     body_timeout: float
     idle_timeout: float
+    # Every byte of one request (head, body, chunk framing, trailers) as it comes off the socket.
+    max_message_bytes: int
     on_refusal: Callable[[str], None] = lambda kind: None
+    max_lingering: int = LINGERING_REFUSALS
+
+
+def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
+    """What one request may take on the wire: its head, twice the body for chunk framing (chunks of
+    8 bytes or more; framing costs the hex size and two CRLFs), and room for trailer fields."""
+    return 2 * max_body_bytes + 2 * max_header_bytes
+
+
+class ConnectionTable:
+    """The open connections of one port, oldest first, those with a request in flight kept apart so
+    the oldest without one is found at once when the cap is reached. A connection moves to the end
+    of its side each time a request starts or ends: "oldest" is the longest without news."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[LimitedHttpProtocol, None] = {}  # no request in flight
+        self._serving: dict[LimitedHttpProtocol, None] = {}
+        self.lingering = 0  # refused connections still reading what the client sends (not counted above)
+
+    def __len__(self) -> int:
+        return len(self._waiting) + len(self._serving)
+
+    def add(self, protocol: LimitedHttpProtocol) -> None:
+        self._waiting[protocol] = None
+
+    def mark(self, protocol: LimitedHttpProtocol, *, in_flight: bool) -> None:
+        """Move an open connection to the end of the side its state calls for; a closed one stays out."""
+        if protocol in self._waiting or protocol in self._serving:
+            self.remove(protocol)
+            (self._serving if in_flight else self._waiting)[protocol] = None
+
+    def remove(self, protocol: LimitedHttpProtocol) -> None:
+        self._waiting.pop(protocol, None)
+        self._serving.pop(protocol, None)
+
+    def oldest_waiting(self) -> LimitedHttpProtocol | None:
+        return next(iter(self._waiting), None)
 
 
 def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
@@ -78,6 +128,7 @@ def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         pass
 
     PortProtocol.limits = limits
+    PortProtocol.table = ConnectionTable()
     return PortProtocol
 
 
@@ -85,6 +136,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     """`HttpToolsProtocol` with a connection cap, head limits and deadlines (see the module docstring)."""
 
     limits: ClassVar[ConnectionLimits]
+    table: ClassVar[ConnectionTable]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -98,20 +150,40 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._field_bytes = 0  # request target and header fields, counted by the parser callbacks
         self._fields = 0
         self._heads_completed = 0
+        self._in_message = False
+        self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
+        self._lingering = False
 
     # Connection -------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.limits.max_connections:
-            self.transport = transport
-            self._refuse(ConnectionLimitReached(), "connections")
-            return
+        table = self.table
+        if len(table) >= self.limits.max_connections:
+            oldest = table.oldest_waiting()
+            if oldest is None:
+                # Every connection has a request in flight: those need a token past authentication
+                # to last, and each caller's are capped (`limits.max_concurrent_calls`).
+                self.transport = transport
+                self._refuse(ConnectionLimitReached(), "connections")
+                return
+            oldest.evict()
         super().connection_made(transport)
+        table.add(self)
         self._arm("idle", self.limits.idle_timeout, self._close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.table.remove(self)
+        if self._lingering:
+            self._lingering = False
+            self.table.lingering -= 1
         super().connection_lost(exc)
+
+    def evict(self) -> None:
+        """Close a connection with no request in flight to make room for a new one; it leaves the
+        table now, not when the loop reports it closed."""
+        self.limits.on_refusal("evicted")
+        self._close()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -123,14 +195,26 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._feed(data)
         if self._refused or self.transport.is_closing():
             return
+        if not self._over_limits(len(data), in_head=in_head):
+            self._settle()
+
+    def _over_limits(self, size: int, *, in_head: bool) -> bool:
+        """Count a read against the unfinished head, then against the open message; refuse past either."""
         if in_head and self._head_open and not self._heads_completed:
             # The whole read belongs to the unfinished head; counted after the parser took it, as a
             # read that completes a head may carry body bytes too.
-            self._head_bytes += len(data)
+            self._head_bytes += size
             if self._head_bytes > self.limits.max_header_bytes:
                 self._refuse(self._too_large(), "headers")
-                return
-        self._settle()
+                return True
+        if self._in_message:
+            # The whole read is charged to the message still open after it (a read that ended one
+            # pipelined request and began the next is charged to the next: at most a read too many).
+            self._message_bytes += size
+            if self._message_bytes > self.limits.max_message_bytes:
+                self._message_too_large()
+                return True
+        return False
 
     def _feed(self, data: bytes) -> None:
         # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
@@ -148,6 +232,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        cycle = self.cycle  # the next pipelined request, if one was waiting
+        self.table.mark(self, in_flight=cycle is not None and not cycle.response_complete)
         if not self.transport.is_closing():
             self._settle()
 
@@ -164,6 +250,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._begin_head()
         self._field_bytes = 0
         self._fields = 0
+        self._in_message = True
+        self._message_bytes = 0
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -178,9 +266,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._heads_completed += 1
         self._disarm()
         super().on_headers_complete()
+        self.table.mark(self, in_flight=True)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._in_message = False
         self._head_open = True
         self._head_begun = False
         self._head_bytes = 0
@@ -192,6 +282,17 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._refusal = self._too_large()
             # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
             raise self._refusal
+
+    def _message_too_large(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started:
+            # An answer is (being) sent: no room for another; the connection just ends.
+            self._refused = True
+            self.limits.on_refusal("body")
+            self._close()
+            return
+        error = PayloadTooLarge(data={"limit": "request_body", "maxBytes": self.limits.max_message_bytes})
+        self._refuse(error, "body", preempt=True)
 
     def _too_large(self) -> HeadersTooLarge:
         limits = self.limits
@@ -234,6 +335,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def _close(self) -> None:
         self._disarm()
+        self.table.remove(self)  # out of the count now, not when the loop reports it lost
         if not self.transport.is_closing():
             self.transport.close()
 
@@ -248,24 +350,39 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     # Refusals ---------------------------------------------------------------------------------
 
-    def _refuse(self, error: WireError, kind: str) -> None:
-        """Answer `error`, stop parsing, half-close, and close once the client is done or after a moment."""
+    def _refuse(self, error: WireError, kind: str, *, preempt: bool = False) -> None:
+        """Answer `error`, stop parsing, half-close, and close once the client is done or after a moment.
+
+        `preempt`: the refusal is about the request in flight, whose app has not begun to answer; the
+        app then sees a disconnect (its sends are dropped) and the refusal is the answer."""
         self._disarm()
         self._refused = True
+        self.table.remove(self)
         self.limits.on_refusal(kind)
         transport = self.transport
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
-            # Behind a pipelined request still being answered: no room for a second answer.
-            transport.close()
-            return
+            if not preempt or cycle.response_started:
+                # Behind a request still being answered: no room for a second answer.
+                transport.close()
+                return
+            cycle.disconnected = True
+            cycle.message_event.set()
         if transport.is_closing():
             return
         if kind != "connections":
             log.info("connection_refused", reason=kind, status=error.status)
         transport.write(self._answer(error))
+        table = self.table
+        if table.lingering >= self.limits.max_lingering:
+            # A flood of refusals: close at once, at the risk of a reset, rather than hold more
+            # descriptors beyond the cap.
+            transport.close()
+            return
         if transport.can_write_eof():
             transport.write_eof()
+        table.lingering += 1
+        self._lingering = True
         self._phase = "linger"
         self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
 

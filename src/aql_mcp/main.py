@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 import uvicorn
@@ -19,11 +20,18 @@ from aql_mcp import __version__
 from aql_mcp.app import create_app, create_metrics_app
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.configuration import load_settings
-from aql_mcp.connection import ConnectionLimits, fit_connections, protocol_for, raise_file_limit
+from aql_mcp.connection import (
+    LINGERING_REFUSALS,
+    ConnectionLimits,
+    fit_connections,
+    message_bound,
+    protocol_for,
+    raise_file_limit,
+)
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings
-from aql_mcp.shutdown import DrainingServer
+from aql_mcp.shutdown import Companion, DrainingServer
 
 log = structlog.get_logger("aql_mcp.main")
 # Descriptors kept out of the connection budget: listeners, logs, the JWKS and OTLP clients, the
@@ -99,21 +107,17 @@ def serve(args: argparse.Namespace) -> int:
     if settings.server.dev:
         _print_banner(settings)
     limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
-    config = uvicorn.Config(
+    # Bound before anything is served: a taken metrics port is a configuration error, not a
+    # failure after the service port is already answering.
+    companions = metrics_servers(settings, app, limits)
+    config = listener_config(
         app,
-        host=settings.server.host,
+        settings,
+        limits,
         port=settings.server.port,
-        http=protocol_for(limits),
-        # No WebSocket route exists: an upgrade request is served as plain HTTP, never handed to a
-        # protocol without the connection limits.
-        ws="none",
-        log_config=None,
-        access_log=False,
-        server_header=False,
         lifespan="on",
         proxy_headers=bool(settings.server.forwarded_allow_ips),
         forwarded_allow_ips=list(settings.server.forwarded_allow_ips) or None,
-        timeout_keep_alive=math.ceil(settings.http.idle_timeout_seconds),
         timeout_graceful_shutdown=math.ceil(settings.shutdown.grace_seconds),
     )
     services = app.state.services
@@ -127,7 +131,7 @@ def serve(args: argparse.Namespace) -> int:
         endpoint=services.endpoint,
         drain_seconds=settings.shutdown.drain_seconds,
         retry_ms=settings.streams.retry_ms,
-        companions=metrics_servers(settings, app, limits),
+        companions=companions,
     )
     server.run()
     return 0
@@ -138,7 +142,8 @@ def connection_limits(settings: Settings, *, on_refusal: Callable[[str], None]) 
     http, store = settings.http, settings.store
     file_limit = raise_file_limit()
     engine = store.pool_max_size + 1 if store.is_postgres else 3 * (store.sqlite_readers + 1)
-    reserve = FILE_RESERVE + engine + METRICS_MAX_CONNECTIONS
+    # Refused connections linger outside each port's cap, a bounded number per port.
+    reserve = FILE_RESERVE + engine + METRICS_MAX_CONNECTIONS + 2 * LINGERING_REFUSALS
     max_connections = fit_connections(http.max_connections, file_limit=file_limit, reserve=reserve)
     log.info("connection_limits", file_limit=file_limit, max_connections=max_connections, reserve=reserve)
     return ConnectionLimits(
@@ -148,28 +153,66 @@ def connection_limits(settings: Settings, *, on_refusal: Callable[[str], None]) 
         header_timeout=http.header_timeout_seconds,
         body_timeout=http.body_timeout_seconds,
         idle_timeout=http.idle_timeout_seconds,
+        max_message_bytes=message_bound(max_body_bytes=http.max_body_bytes, max_header_bytes=http.max_header_bytes),
         on_refusal=on_refusal,
     )
 
 
-def metrics_servers(settings: Settings, app: Starlette, limits: ConnectionLimits) -> list[uvicorn.Server]:
-    """The server of `metrics.port`, when metrics have a port of their own (none otherwise)."""
-    metrics = settings.metrics
-    if not metrics.enabled or metrics.port is None:
-        return []
-    config = uvicorn.Config(
-        create_metrics_app(settings, app.state.services.telemetry.metrics),
+def listener_config(
+    app: Starlette,
+    settings: Settings,
+    limits: ConnectionLimits,
+    *,
+    port: int,
+    lifespan: Literal["on", "off"],
+    **options: Any,
+) -> uvicorn.Config:
+    """The uvicorn settings of every listening port: none of them without the connection limits."""
+    return uvicorn.Config(
+        app,
         host=settings.server.host,
-        port=metrics.port,
-        http=protocol_for(replace(limits, max_connections=METRICS_MAX_CONNECTIONS)),
+        port=port,
+        http=protocol_for(limits),
+        # No WebSocket route exists: an upgrade request is served as plain HTTP, never handed to a
+        # protocol without the connection limits.
         ws="none",
         log_config=None,
         access_log=False,
         server_header=False,
-        lifespan="off",
+        lifespan=lifespan,
         timeout_keep_alive=math.ceil(settings.http.idle_timeout_seconds),
+        **options,
     )
-    return [uvicorn.Server(config)]
+
+
+def metrics_servers(settings: Settings, app: Starlette, limits: ConnectionLimits) -> list[Companion]:
+    """The server of `metrics.port` with its socket already bound, when metrics have a port of their
+    own (none otherwise)."""
+    metrics = settings.metrics
+    if not metrics.enabled or metrics.port is None:
+        return []
+    listener = bind(settings.server.host, metrics.port, setting="metrics.port (AQL_MCP_METRICS__PORT)")
+    config = listener_config(
+        create_metrics_app(settings, app.state.services.telemetry.metrics),
+        settings,
+        replace(limits, max_connections=METRICS_MAX_CONNECTIONS),
+        port=metrics.port,
+        lifespan="off",
+    )
+    return [Companion(uvicorn.Server(config), [listener])]
+
+
+def bind(host: str, port: int, *, setting: str) -> socket.socket:
+    """A TCP socket bound to `host:port` (uvicorn listens on it), or a ConfigError naming `setting`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"{setting}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def dev_token(args: argparse.Namespace) -> int:

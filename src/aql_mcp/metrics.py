@@ -38,6 +38,7 @@ LIMIT_KINDS = (
     "body_timeout",
     "malformed",
     "introspection",
+    "evicted",
 )
 INTROSPECTION_RESULTS = ("active", "inactive", "failed")
 ROUTES = (

@@ -11,7 +11,9 @@ SSE stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an e
 carries the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
 
 Companion servers (the `metrics.port` listener) run on the same loop: they start after the main
-server and stop after it, so Prometheus can scrape a replica through its whole drain.
+server and stop after it, so Prometheus can scrape a replica through its whole drain. Their sockets
+are bound before the process serves anything (`main.metrics_servers`): a port already taken is a
+configuration error at start, not a failure once the service is answering.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import signal
 import socket
 import threading
+from dataclasses import dataclass
 from types import FrameType
 
 import structlog
@@ -31,6 +34,14 @@ from aql_mcp.transport import StreamableHTTPEndpoint
 log = structlog.get_logger("aql_mcp.shutdown")
 
 
+@dataclass(frozen=True)
+class Companion:
+    """A server run beside the main one, with its sockets already bound."""
+
+    server: uvicorn.Server
+    sockets: list[socket.socket]
+
+
 class DrainingServer(uvicorn.Server):
     def __init__(
         self,
@@ -40,7 +51,7 @@ class DrainingServer(uvicorn.Server):
         endpoint: StreamableHTTPEndpoint,
         drain_seconds: float,
         retry_ms: int,
-        companions: list[uvicorn.Server] | None = None,
+        companions: list[Companion] | None = None,
     ) -> None:
         super().__init__(config)
         self._companions = companions or []
@@ -56,15 +67,16 @@ class DrainingServer(uvicorn.Server):
         await super().startup(sockets)
         for companion in self._companions:
             # What `uvicorn.Server._serve` does before `startup`, without taking over the signals.
-            companion.config.load()
-            companion.lifespan = companion.config.lifespan_class(companion.config)
-            await companion.startup()
+            server = companion.server
+            server.config.load()
+            server.lifespan = server.config.lifespan_class(server.config)
+            await server.startup(companion.sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets)
         for companion in self._companions:
-            if companion.started:
-                await companion.shutdown()
+            if companion.server.started:
+                await companion.server.shutdown(companion.sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig != signal.SIGTERM or self._draining or self._loop is None:

@@ -1,6 +1,7 @@
 """Attacks on connections, before any ASGI work (issue 12, "Availability and resources"): huge and
-unfinished request heads, too many headers, silent and trickling connections, slow bodies, more
-connections than the replica can hold, and the metrics port.
+unfinished request heads, too many headers, trailer fields that never end, silent and trickling
+connections, slow bodies, more connections than the replica can hold, connect floods, and the metrics
+port.
 
 Every refusal is a complete HTTP answer with a JSON-RPC error body (431 / -32005, 408 / -32004,
 503 / -32006; corporate §13.2, §14) and `connection: close`; nothing internal in it.
@@ -8,7 +9,11 @@ Every refusal is a complete HTTP answer with a JSON-RPC error body (431 / -32005
 
 from __future__ import annotations
 
+import os
 import resource
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -23,10 +28,13 @@ from tests.support.rawhttp import (
     RawResponse,
     connect,
     is_closed_by_peer,
+    is_readable,
+    open_descriptors,
     open_file_limits,
     read_response,
     rss_kib,
     send_until_answered,
+    send_until_closed,
     slow_connections,
     trickle_until_answered,
 )
@@ -124,6 +132,71 @@ def test_a_malformed_head_gets_a_json_rpc_400(quick: ServerProcess) -> None:
         assert_refusal(read_response(sock), 400, -32600)
 
 
+# Bodies after the head ------------------------------------------------------------------------
+
+CHUNKED_HEAD = (
+    "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\n"
+    "Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def chunked_post(port: int, token: str | None) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return CHUNKED_HEAD.format(port=port, auth=auth).encode("latin-1")
+
+
+def chunked(body: bytes, size: int = 8192) -> bytes:
+    parts = (body[i : i + size] for i in range(0, len(body), size))
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n"
+
+
+def initialize_body(padding: int = 0) -> bytes:
+    # Whitespace after the value is valid JSON: a body of any size the server must still read.
+    return orjson.dumps(rpc("initialize", initialize_params())) + b" " * padding
+
+
+def test_trailer_fields_that_never_end_are_cut_without_a_token_and_memory_stays_bounded(tmp_path: Path) -> None:
+    """The answer (401) comes at once; the trailer that follows the last chunk is counted with the rest
+    of the message and the connection closed past 2 x max_body + 2 x max_header, long before the
+    (default, 30 s) body deadline. Memory stays bounded with four such connections."""
+    with start_server(tmp_path) as server:
+        before = rss_kib(server.process.pid)
+        socks = [connect(server.port) for _ in range(4)]
+        try:
+            for sock in socks:
+                sock.sendall(chunked_post(server.port, None) + chunked(b"{}") + b"X-Trailer: ")
+            sent = [send_until_closed(sock, b"a" * 65536, 64 * MB) for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        assert max(sent) < 16 * MB, "the server kept reading an endless trailer"
+        assert rss_kib(server.process.pid) - before < 16 * 1024
+        assert _health(server) == 200
+
+
+def test_trailer_fields_that_never_end_after_a_valid_body_get_413(quick: ServerProcess) -> None:
+    with connect(quick.port) as sock:
+        sock.sendall(chunked_post(quick.port, quick.token()) + chunked(initialize_body()) + b"X-Trailer: ")
+        sent = send_until_answered(sock, b"", b"a" * 65536, 64 * MB)
+        error = assert_refusal(read_response(sock), 413, -32005)
+        assert error["data"]["limit"] == "request_body"
+        assert is_closed_by_peer(sock)
+    assert sent < 16 * MB
+
+
+def test_a_1_mib_chunked_body_with_a_trailer_is_served_and_pipelined_requests_still_work(quick: ServerProcess) -> None:
+    token = quick.token()
+    body = initialize_body(padding=1_048_576 - len(initialize_body()))
+    assert len(body) == 1_048_576  # http.max_body_bytes
+    with connect(quick.port) as sock:
+        sock.sendall(chunked_post(quick.port, token) + chunked(body) + b"X-Checksum: 1\r\n\r\n")
+        assert read_response(sock).status == 200
+    small = mcp_post(quick.port, token, len(initialize_body())) + initialize_body()
+    with connect(quick.port) as sock:
+        sock.sendall(small * 3)
+        assert [read_response(sock).status for _ in range(3)] == [200] * 3
+
+
 # Deadlines -------------------------------------------------------------------------------------
 
 
@@ -199,16 +272,87 @@ async def test_an_sse_stream_outlives_the_idle_and_header_timeouts(
 # The connection cap ----------------------------------------------------------------------------
 
 
-def test_beyond_max_connections_a_new_connection_gets_a_clean_503_and_service_resumes(tmp_path: Path) -> None:
-    env = {"AQL_MCP_HTTP__MAX_CONNECTIONS": "16", "AQL_MCP_HTTP__HEADER_TIMEOUT_SECONDS": "60"}
+# A small cap and long head and body deadlines: what holds a slot holds it for the whole test.
+CROWDED = {
+    "AQL_MCP_HTTP__MAX_CONNECTIONS": "32",
+    "AQL_MCP_HTTP__HEADER_TIMEOUT_SECONDS": "60",
+    "AQL_MCP_HTTP__BODY_TIMEOUT_SECONDS": "60",
+    "AQL_MCP_HTTP__IDLE_TIMEOUT_SECONDS": "60",
+}
+SLOTS = 32
+LINGER_BUDGET = 32  # connection.LINGERING_REFUSALS
+
+
+@contextmanager
+def requests_in_flight(server: ServerProcess, count: int) -> Iterator[list[socket.socket]]:
+    """`count` connections, each with an authenticated POST whose body never comes: the server has
+    begun to read each body (its `100 Continue` says so), so each is a request in flight."""
+    body_head = mcp_post(server.port, server.token(), 1000).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = connect(server.port)
+            socks.append(sock)
+            sock.sendall(body_head)
+            assert sock.recv(64).startswith(b"HTTP/1.1 100 "), "the request did not reach the app"
+            sock.sendall(b"{")
+        yield socks
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@pytest.mark.anyio
+async def test_probes_and_a_ping_answer_on_the_service_port_while_unfinished_heads_fill_every_slot(
+    tmp_path: Path,
+) -> None:
+    """Issue 12: /health and /ready must answer while an attack runs. At the cap, a new connection
+    takes the place of the oldest one with no request in flight (docs/connections.md)."""
+    with start_server(tmp_path, env=CROWDED) as server:
+        for _ in range(2):  # the attacker refills the slots it lost: the probes still get in
+            with slow_connections(server.port, SLOTS) as attackers:
+                async with httpx.AsyncClient(base_url=server.base, timeout=30.0) as http:
+                    assert (await http.get("/health")).status_code == 200
+                    assert (await http.get("/ready")).status_code == 200
+                    session = await open_session(http, server.token())
+                    pong = await http.post("/mcp", json=rpc("ping", message_id=3), headers=session)
+                    assert pong.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+                until(lambda: any(map(is_readable, attackers)), "no unfinished head made room for the probes")
+
+
+def test_with_a_request_in_flight_on_every_connection_a_new_connection_gets_a_clean_503(tmp_path: Path) -> None:
+    env = {**CROWDED, "AQL_MCP_LIMITS__MAX_CONCURRENT_CALLS": "64"}
     with start_server(tmp_path, env=env) as server:
-        with slow_connections(server.port, 16), connect(server.port) as sock:
+        with requests_in_flight(server, SLOTS), connect(server.port) as sock:
             response = read_response(sock)  # nothing sent: the refusal comes before any reading
             error = assert_refusal(response, 503, -32006)
             assert error["data"]["limit"] == "connections"
             assert response.headers["retry-after"] == str(error["data"]["retryAfter"])
         until(lambda: _health(server) == 200, "the service did not resume after the connections closed")
         assert "connection_limits" in server.log_text()
+
+
+def test_a_connect_flood_at_a_full_server_holds_few_descriptors_beyond_the_cap(tmp_path: Path) -> None:
+    """Refused connections linger (to be read, not reset) only up to a small budget; beyond it they
+    close at once, so a flood cannot hold descriptors the cap does not count."""
+    metrics_port = free_port()
+    env = {**CROWDED, "AQL_MCP_LIMITS__MAX_CONCURRENT_CALLS": "64", "AQL_MCP_METRICS__PORT": str(metrics_port)}
+    with start_server(tmp_path, env=env) as server:
+        baseline = open_descriptors(server.process.pid)
+        with requests_in_flight(server, SLOTS), ExitStack() as flood:
+            for _ in range(400):
+                flood.enter_context(connect(server.port))
+            until(lambda: _refusals(metrics_port) >= 400, "the server did not refuse the flood")
+            assert open_descriptors(server.process.pid) <= baseline + SLOTS + LINGER_BUDGET + 8
+
+
+def _refusals(metrics_port: int) -> float:
+    # Scraped on the metrics port: the service port is full.
+    metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10.0).text
+    for line in metrics.splitlines():
+        if line.startswith('aql_mcp_limit_events_total{kind="connections"}'):
+            return float(line.split()[-1])
+    return 0.0
 
 
 def _health(server: ServerProcess) -> int:
@@ -275,6 +419,25 @@ def test_the_metrics_port_honours_the_allowed_clients(tmp_path: Path) -> None:
         refused = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10.0)
         assert refused.status_code == 403
         assert refused.json()["error"]["code"] == -32600
+
+
+def test_a_metrics_port_already_taken_is_a_configuration_error_at_start(tmp_path: Path) -> None:
+    """Exit 2 naming the setting, before the service port serves anything; no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {
+            **os.environ,
+            "AQL_MCP_STORE__PATH": str(tmp_path),
+            "AQL_MCP_METRICS__PORT": str(taken.getsockname()[1]),
+        }
+        command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(free_port())]
+        done = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
+    output = (done.stdout + done.stderr).decode("utf-8", "replace")
+    assert done.returncode == 2, output
+    assert "metrics.port" in output
+    assert "AQL_MCP_METRICS__PORT" in output
+    assert "Traceback" not in output
 
 
 def test_an_initialize_after_a_refusal_on_another_connection_still_works(quick: ServerProcess) -> None:

@@ -4,6 +4,7 @@ trickled one at a time, connections that say nothing. Also the server's memory a
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import time
@@ -88,6 +89,25 @@ def send_until_answered(sock: socket.socket, head: bytes, filler: bytes, total: 
     return sent
 
 
+def send_until_closed(sock: socket.socket, filler: bytes, total: int) -> int:
+    """Send `filler` until `total` bytes went out or the server closed the connection; bytes sent.
+    What the server answers meanwhile is read and dropped."""
+    sent = 0
+    while sent < total:
+        while is_readable(sock):
+            try:
+                if not sock.recv(65536):
+                    return sent
+            except ConnectionResetError:
+                return sent
+        try:
+            sock.sendall(filler)
+        except (ConnectionResetError, BrokenPipeError):
+            return sent
+        sent += len(filler)
+    return sent
+
+
 def trickle_until_answered(sock: socket.socket, byte: bytes, every: float, seconds: float) -> bool:
     """Send one byte every `every` seconds until the server answers or closes; whether it did."""
     deadline = time.monotonic() + seconds
@@ -115,6 +135,11 @@ def slow_connections(port: int, count: int) -> Iterator[list[socket.socket]]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def open_descriptors(pid: int) -> int:
+    """How many files a process has open (/proc/<pid>/fd)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def rss_kib(pid: int) -> int:
