@@ -5,28 +5,21 @@ or one holding a non-ASCII digit (`str.isdigit` takes a superscript two, `int` d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
+from tests.support.aql import session as aql_session
 from tests.support.server import ServerProcess
 
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-VERSION = "2025-11-25"
 LEAKS = ("Traceback", 'File "', ".py")
 
 
 @pytest.fixture(scope="module")
-def session(server: ServerProcess) -> dict[str, str]:
-    headers = {**HEADERS, "authorization": f"Bearer {server.token()}"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}},
-    }
-    answer = httpx.post(server.url, json=init, headers=headers)
-    assert answer.status_code == 200, answer.text
-    return {**headers, "mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+def session(server: ServerProcess) -> Iterator[dict[str, str]]:
+    with aql_session(server) as opened:
+        yield opened.headers
 
 
 @pytest.mark.parametrize(
