@@ -28,6 +28,7 @@ from aql_mcp import __version__
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication, build_authentication
+from aql_mcp.eras import EraRouter
 from aql_mcp.metrics import Metrics, MetricsEndpoint
 from aql_mcp.middleware.access import AccessMiddleware
 from aql_mcp.middleware.auth import AuthMiddleware
@@ -39,6 +40,7 @@ from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
 from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
+from aql_mcp.modern import ModernEndpoint
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
@@ -102,22 +104,37 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         retry_after=settings.sessions.retry_after_seconds,
         on_limit=metrics.limit_event,
     )
+    dispatcher = build_dispatcher(registry, settings, telemetry)
+    handshake_limits = HandshakeLimits(
+        max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
+    )
+    anonymous_methods = ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset()
     endpoint = StreamableHTTPEndpoint(
         sessions=sessions,
-        dispatcher=build_dispatcher(registry, settings, telemetry),
+        dispatcher=dispatcher,
         telemetry=telemetry,
         hub=sessions,
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
         retry_ms=settings.streams.retry_ms,
         log_level=settings.logging.level,
-        anonymous_methods=ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset(),
+        anonymous_methods=anonymous_methods,
         # A request runs at most the tool timeout; a follower waits that long and a little more.
         follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
-        handshake_limits=HandshakeLimits(
-            max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
-        ),
+        handshake_limits=handshake_limits,
     )
+    # The same dispatcher, handlers and plugins serve the modern era (docs/eras.md).
+    modern = ModernEndpoint(
+        dispatcher=dispatcher,
+        hub=sessions,
+        server_name=settings.server.name,
+        instructions=instructions(settings, registry),
+        log_level=settings.logging.level,
+        telemetry=telemetry,
+        anonymous_methods=anonymous_methods,
+        handshake_limits=handshake_limits,
+    )
+    router = EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
     issuer = (
         DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
         if settings.server.dev
@@ -163,10 +180,10 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             share=share,
             on_refusal=metrics.limit_event,
         ),
-        Middleware(ProtocolVersionMiddleware),
+        Middleware(ProtocolVersionMiddleware, modern_enabled=settings.mcp.modern_era),
     ]
     routes = [
-        Route("/mcp", endpoint, middleware=mcp_middleware),
+        Route("/mcp", router, middleware=mcp_middleware),
         Route("/health", services.probes.health, methods=["GET"]),
         Route("/ready", services.probes.ready, methods=["GET"]),
         Route(

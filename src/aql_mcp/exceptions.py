@@ -68,6 +68,10 @@ TIMEOUT = -32004
 PAYLOAD_TOO_LARGE = -32005
 UPSTREAM_UNAVAILABLE = -32006
 CONFLICT = -32007
+# MCP 2026-07-28 protocol errors (basic, "Error Codes"); served only in the modern era.
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 class AqlMcpError(Exception):
@@ -112,6 +116,19 @@ class MissingSession(InvalidRequest):
 
 class UnsupportedProtocolVersion(InvalidRequest):
     message = "Bad request: unsupported MCP-Protocol-Version"
+
+
+class HeaderMismatch(WireError):
+    """A mirrored header (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) missing or not matching
+    the body (MCP 2026-07-28 Streamable HTTP, "Server Validation")."""
+
+    status, code, message = 400, HEADER_MISMATCH, "Header mismatch"
+
+
+class UnsupportedModernVersion(WireError):
+    """The modern `UnsupportedProtocolVersionError`: `data` names `supported` and `requested`."""
+
+    status, code, message = 400, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version"
 
 
 class SessionAlreadyInitialized(InvalidRequest):

@@ -261,6 +261,13 @@ class RecordsSettings(_Section):
     idempotency_retention_seconds: int = Field(default=86_400, ge=60)
 
 
+class McpSettings(_Section):
+    """Which MCP protocol eras `/mcp` serves beside the legacy one (docs/eras.md)."""
+
+    # Off: a 2026-07-28 request is refused as today, so a dual-era client falls back to `initialize`.
+    modern_era: bool = False
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -282,6 +289,7 @@ class Settings(BaseSettings):
     shutdown: ShutdownSettings = ShutdownSettings()
     aql: AqlSettings = AqlSettings()
     records: RecordsSettings = RecordsSettings()
+    mcp: McpSettings = McpSettings()
 
     @property
     def base_url(self) -> str:

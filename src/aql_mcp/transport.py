@@ -44,9 +44,11 @@ from aql_mcp.logging import bind_log_context
 from aql_mcp.media import check_accept, check_content_type
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import Context, RequestId, ResourceHub
+from aql_mcp.protocol.versions import Era
 from aql_mcp.responses import error_object, send_body, send_empty, send_error
 from aql_mcp.scope import header, principal_of, request_id_of
 from aql_mcp.sessions import Cancellable, Session, SessionManager
+from aql_mcp.statuses import dispatched_status
 from aql_mcp.telemetry import Telemetry
 
 SESSION_HEADER = b"mcp-session-id"
@@ -228,8 +230,8 @@ class StreamableHTTPEndpoint:
         except Exception as exc:
             wire, error = error_object(exc, ctx.request_id)
             # In-session errors travel with 200, except those whose status is the signal (504, and
-            # 429 or 503 with Retry-After) while the status can still be sent (docs/errors.md).
-            status = wire.status if wire.keeps_status else 200
+            # 429 or 503 with Retry-After) while the status can still be sent (statuses.py).
+            status = dispatched_status(Era.LEGACY, wire, error["code"])
             headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
             retry_ms = wire.retry_ms if isinstance(wire, ShuttingDown) else None
             await exchange.finish(encode_error(request.id, error), headers, status=status, retry_ms=retry_ms)

@@ -20,7 +20,7 @@ from aql_mcp.scope import header, request_id_of
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = (
     b"authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id, "
-    b"x-request-id, traceparent, tracestate"
+    b"x-request-id, traceparent, tracestate, mcp-method, mcp-name"
 )
 EXPOSE_HEADERS = b"mcp-session-id, mcp-protocol-version, x-request-id"
 DEFAULT_PORTS = {"http": 80, "https": 443}

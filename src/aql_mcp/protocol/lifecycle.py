@@ -1,16 +1,12 @@
-"""Protocol versions, the era decision, and the `initialize` handshake.
+"""The legacy `initialize` handshake, and the client info and capabilities both eras keep.
 
-The era of a request is decided here and nowhere else. The legacy era (2025-03-26 to
-2025-11-25: `initialize`, sessions, SSE) is served; the modern era (2026-07-28: no handshake,
-per-request `_meta`) is not yet, so a modern request is refused with a plain 400 whose body is no
-recognised modern error, which tells a modern client to fall back to `initialize` (MCP
-2026-07-28, Versioning, "Backward Compatibility").
+Versions and eras are decided in `protocol/versions.py` (docs/eras.md); the names are re-exported
+here for the callers that negotiate a handshake.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import orjson
@@ -18,14 +14,28 @@ import orjson
 from aql_mcp import __version__
 from aql_mcp.exceptions import InvalidParams
 from aql_mcp.jsonrpc.nesting import exceeds_depth
+from aql_mcp.protocol.versions import (
+    DEFAULT_HEADER_VERSION,
+    LATEST,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    PRIMING_SINCE,
+    Era,
+    era_of,
+    is_supported,
+)
 
-LATEST = "2025-11-25"
-LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
-MODERN_VERSIONS = ("2026-07-28",)
-# Without a header and no session to tell, assume the oldest Streamable HTTP version (2025-11-25 transports).
-DEFAULT_HEADER_VERSION = "2025-03-26"
-# 2025-11-25 clients understand the priming event (an id with empty data); older ones may not.
-PRIMING_SINCE = "2025-11-25"
+__all__ = [
+    "DEFAULT_HEADER_VERSION",
+    "LATEST",
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
+    "PRIMING_SINCE",
+    "Era",
+    "era_of",
+    "is_supported",
+]
+
 # What a session keeps of `clientInfo` (logs and telemetry name the client by it), each cut to a sane
 # length; icons, descriptions and URLs are for a client's user interface, not for this server.
 KEPT_INFO = ("name", "version", "title")
@@ -36,25 +46,6 @@ MAX_INFO_TEXT = 256
 KNOWN_CAPABILITIES = ("elicitation", "experimental", "extensions", "roots", "sampling", "tasks")
 MAX_FLAGS = 32
 MAX_FLAG_NAME = 64
-
-
-class Era(Enum):
-    LEGACY = "legacy"
-    MODERN = "modern"
-    UNKNOWN = "unknown"
-
-
-def era_of(version: str | None) -> Era:
-    """The era a protocol version belongs to; None (no header) is legacy."""
-    if version is None or version in LEGACY_VERSIONS:
-        return Era.LEGACY
-    if version in MODERN_VERSIONS:
-        return Era.MODERN
-    return Era.UNKNOWN
-
-
-def is_supported(version: str) -> bool:
-    return era_of(version) is Era.LEGACY
 
 
 def negotiate(requested: Any) -> str:
@@ -102,14 +93,14 @@ def client_info(
     limits, only what the server uses is kept (`kept_info`, `kept_capabilities`)."""
     info = params.get("clientInfo", {})
     caps = params.get("capabilities", {})
-    _check_bounds("clientInfo", info, limits)
-    _check_bounds("capabilities", caps, limits)
+    check_bounds("clientInfo", info, limits)
+    check_bounds("capabilities", caps, limits)
     if "protocolVersion" not in params:
         raise InvalidParams(data={"field": "protocolVersion", "reason": "required"})
     return kept_info(info), kept_capabilities(caps)
 
 
-def _check_bounds(field: str, value: Any, limits: HandshakeLimits) -> None:
+def check_bounds(field: str, value: Any, limits: HandshakeLimits) -> None:
     if not isinstance(value, dict):
         raise InvalidParams(f"Invalid params: {field} must be an object", data={"field": field, "reason": "type"})
     if exceeds_depth(value, limits.max_depth):

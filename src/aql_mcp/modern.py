@@ -1,0 +1,311 @@
+"""The modern edge of `/mcp`: MCP 2026-07-28 requests, each served on its own (docs/eras.md).
+
+No handshake, no session: every request names its protocol version, client info and capabilities
+in `_meta` (2026-07-28 basic, "Per-request protocol fields"). Checks run in the order the spec
+gives, so a request with several faults gets the first: -32602 (malformed `_meta`), -32020 (a
+mirrored header missing or not matching the body), -32022 (unsupported version), 404 -32601
+(a method this era does not serve). The request then goes to the same dispatcher, handlers,
+plugins and MCP-AQL router as the legacy era; its answer is always one JSON body in this slice.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+from starlette.types import Receive, Scope, Send
+
+from aql_mcp import __version__
+from aql_mcp.exceptions import (
+    AuthError,
+    HeaderMismatch,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    MissingToken,
+    UnsupportedModernVersion,
+    WireError,
+)
+from aql_mcp.jsonrpc.dispatcher import Dispatcher
+from aql_mcp.jsonrpc.messages import Request, encode_error, parse_message, peek_id
+from aql_mcp.logging import bind_log_context
+from aql_mcp.media import check_accept, check_content_type
+from aql_mcp.protocol import lifecycle
+from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
+from aql_mcp.protocol.versions import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_VERSION,
+    MODERN_VERSIONS,
+    Era,
+    supported_versions,
+)
+from aql_mcp.responses import error_object, send_body, send_empty, send_json
+from aql_mcp.scope import header, principal_of, request_id_of
+from aql_mcp.statuses import dispatched_status, wire_code
+from aql_mcp.telemetry import Telemetry
+
+VERSION_HEADER = b"mcp-protocol-version"
+METHOD_HEADER = b"mcp-method"
+NAME_HEADER = b"mcp-name"
+ALLOW = [(b"allow", b"POST")]
+# The methods the modern edge serves in this slice; anything else is 404 -32601. `ping` and
+# `logging/setLevel` no longer exist in 2026-07-28 (changelog, SEP-2575), nor do subscriptions.
+SERVED = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+# Which body field `Mcp-Name` mirrors (2026-07-28 Streamable HTTP, "Standard Request Headers").
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# Results a client may cache, and for how long (2026-07-28 server/utilities/caching). Lists and
+# reads depend on the caller's scopes, hence "private"; discovery is the same for everyone.
+CACHED = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"})
+CACHE_TTL_MS = 60_000
+SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
+
+log = structlog.get_logger("aql_mcp.modern")
+
+
+class RequestPeer:
+    """What the legacy era keeps in a session, taken from one request's `_meta` instead."""
+
+    __slots__ = ("client_capabilities", "client_info", "id", "log_level", "protocol_version")
+
+    def __init__(self, *, version: str, info: dict[str, Any], caps: Mapping[str, Any], log_level: str) -> None:
+        self.id = ""
+        self.protocol_version = version
+        self.client_info = info
+        self.client_capabilities = caps
+        self.log_level = log_level
+
+    async def set_log_level(self, level: str) -> None:
+        raise MethodNotFound()
+
+    async def subscribe(self, uri: str) -> None:
+        raise MethodNotFound()
+
+    async def unsubscribe(self, uri: str) -> None:
+        raise MethodNotFound()
+
+
+class _NoStream:
+    """This slice answers every modern request with one JSON body: notifications sent while a
+    request runs are dropped, and server-initiated requests (MRTR in 2026-07-28) are not served."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise InvalidRequest("Invalid request: this server cannot ask the client during a modern request yet")
+
+    async def close_connection(self) -> None:
+        return None
+
+
+class ModernEndpoint:
+    """ASGI app for modern `/mcp` requests; the era router sends them here."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher[Context],
+        hub: ResourceHub,
+        server_name: str,
+        instructions: str,
+        log_level: str,
+        telemetry: Telemetry,
+        anonymous_methods: frozenset[str] = frozenset(),
+        handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._hub = hub
+        self._server_info = {"name": server_name, "title": server_name, "version": __version__}
+        self._instructions = instructions
+        self._log_level = log_level
+        self._telemetry = telemetry
+        self._anonymous_methods = anonymous_methods
+        self._limits = handshake_limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            # No GET stream nor DELETE in this era (2026-07-28 Streamable HTTP, "Backward Compatibility").
+            await send_empty(send, 405, ALLOW)
+            return
+        try:
+            check_content_type(scope)
+            check_accept(scope, post=True)
+            body = await _read_body(receive)
+        except WireError as exc:
+            await _send_wire(send, exc, scope, None)
+            return
+        try:
+            message = parse_message(body)
+        except WireError as exc:
+            await _send_wire(send, exc, scope, peek_id(body))
+            return
+        if not isinstance(message, Request):
+            # A notification or response has nothing to answer in this era (no session to route to).
+            await send_empty(send, 202)
+            return
+        try:
+            if principal_of(scope) is None and message.method not in self._anonymous_methods:
+                raise MissingToken()
+            peer = self._validate(scope, message)
+        except AuthError:
+            raise  # answered by the auth middleware, with its challenge
+        except WireError as exc:
+            await _send_wire(send, exc, scope, message.id)
+            return
+        await self._run(scope, send, message, peer)
+
+    def _validate(self, scope: Scope, request: Request) -> RequestPeer:
+        """The checks of the spec's order, each raising its error; the request's peer if all pass."""
+        peer = self._peer(request.params)
+        _check_headers(scope, request, peer.protocol_version)
+        if peer.protocol_version not in MODERN_VERSIONS:
+            raise UnsupportedModernVersion(
+                data={"supported": supported_versions(modern_enabled=True), "requested": peer.protocol_version}
+            )
+        if request.method not in SERVED:
+            raise MethodNotFound(data={"method": request.method[:128]})
+        return peer
+
+    def _peer(self, params: dict[str, Any]) -> RequestPeer:
+        """-32602 unless `_meta` carries the required per-request fields, well formed."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict):
+            raise InvalidParams("Invalid params: _meta is required", data={"field": "_meta", "reason": "required"})
+        version = meta.get(META_VERSION)
+        if not isinstance(version, str) or not version:
+            raise InvalidParams(data={"field": f"_meta.{META_VERSION}", "reason": "required"})
+        if META_CLIENT_CAPABILITIES not in meta:
+            raise InvalidParams(data={"field": f"_meta.{META_CLIENT_CAPABILITIES}", "reason": "required"})
+        caps = meta[META_CLIENT_CAPABILITIES]
+        info = meta.get(META_CLIENT_INFO, {})
+        lifecycle.check_bounds(META_CLIENT_CAPABILITIES, caps, self._limits)
+        lifecycle.check_bounds(META_CLIENT_INFO, info, self._limits)
+        level = meta.get(META_LOG_LEVEL, self._log_level)
+        if level not in LOG_LEVELS:
+            raise InvalidParams(data={"field": f"_meta.{META_LOG_LEVEL}", "reason": "enum"})
+        return RequestPeer(
+            version=version[:64],
+            info=lifecycle.kept_info(info),
+            caps=lifecycle.kept_capabilities(caps),
+            log_level=str(level),
+        )
+
+    async def _run(self, scope: Scope, send: Send, request: Request, peer: RequestPeer) -> None:
+        meta = request.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        ctx = Context(
+            request_id=request_id_of(scope),
+            message_id=request.id,
+            peer=peer,
+            principal=principal_of(scope),
+            outbound=_NoStream(),
+            hub=self._hub,
+            progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+        )
+        bind_log_context(mcp_method=request.method, mcp_era=Era.MODERN.value, client=peer.client_info.get("name"))
+        try:
+            with self._telemetry.method(request.method, ctx, meta):
+                if request.method == "server/discover":
+                    result = self._discover()
+                else:
+                    result = await self._dispatcher.call(request, ctx)
+        except Exception as exc:
+            await _send_wire(send, exc, scope, request.id, dispatched=True)
+            return
+        await send_json(send, 200, {"jsonrpc": "2.0", "id": request.id, "result": self._complete(request, result)})
+
+    def _discover(self) -> dict[str, Any]:
+        """`server/discover` (2026-07-28 server/discover): versions, capabilities, identity."""
+        caps = lifecycle.capabilities()
+        # Subscriptions and per-session log levels are not served in the modern era yet.
+        caps["resources"] = {}
+        caps["tools"] = {}
+        caps["prompts"] = {}
+        caps.pop("logging", None)
+        return {
+            "supportedVersions": supported_versions(modern_enabled=True),
+            "capabilities": caps,
+            "instructions": self._instructions,
+            "ttlMs": CACHE_TTL_MS,
+            "cacheScope": "public",
+        }
+
+    def _complete(self, request: Request, result: Any) -> dict[str, Any]:
+        """Every modern result says it is complete and who answered (2026-07-28 basic, "Per-response
+        protocol fields"); lists and reads say how long they may be cached."""
+        out: dict[str, Any] = dict(result) if isinstance(result, dict) else {}
+        out["resultType"] = "complete"
+        meta = out.get("_meta")
+        out["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: self._server_info}
+        if request.method in CACHED:
+            out.setdefault("ttlMs", CACHE_TTL_MS)
+            out.setdefault("cacheScope", "private")
+        return out
+
+
+def _check_headers(scope: Scope, request: Request, version: str) -> None:
+    """-32020 unless the mirrored headers are present and equal the body (2026-07-28 Streamable
+    HTTP, "Server Validation"); `Mcp-Name` may carry the Base64 sentinel form."""
+    if header(scope, VERSION_HEADER) != version:
+        raise HeaderMismatch(data={"header": "MCP-Protocol-Version"})
+    if header(scope, METHOD_HEADER) != request.method:
+        raise HeaderMismatch(data={"header": "Mcp-Method"})
+    field = NAMED.get(request.method)
+    if field is None:
+        return
+    value = request.params.get(field)
+    sent = header(scope, NAME_HEADER)
+    if sent is None or not isinstance(value, str) or decode_header_value(sent) != value:
+        raise HeaderMismatch(data={"header": "Mcp-Name"})
+
+
+def decode_header_value(value: str) -> str | None:
+    """A mirrored header's value, decoded from `=?base64?...?=` when so sent; None if undecodable."""
+    if not (value.startswith(SENTINEL_PREFIX) and value.endswith(SENTINEL_SUFFIX)):
+        return value
+    encoded = value[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)]
+    try:
+        return base64.b64decode(encoded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+async def _send_wire(
+    send: Send, exc: BaseException, scope: Scope, message_id: Any, *, dispatched: bool = False
+) -> None:
+    """One modern error answer: the code as this era spells it, the status from `statuses.py`."""
+    wire, error = error_object(exc, request_id_of(scope))
+    error["code"] = wire_code(Era.MODERN, error["code"])
+    status = dispatched_status(Era.MODERN, wire, error["code"]) if dispatched else wire.status
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+    await send_body(send, status, encode_error(message_id, error), headers)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    # The body-limit middleware in front has already capped what `receive` can deliver.
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidRequest("Invalid request: the client went away")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
