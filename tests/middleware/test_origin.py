@@ -150,6 +150,8 @@ async def test_preflight_of_an_allowed_origin_is_204_with_methods_and_headers(gu
     assert {"GET", "POST", "DELETE"} <= methods
     allowed = {h.strip().lower() for h in response.headers["access-control-allow-headers"].split(",")}
     assert {"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"} <= allowed
+    # The headers a 2026-07-28 request mirrors from its body (Streamable HTTP, "Standard Request Headers").
+    assert {"mcp-method", "mcp-name"} <= allowed
     assert response.headers["x-request-id"]
 
 

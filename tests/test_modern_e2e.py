@@ -1,0 +1,176 @@
+"""The modern era against a real `aql-mcp serve --dev` with `mcp.modern_era` on (docs/eras.md).
+
+One process serves both eras on `/mcp`: modern requests without a session, and a legacy client's
+`initialize` beside them. The official `mcp` client in `auto` mode must end up modern: both SDK
+clients silently fall back to `initialize` on a broken `server/discover`, so the era is asserted
+from the wire (no `Mcp-Session-Id` ever, no `initialize` sent), not from success alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import orjson
+import pytest
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
+from tests.support.server import ServerProcess, start_server
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+DEADLINE = 20.0
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "modern-e2e", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.fixture(scope="module")
+def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with start_server(tmp_path_factory.mktemp("modern"), env={"AQL_MCP_MCP__MODERN_ERA": "true"}) as process:
+        yield process
+
+
+def post(
+    server: ServerProcess,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    meta: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    message_id: int | str = 9,
+) -> httpx.Response:
+    sent = {**MCP_HEADERS, "authorization": f"Bearer {server.token()}", "mcp-protocol-version": MODERN}
+    sent["mcp-method"] = method
+    if name is not None:
+        sent["mcp-name"] = name
+    sent.update(headers or {})
+    body = rpc(method, {**(params or {}), "_meta": META if meta is None else meta}, message_id)
+    return httpx.post(server.url, json=body, headers=sent, timeout=DEADLINE)
+
+
+def assert_error(response: httpx.Response, status: int, code: int, message_id: int | str = 9) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["id"] == message_id
+    assert body["error"]["code"] == code
+    assert "traceback" not in response.text.lower()
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def test_server_discover_answers_without_a_session(modern_server: ServerProcess) -> None:
+    """MCP 2026-07-28 server/discover: servers MUST implement it."""
+    response = post(modern_server, "server/discover")
+
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert MODERN in result["supportedVersions"]
+    assert result["resultType"] == "complete"
+    assert "mcp-session-id" not in response.headers
+
+
+def test_an_mcp_aql_operation_is_called_in_the_modern_era(modern_server: ServerProcess) -> None:
+    arguments = {"operation": "introspect", "params": {"query": "operations"}}
+    response = post(modern_server, "tools/call", {"name": "mcp_aql_read", "arguments": arguments}, name="mcp_aql_read")
+
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert result.get("isError") is not True
+    assert result["content"]
+
+
+def test_errors_come_in_the_order_the_spec_gives_with_the_request_id(modern_server: ServerProcess) -> None:
+    """-32602 (meta), then -32020 (headers), then -32022 (version), then 404 -32601 (method)."""
+    future = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    everything_wrong = post(
+        modern_server, "no/such", meta={}, headers={"mcp-method": "other", "mcp-protocol-version": "2099-01-01"}
+    )
+    assert_error(everything_wrong, 400, -32602)
+    headers_wrong = post(
+        modern_server, "no/such", meta=future, headers={"mcp-method": "other", "mcp-protocol-version": "2099-01-01"}
+    )
+    assert_error(headers_wrong, 400, -32020)
+    version_wrong = post(modern_server, "no/such", meta=future, headers={"mcp-protocol-version": "2099-01-01"})
+    error = assert_error(version_wrong, 400, -32022)
+    assert MODERN in error["data"]["supported"]
+    assert_error(post(modern_server, "no/such", message_id="last"), 404, -32601, "last")
+
+
+def test_a_name_header_not_matching_the_body_is_header_mismatch(modern_server: ServerProcess) -> None:
+    """MCP 2026-07-28 Streamable HTTP, "Server Validation": a load balancer may route on the header."""
+    response = post(modern_server, "tools/call", {"name": "mcp_aql_delete", "arguments": {}}, name="mcp_aql_read")
+    assert_error(response, 400, -32020)
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_get_and_delete_are_405_in_the_modern_era(modern_server: ServerProcess, method: str) -> None:
+    headers = {"authorization": f"Bearer {modern_server.token()}", "mcp-protocol-version": MODERN}
+    response = httpx.request(method, modern_server.url, headers={**headers, "accept": "text/event-stream"})
+    assert response.status_code == 405
+
+
+def test_legacy_initialize_works_on_the_same_process(modern_server: ServerProcess) -> None:
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {modern_server.token()}"}
+    response = httpx.post(modern_server.url, json=rpc("initialize", initialize_params()), headers=headers)
+    assert response.status_code == 200
+    assert response.json()["result"]["protocolVersion"] == "2025-11-25"
+    assert response.headers["mcp-session-id"]
+
+
+def test_with_the_setting_off_a_modern_request_still_gets_400_invalid_request(server: ServerProcess) -> None:
+    """The default keeps the answer a dual-era client reads as "legacy server, fall back"."""
+    response = post(server, "server/discover")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+class Wire:
+    """What the SDK client sent and got: the methods and any session id."""
+
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+        self.session_ids: list[str] = []
+
+    async def request(self, request: httpx2.Request) -> None:
+        body = orjson.loads(request.content) if request.content else {}
+        self.methods.append(body.get("method", request.method) if isinstance(body, dict) else "batch")
+
+    async def response(self, response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            self.session_ids.append(response.headers["mcp-session-id"])
+
+
+@pytest.mark.parametrize("mode", ["auto", MODERN])
+async def test_the_official_client_ends_up_modern_and_lists_and_calls_tools(
+    modern_server: ServerProcess, mode: str
+) -> None:
+    wire = Wire()
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {modern_server.token()}"})
+    http.event_hooks["request"].append(wire.request)
+    http.event_hooks["response"].append(wire.response)
+    with anyio.fail_after(DEADLINE):
+        async with http, Client(streamable_http_client(modern_server.url, http_client=http), mode=mode) as client:
+            tools = await client.list_tools()
+            result = await client.call_tool(
+                "mcp_aql_read", {"operation": "introspect", "params": {"query": "operations"}}
+            )
+            assert client.protocol_version == MODERN
+
+    assert "mcp_aql_read" in {tool.name for tool in tools.tools}
+    assert isinstance(result, types.CallToolResult)
+    assert not result.is_error
+    assert "initialize" not in wire.methods
+    assert "tools/call" in wire.methods
+    assert wire.session_ids == []
