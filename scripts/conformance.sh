@@ -58,6 +58,24 @@ const withAuth = (headers) => {
   if (!Object.keys(plain).some((k) => k.toLowerCase() === 'authorization')) plain.authorization = value;
   return plain;
 };
+// Scenarios that build raw requests (2026-07-28 header validation) use node:http itself.
+const { syncBuiltinESMExports } = await import('node:module');
+for (const name of ['node:http', 'node:https']) {
+  const mod = (await import(name)).default;
+  for (const fn of ['request', 'get']) {
+    const original = mod[fn];
+    mod[fn] = (...args) => {
+      const at = typeof args[0] === 'string' || args[0] instanceof URL ? 1 : 0;
+      if (typeof args[at] === 'object' && args[at] !== null && typeof args[at] !== 'function') {
+        args[at] = { ...args[at], headers: withAuth(args[at].headers) };
+      } else {
+        args.splice(at, 0, { headers: withAuth(undefined) });
+      }
+      return original(...args);
+    };
+  }
+}
+syncBuiltinESMExports();
 try {
   const { getGlobalDispatcher, setGlobalDispatcher } = await import('undici');
   setGlobalDispatcher(getGlobalDispatcher().compose((dispatch) => (opts, handler) =>

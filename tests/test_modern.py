@@ -236,3 +236,18 @@ async def test_with_the_modern_era_off_a_modern_request_is_400_invalid_request(t
 def test_mirrored_header_values_are_decoded_from_the_base64_sentinel(sent: str, value: str | None) -> None:
     """MCP 2026-07-28 Streamable HTTP, "Value Encoding"."""
     assert decode_header_value(sent) == value
+
+
+async def test_whitespace_around_a_mirrored_header_value_is_not_part_of_it(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    """RFC 9110 §5.5: a field value excludes the optional whitespace around it."""
+    params = {"name": "test_simple_text", "arguments": {}}
+    response = await call(client, token, "tools/call", params, name=" test_simple_text\t")
+    assert response.status_code == 200, response.text
+
+
+async def test_a_method_header_differing_only_in_case_is_a_mismatch(client: httpx.AsyncClient, token: str) -> None:
+    """MCP 2026-07-28 Streamable HTTP, "Case Sensitivity": header values are case-sensitive."""
+    headers = modern_headers(token, "Tools/List")
+    error_of(await call(client, token, "tools/list", headers=headers), 400, -32020)

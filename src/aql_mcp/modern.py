@@ -263,18 +263,25 @@ class ModernEndpoint:
 
 def _check_headers(scope: Scope, request: Request, version: str) -> None:
     """-32020 unless the mirrored headers are present and equal the body (2026-07-28 Streamable
-    HTTP, "Server Validation"); `Mcp-Name` may carry the Base64 sentinel form."""
-    if header(scope, VERSION_HEADER) != version:
+    HTTP, "Server Validation"); values compare case-sensitively, and `Mcp-Name` may carry the
+    Base64 sentinel form."""
+    if _mirrored(scope, VERSION_HEADER) != version:
         raise HeaderMismatch(data={"header": "MCP-Protocol-Version"})
-    if header(scope, METHOD_HEADER) != request.method:
+    if _mirrored(scope, METHOD_HEADER) != request.method:
         raise HeaderMismatch(data={"header": "Mcp-Method"})
     field = NAMED.get(request.method)
     if field is None:
         return
     value = request.params.get(field)
-    sent = header(scope, NAME_HEADER)
+    sent = _mirrored(scope, NAME_HEADER)
     if sent is None or not isinstance(value, str) or decode_header_value(sent) != value:
         raise HeaderMismatch(data={"header": "Mcp-Name"})
+
+
+def _mirrored(scope: Scope, name: bytes) -> str | None:
+    """A header's value without the optional whitespace around it (RFC 9110 §5.5)."""
+    value = header(scope, name)
+    return value.strip(" \t") if value is not None else None
 
 
 def decode_header_value(value: str) -> str | None:
