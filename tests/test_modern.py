@@ -251,3 +251,18 @@ async def test_a_method_header_differing_only_in_case_is_a_mismatch(client: http
     """MCP 2026-07-28 Streamable HTTP, "Case Sensitivity": header values are case-sensitive."""
     headers = modern_headers(token, "Tools/List")
     error_of(await call(client, token, "tools/list", headers=headers), 400, -32020)
+
+
+async def test_with_anonymous_listing_discover_and_tools_list_need_no_token_but_calls_do(tmp_path: Path) -> None:
+    """`auth.anonymous_listing` applies to the modern era's discovery and lists as to the legacy ones."""
+    settings = dev_settings(tmp_path, mcp={"modern_era": True}, auth={"anonymous_listing": True})
+    async with asgi_client(settings) as http:
+        headers = modern_headers("none", "server/discover")
+        del headers["authorization"]
+        discover = await call(http, "", "server/discover", headers=headers)
+        call_headers = modern_headers("none", "tools/call", "test_simple_text")
+        del call_headers["authorization"]
+        params = {"name": "test_simple_text", "arguments": {}}
+        refused = await call(http, "", "tools/call", params, headers=call_headers)
+    assert discover.status_code == 200, discover.text
+    assert refused.status_code == 401

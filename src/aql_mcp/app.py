@@ -62,7 +62,10 @@ HOUSEKEEPING_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 Endpoint = Callable[[Request], Awaitable[Response]]
 # What a caller without a token may do when `auth.anonymous_listing` is on (corporate §7.1 MAY).
-ANONYMOUS_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list", "prompts/list"})
+# `server/discover` is the modern era's counterpart of `initialize` (docs/eras.md).
+ANONYMOUS_METHODS = frozenset(
+    {"initialize", "notifications/initialized", "ping", "tools/list", "prompts/list", "server/discover"}
+)
 LIST_CHANGED = {"tool": "notifications/tools/list_changed", "prompt": "notifications/prompts/list_changed"}
 
 
