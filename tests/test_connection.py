@@ -4,6 +4,7 @@ front of a tiny ASGI app, driven by raw sockets; and the file-limit arithmetic."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -303,3 +304,24 @@ def test_a_connection_quiet_for_less_than_the_minimum_age_is_never_evicted_nor_o
     assert table.evictable(1.0) is None  # a flood of new connections does not reach the trusted one
     clock.now += 0.5
     assert table.evictable(1.0) is young
+
+
+async def test_an_evicted_connection_with_an_unread_answer_is_aborted_not_left_draining(port: Port) -> None:
+    """A close would wait, with no deadline, for the client to read what is buffered; an abort frees
+    the descriptor and the buffer now (the client never gets the rest of the answer)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port, limit=1024)
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await eventually(lambda: port.table.oldest_waiting() is not None, "the answer was not complete")
+    others = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(3)]
+    for other_reader, other_writer in others:  # answered after it: newer in the same standing
+        other_writer.write(request())
+        await asyncio.wait_for(other_reader.readuntil(b"\r\n\r\n0"), 10)
+    assert await port.exchange(request()) == [b"HTTP/1.1 200 OK"]
+    assert port.refusals == ["evicted"]
+    received = 0
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := await asyncio.wait_for(reader.read(1 << 20), 10):
+            received += len(chunk)
+    assert received < 16 << 20  # the rest of the answer was dropped with the connection
+    for _, other_writer in [*others, (reader, writer)]:
+        other_writer.close()
