@@ -7,13 +7,19 @@ response, so a connection that never sends a byte, or trickles one byte at a tim
 Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtocol` closes those
 gaps at the connection, before any ASGI work:
 
-- at `http.max_connections` open connections, a new one takes the place of the oldest connection with
-  no request in flight (an unfinished head, an idle keep-alive, the rest of a body after its answer),
-  which is closed; only when every connection has a request in flight does the new one get a
-  complete 503 at once (docs/connections.md, "The connection cap");
+- at `http.max_connections` open connections, a new one takes the place of a connection with no
+  request in flight: first one that never completed a request, then one whose requests carried no
+  valid token, then the others, oldest first, and never one quiet for less than a second; when none
+  can go, the new one gets a complete 503 at once (docs/connections.md, "The connection cap");
 - a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
 - from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
-  then 408;
+  then 408. Bytes that arrive while a request is in flight (empty lines, RFC 9112 §2.2, or the next
+  pipelined head) start it only once that request is answered;
+- at most `MAX_QUEUED_REQUESTS` pipelined requests wait behind the one being answered; past that the
+  connection is answered so far and closed;
+- a client that stops reading its answers (the transport pauses writing) is aborted after
+  `http.body_timeout_seconds`; a connection closed by a deadline or an eviction with unsent data is
+  aborted rather than left draining;
 - the head (request line plus headers) is counted as it arrives, before httptools gathers more of it:
   beyond `http.max_header_bytes` or `http.max_headers`, 431. A connection holds at most the cap plus
   one read of head bytes;
