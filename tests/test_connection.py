@@ -4,6 +4,7 @@ front of a tiny ASGI app, driven by raw sockets; and the file-limit arithmetic."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -13,14 +14,17 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from aql_mcp.connection import (
+    MAX_QUEUED_REQUESTS,
     ConnectionLimits,
     ConnectionTable,
     LimitedHttpProtocol,
+    Standing,
     fit_connections,
     message_bound,
     protocol_for,
     raise_file_limit,
 )
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
 LIMITS = dict(
@@ -34,7 +38,19 @@ LIMITS = dict(
 
 
 async def echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Answers with the length of the body it read."""
+    """Answers with the length of the body it read; `/hold` starts a stream it never ends (an SSE
+    GET), `/big` answers 16 MiB."""
+    if scope["path"] == "/hold":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"event\n\n", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        return
+    if scope["path"] == "/big":
+        big = b"x" * (16 << 20)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(big))]})
+        await send({"type": "http.response.body", "body": big})
+        return
     size, more = 0, True
     while more:
         message = await receive()
@@ -48,9 +64,10 @@ async def echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 class Port:
-    def __init__(self, port: int, refusals: list[str]) -> None:
+    def __init__(self, port: int, refusals: list[str], table: ConnectionTable) -> None:
         self.port = port
         self.refusals = refusals
+        self.table = table
 
     async def exchange(self, data: bytes, *, read: int = 1) -> list[bytes]:
         """Send `data`, read `read` responses' heads (or until the server closes)."""
@@ -75,9 +92,11 @@ def _headers(head: bytes) -> list[tuple[bytes, bytes]]:
 
 
 @pytest.fixture
-async def port() -> AsyncIterator[Port]:
+async def port(request: pytest.FixtureRequest) -> AsyncIterator[Port]:
     refusals: list[str] = []
-    limits = ConnectionLimits(**LIMITS, idle_timeout=5.0, on_refusal=refusals.append)  # type: ignore[arg-type]
+    # Most tests fill the cap and evict at once; `min_evictable` is set by those about the young.
+    values: dict[str, Any] = {**LIMITS, "idle_timeout": 5.0, "min_evictable": 0.0, **getattr(request, "param", {})}
+    limits = ConnectionLimits(**values, on_refusal=refusals.append)
     config = uvicorn.Config(echo_length, http=protocol_for(limits), log_config=None, lifespan="off")
     config.load()
     state = ServerState()
@@ -87,7 +106,7 @@ async def port() -> AsyncIterator[Port]:
         "127.0.0.1",
         0,
     )
-    yield Port(server.sockets[0].getsockname()[1], refusals)
+    yield Port(server.sockets[0].getsockname()[1], refusals, protocol.table)
     server.close()
 
 
@@ -199,3 +218,110 @@ def test_the_soft_file_limit_is_raised_to_the_hard_limit() -> None:
         assert raised == (hard if hard != resource.RLIM_INFINITY else 1_048_576)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("port", [{"header_timeout": 0.2}], indirect=True)
+async def test_an_empty_line_during_a_stream_never_arms_the_head_deadline_rfc9112_2_2(port: Port) -> None:
+    """RFC 9112 §2.2: empty lines before a request line are ignored; a stream in flight outlives
+    the head deadline however many arrive."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
+    writer.write(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await asyncio.wait_for(reader.readuntil(b"event\n\n\r\n"), 10)).startswith(b"HTTP/1.1 200 ")
+    writer.write(b"\r\n\r\nGET / HT")  # empty lines, then the start of a next head
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(reader.read(1), 1.0)  # well past the head deadline: still open
+    assert port.refusals == []
+    writer.close()
+
+
+async def test_a_pipelining_client_gets_a_bounded_number_of_answers_then_a_close(port: Port) -> None:
+    """Thousands of heads in one read queue at most `MAX_QUEUED_REQUESTS` requests."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 5000)
+    answers = (await asyncio.wait_for(reader.read(), 10)).count(b"HTTP/1.1 200 ")
+    assert answers == 1 + MAX_QUEUED_REQUESTS
+    assert port.refusals == ["pipeline"]
+    writer.close()
+
+
+@pytest.mark.parametrize("port", [{"body_timeout": 0.2}], indirect=True)
+async def test_a_client_that_never_reads_its_answer_is_aborted_after_the_body_timeout(port: Port) -> None:
+    """A request whose answer never drains would otherwise stay in flight, holding its slot and
+    its buffer, for ever."""
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port.port, limit=1024)
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await eventually(lambda: "write_timeout" in port.refusals, "the stalled answer was not aborted")
+    assert len(port.table) == 0
+    writer.close()
+
+
+@pytest.mark.parametrize("port", [{"min_evictable": 30.0}], indirect=True)
+async def test_at_the_cap_connections_too_new_to_evict_make_a_newcomer_get_503(port: Port) -> None:
+    held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
+    assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 503 ")
+    assert port.refusals == ["connections"]
+    for _, held_writer in [*held, (reader, writer)]:
+        held_writer.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_eviction_takes_new_connections_before_served_ones_and_served_before_trusted() -> None:
+    clock = Clock()
+    table = ConnectionTable(clock)
+    trusted, served, new = (cast(LimitedHttpProtocol, object()) for _ in range(3))
+    for protocol in (trusted, served, new):
+        table.add(protocol)
+    table.mark(trusted, in_flight=False, standing=Standing.TRUSTED)
+    table.mark(served, in_flight=False, standing=Standing.SERVED)
+    clock.now += 5
+    assert table.evictable(1.0) is new
+    table.remove(new)
+    assert table.evictable(1.0) is served
+    table.mark(served, in_flight=True)
+    assert table.evictable(1.0) is trusted
+    table.mark(served, in_flight=False)  # standing is kept, never lowered
+    table.mark(trusted, in_flight=False, standing=Standing.SERVED)
+    assert table.evictable(0.0) is served
+
+
+def test_a_connection_quiet_for_less_than_the_minimum_age_is_never_evicted_nor_one_of_higher_standing() -> None:
+    clock = Clock()
+    table = ConnectionTable(clock)
+    old_trusted, young = (cast(LimitedHttpProtocol, object()) for _ in range(2))
+    table.add(old_trusted)
+    table.mark(old_trusted, in_flight=False, standing=Standing.TRUSTED)
+    clock.now += 60
+    table.add(young)
+    clock.now += 0.5
+    assert table.evictable(1.0) is None  # a flood of new connections does not reach the trusted one
+    clock.now += 0.5
+    assert table.evictable(1.0) is young
+
+
+async def test_an_evicted_connection_with_an_unread_answer_is_aborted_not_left_draining(port: Port) -> None:
+    """A close would wait, with no deadline, for the client to read what is buffered; an abort frees
+    the descriptor and the buffer now (the client never gets the rest of the answer)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port, limit=1024)
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await eventually(lambda: port.table.oldest_waiting() is not None, "the answer was not complete")
+    others = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(3)]
+    for other_reader, other_writer in others:  # answered after it: newer in the same standing
+        other_writer.write(request())
+        await asyncio.wait_for(other_reader.readuntil(b"\r\n\r\n0"), 10)
+    assert await port.exchange(request()) == [b"HTTP/1.1 200 OK"]
+    assert port.refusals == ["evicted"]
+    received = 0
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := await asyncio.wait_for(reader.read(1 << 20), 10):
+            received += len(chunk)
+    assert received < 16 << 20  # the rest of the answer was dropped with the connection
+    for _, other_writer in [*others, (reader, writer)]:
+        other_writer.close()

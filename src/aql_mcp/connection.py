@@ -7,13 +7,19 @@ response, so a connection that never sends a byte, or trickles one byte at a tim
 Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtocol` closes those
 gaps at the connection, before any ASGI work:
 
-- at `http.max_connections` open connections, a new one takes the place of the oldest connection with
-  no request in flight (an unfinished head, an idle keep-alive, the rest of a body after its answer),
-  which is closed; only when every connection has a request in flight does the new one get a
-  complete 503 at once (docs/connections.md, "The connection cap");
+- at `http.max_connections` open connections, a new one takes the place of a connection with no
+  request in flight: first one that never completed a request, then one whose requests carried no
+  valid token, then the others, oldest first, and never one quiet for less than a second; when none
+  can go, the new one gets a complete 503 at once (docs/connections.md, "The connection cap");
 - a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
 - from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
-  then 408;
+  then 408. Bytes that arrive while a request is in flight (empty lines, RFC 9112 §2.2, or the next
+  pipelined head) start it only once that request is answered;
+- at most `MAX_QUEUED_REQUESTS` pipelined requests wait behind the one being answered; past that the
+  connection is answered so far and closed;
+- a client that stops reading its answers (the transport pauses writing) is aborted after
+  `http.body_timeout_seconds`; a connection closed by a deadline or an eviction with unsent data is
+  aborted rather than left draining;
 - the head (request line plus headers) is counted as it arrives, before httptools gathers more of it:
   beyond `http.max_header_bytes` or `http.max_headers`, 431. A connection holds at most the cap plus
   one read of head bytes;
@@ -35,9 +41,11 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import time
 from asyncio import TimerHandle
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, ClassVar
 
 import httptools
@@ -55,6 +63,7 @@ from aql_mcp.exceptions import (
 from aql_mcp.jsonrpc.messages import encode_error
 from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
 from aql_mcp.responses import error_object
+from aql_mcp.scope import PRINCIPAL_KEY
 
 log = structlog.get_logger("aql_mcp.connection")
 # How long a refused connection keeps reading (and dropping) before it closes: enough for a client
@@ -65,6 +74,13 @@ LINGER_SECONDS = 2.0
 LINGERING_REFUSALS = 32
 # What each header costs on the wire besides its name and value: ": " and CRLF.
 HEADER_OVERHEAD = 4
+# Requests parsed and waiting behind the one being answered: a pipelining client gets this many
+# answers, then the connection closes (RFC 9112 §9.3.2 lets it retry the rest). Without a bound, one
+# read of thousands of pipelined heads queued thousands of requests in memory.
+MAX_QUEUED_REQUESTS = 8
+# A connection this young (or with a request started or ended this recently) is never evicted: a
+# connect flood would otherwise close a client between its connect and its head.
+MIN_EVICTABLE_SECONDS = 1.0
 # Linux's default fs.nr_open: no process opens more files than this whatever its limits say.
 KERNEL_FILE_LIMIT = 1_048_576
 
@@ -83,6 +99,7 @@ class ConnectionLimits:
     max_message_bytes: int
     on_refusal: Callable[[str], None] = lambda kind: None
     max_lingering: int = LINGERING_REFUSALS
+    min_evictable: float = MIN_EVICTABLE_SECONDS
 
 
 def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
@@ -91,34 +108,69 @@ def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
     return 2 * max_body_bytes + 2 * max_header_bytes
 
 
-class ConnectionTable:
-    """The open connections of one port, oldest first, those with a request in flight kept apart so
-    the oldest without one is found at once when the cap is reached. A connection moves to the end
-    of its side each time a request starts or ends: "oldest" is the longest without news."""
+class Standing(IntEnum):
+    """What a connection has shown; eviction takes the lowest standing first (docs/connections.md)."""
 
-    def __init__(self) -> None:
-        self._waiting: dict[LimitedHttpProtocol, None] = {}  # no request in flight
+    NEW = 0  # nothing sent yet, or only part of a first head
+    SERVED = 1  # at least one request answered, none with a valid token
+    TRUSTED = 2  # at least one request answered with a valid token
+
+
+class ConnectionTable:
+    """The open connections of one port: those with a request in flight kept apart, the others by
+    standing, each group oldest first, so the connection to evict is found at once at the cap. A
+    connection moves to the end of its group each time a request starts or ends: "oldest" is the
+    longest without news."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._waiting: tuple[dict[LimitedHttpProtocol, float], ...] = tuple({} for _ in Standing)
         self._serving: dict[LimitedHttpProtocol, None] = {}
+        self._standing: dict[LimitedHttpProtocol, Standing] = {}
         self.lingering = 0  # refused connections still reading what the client sends (not counted above)
 
     def __len__(self) -> int:
-        return len(self._waiting) + len(self._serving)
+        return len(self._standing)
 
     def add(self, protocol: LimitedHttpProtocol) -> None:
-        self._waiting[protocol] = None
+        self._standing[protocol] = Standing.NEW
+        self._waiting[Standing.NEW][protocol] = self._clock()
 
-    def mark(self, protocol: LimitedHttpProtocol, *, in_flight: bool) -> None:
-        """Move an open connection to the end of the side its state calls for; a closed one stays out."""
-        if protocol in self._waiting or protocol in self._serving:
-            self.remove(protocol)
-            (self._serving if in_flight else self._waiting)[protocol] = None
+    def mark(self, protocol: LimitedHttpProtocol, *, in_flight: bool, standing: Standing | None = None) -> None:
+        """Move an open connection to the end of the group its state calls for; a closed one stays
+        out. Standing only rises."""
+        current = self._standing.get(protocol)
+        if current is None:
+            return
+        self.remove(protocol)
+        risen = current if standing is None else max(current, standing)
+        self._standing[protocol] = risen
+        if in_flight:
+            self._serving[protocol] = None
+        else:
+            self._waiting[risen][protocol] = self._clock()
 
     def remove(self, protocol: LimitedHttpProtocol) -> None:
-        self._waiting.pop(protocol, None)
+        standing = self._standing.pop(protocol, None)
+        if standing is not None:
+            self._waiting[standing].pop(protocol, None)
         self._serving.pop(protocol, None)
 
     def oldest_waiting(self) -> LimitedHttpProtocol | None:
-        return next(iter(self._waiting), None)
+        """The oldest connection with no request in flight, in the lowest standing that has one."""
+        for group in self._waiting:
+            if group:
+                return next(iter(group))
+        return None
+
+    def evictable(self, min_age: float) -> LimitedHttpProtocol | None:
+        """`oldest_waiting` if it has been quiet for `min_age`; a higher standing is never taken
+        while a lower one has a connection, so a flood of new connections only evicts its own."""
+        for group in self._waiting:
+            if group:
+                protocol, since = next(iter(group.items()))
+                return protocol if self._clock() - since >= min_age else None
+        return None
 
 
 def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
@@ -153,16 +205,18 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._in_message = False
         self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
         self._lingering = False
+        self._stall_timer: TimerHandle | None = None
+        self._pipeline_full = False
 
     # Connection -------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         table = self.table
         if len(table) >= self.limits.max_connections:
-            oldest = table.oldest_waiting()
+            oldest = table.evictable(self.limits.min_evictable)
             if oldest is None:
-                # Every connection has a request in flight: those need a token past authentication
-                # to last, and each caller's are capped (`limits.max_concurrent_calls`).
+                # Every connection has a request in flight, or the ones without are too new to tell
+                # from a client about to send its head: refusing is clean, evicting would lose it.
                 self.transport = transport
                 self._refuse(ConnectionLimitReached(), "connections")
                 return
@@ -173,6 +227,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_stall_timer()
         self.table.remove(self)
         if self._lingering:
             self._lingering = False
@@ -185,16 +240,40 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.limits.on_refusal("evicted")
         self._close()
 
+    def pause_writing(self) -> None:
+        """The client is not reading its answers: it has `http.body_timeout_seconds` to start again,
+        or the connection is aborted (otherwise a request whose answer never drains stays in flight
+        for ever, beyond every other deadline)."""
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.limits.body_timeout, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_stall_timer()
+
+    def _stop_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+        self._stall_timer = None
+
+    def _write_stalled(self) -> None:
+        self._stall_timer = None
+        self.limits.on_refusal("write_timeout")
+        self._disarm()
+        self.table.remove(self)
+        self.transport.abort()
+
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # lingering: dropped unread
+        if self._refused or self._pipeline_full:
+            return  # lingering, or past the pipelining bound: dropped unread
         in_head = self._head_open
         if in_head:
             self._begin_head()
         self._heads_completed = 0
         self._feed(data)
-        if self._refused or self.transport.is_closing():
-            return
+        if self._refused or self._pipeline_full or self.transport.is_closing():
+            return  # a refusal, or the rest of this read dropped at the pipelining bound
         if not self._over_limits(len(data), in_head=in_head):
             self._settle()
 
@@ -227,13 +306,17 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
         except httptools.HttpParserError:
+            if self._pipeline_full:
+                return  # stopped on purpose at the pipelining bound (`on_headers_complete`)
             refusal, self._refusal = self._refusal, None
             self._refuse(refusal or InvalidRequest("Invalid request: malformed HTTP"), _kind(refusal))
 
     def on_response_complete(self) -> None:
+        answered = self.cycle
+        standing = Standing.TRUSTED if answered.scope.get(PRINCIPAL_KEY) is not None else Standing.SERVED
         super().on_response_complete()
         cycle = self.cycle  # the next pipelined request, if one was waiting
-        self.table.mark(self, in_flight=cycle is not None and not cycle.response_complete)
+        self.table.mark(self, in_flight=cycle is not None and not cycle.response_complete, standing=standing)
         if not self.transport.is_closing():
             self._settle()
 
@@ -265,8 +348,19 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_open = False
         self._heads_completed += 1
         self._disarm()
+        if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
+            self._stop_pipelining()
         super().on_headers_complete()
         self.table.mark(self, in_flight=True)
+
+    def _stop_pipelining(self) -> None:
+        """Answer what is queued, then close; this head and whatever follows are dropped."""
+        self._pipeline_full = True
+        self.limits.on_refusal("pipeline")
+        last, _ = self.pipeline[0]  # queued with appendleft: the newest is first
+        last.keep_alive = False
+        # Raised inside a parser callback, it stops httptools; `_feed` swallows it.
+        raise _PipelineFull
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -302,23 +396,32 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     # Deadlines --------------------------------------------------------------------------------
 
+    def _in_flight(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and not cycle.response_complete
+
     def _begin_head(self) -> None:
+        """Head bytes arrived. With a request in flight (an SSE stream, a long call) they are only
+        noted: empty lines before a request line are allowed (RFC 9112 §2.2) and a pipelined head
+        waits its turn; the head deadline starts when the answer in flight is complete."""
         self._head_begun = True
-        self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+        if not self._in_flight():
+            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
 
     def _settle(self) -> None:
         """Arm the deadline the connection's state calls for; a deadline already running keeps its
         time, so trickled bytes never extend it."""
         cycle = self.cycle
-        in_flight = cycle is not None and not cycle.response_complete
-        if self._head_open and self._head_begun:
-            return  # the head deadline runs since the first byte
-        if self._head_open and not in_flight:
+        if self._in_flight():
+            self._disarm()  # a request in flight: the app and the body middleware own its time
+        elif self._head_open and self._head_begun:
+            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+        elif self._head_open:
             self._arm("idle", self.limits.idle_timeout, self._close, keep=True)
-        elif not self._head_open and cycle is not None and cycle.response_complete:
+        elif cycle is not None and cycle.response_complete:
             self._arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
         else:
-            self._disarm()  # a request in flight: the app and the body middleware own its time
+            self._disarm()
 
     def _arm(self, phase: str, seconds: float, callback: Callable[[], None], *, keep: bool = False) -> None:
         if keep and self._phase == phase:
@@ -336,11 +439,18 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def _close(self) -> None:
         self._disarm()
         self.table.remove(self)  # out of the count now, not when the loop reports it lost
-        if not self.transport.is_closing():
-            self.transport.close()
+        transport = self.transport
+        if transport.get_write_buffer_size() > 0:
+            # An answer the client does not read: `close` would wait for it to drain, with no
+            # deadline, holding the descriptor and the buffer outside the cap.
+            transport.abort()
+        elif not transport.is_closing():
+            transport.close()
 
     def _head_timed_out(self) -> None:
         self._timer = None
+        if self._in_flight():
+            return  # never cut a request in flight; `_settle` re-arms once its answer is complete
         seconds = self.limits.header_timeout
         self._refuse(RequestTimeout(data={"limit": "request_headers", "seconds": seconds}), "header_timeout")
 
@@ -400,6 +510,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         ]
         lines = [STATUS_LINE[wire.status], *(name + b": " + value + b"\r\n" for name, value in headers), b"\r\n"]
         return b"".join(lines) + body
+
+
+class _PipelineFull(Exception):
+    """Stops the parser at `MAX_QUEUED_REQUESTS`."""
 
 
 def _kind(refusal: WireError | None) -> str:

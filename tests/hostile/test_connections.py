@@ -307,10 +307,12 @@ async def test_probes_and_a_ping_answer_on_the_service_port_while_unfinished_hea
     tmp_path: Path,
 ) -> None:
     """Issue 12: /health and /ready must answer while an attack runs. At the cap, a new connection
-    takes the place of the oldest one with no request in flight (docs/connections.md)."""
+    takes the place of the oldest one with no request in flight, once that one is a second old
+    (docs/connections.md): a probe refused 503 before then gets in on a retry, as the kubelet's do."""
     with start_server(tmp_path, env=CROWDED) as server:
         for _ in range(2):  # the attacker refills the slots it lost: the probes still get in
             with slow_connections(server.port, SLOTS) as attackers:
+                until(lambda: _health(server) == 200, "a probe never got in")
                 async with httpx.AsyncClient(base_url=server.base, timeout=30.0) as http:
                     assert (await http.get("/health")).status_code == 200
                     assert (await http.get("/ready")).status_code == 200
@@ -448,3 +450,87 @@ def test_an_initialize_after_a_refusal_on_another_connection_still_works(quick: 
     body = orjson.dumps(rpc("initialize", initialize_params()))
     response = httpx.post(quick.url, content=body, headers=headers, timeout=10.0)
     assert response.status_code == 200
+
+
+# Holding a slot without a token -----------------------------------------------------------------
+
+
+def _sse_head(port: int, session: dict[str, str]) -> bytes:
+    fields = "".join(f"{name}: {value}\r\n" for name, value in {**session, "accept": "text/event-stream"}.items())
+    return f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{fields}\r\n".encode("latin-1")
+
+
+@pytest.mark.anyio
+async def test_an_empty_line_after_an_sse_stream_head_does_not_cut_the_stream_rfc9112_2_2(
+    http: httpx.AsyncClient, quick: ServerProcess
+) -> None:
+    """RFC 9112 §2.2: a server ignores empty lines before a request line. One sent while a stream is
+    in flight must not start the head deadline that would close the stream with it."""
+    session = await open_session(http, quick.token())
+    with connect(quick.port) as sock:
+        sock.sendall(_sse_head(quick.port, session))
+        received = sock.recv(65536)
+        assert received.startswith(b"HTTP/1.1 200 ")
+        sock.sendall(b"\r\n")
+        while received.count(b"\n:") < 6:  # three seconds of keep-alives: three header timeouts
+            chunk = sock.recv(65536)
+            assert chunk, "the stream was closed"
+            received += chunk
+
+
+def test_pipelined_unauthenticated_requests_never_read_neither_pin_the_cap_nor_hold_memory(tmp_path: Path) -> None:
+    """Thousands of heads in one write queued thousands of requests whose 401s the client never read,
+    holding every slot with a request in flight and megabytes each. Now a connection queues a few,
+    is answered, and closes; a client that stops reading is cut after the body timeout."""
+    with start_server(tmp_path, env={**QUICK, "AQL_MCP_HTTP__MAX_CONNECTIONS": "16"}) as server:
+        before = rss_kib(server.process.pid)
+        with ExitStack() as stack:
+            attackers = []
+            for _ in range(16):
+                sock = stack.enter_context(connect(server.port))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode() * 12_000)
+                attackers.append(sock)
+            until(lambda: _health(server) == 200, "the pipelining connections pinned the cap")
+            assert rss_kib(server.process.pid) - before < 64 * 1024
+            assert all(is_closed_by_peer(sock) for sock in attackers)
+
+
+def _exchange(sock: socket.socket, request: bytes) -> RawResponse:
+    sock.sendall(request)
+    return read_response(sock)
+
+
+def _health_request(port: int) -> bytes:
+    return f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode("latin-1")
+
+
+def test_a_connect_flood_at_the_cap_evicts_neither_an_idle_authenticated_nor_an_idle_served_connection(
+    tmp_path: Path,
+) -> None:
+    """Eviction takes connections that never completed a request first, and never one younger than a
+    second: a flood of empty connections only competes with itself (docs/connections.md)."""
+    with start_server(tmp_path, env={**CROWDED, "AQL_MCP_HTTP__MAX_CONNECTIONS": "16"}) as server:
+        body = initialize_body()
+        with connect(server.port) as trusted, connect(server.port) as served, ExitStack() as flood:
+            assert _exchange(trusted, mcp_post(server.port, server.token(), len(body)) + body).status == 200
+            assert _exchange(served, _health_request(server.port)).status == 200
+            for _ in range(200):
+                flood.enter_context(connect(server.port))
+            assert _exchange(trusted, _health_request(server.port)).status == 200
+            assert _exchange(served, _health_request(server.port)).status == 200
+
+
+def test_at_the_cap_an_idle_connection_that_never_showed_a_token_goes_before_older_authenticated_ones(
+    tmp_path: Path,
+) -> None:
+    with start_server(tmp_path, env={**CROWDED, "AQL_MCP_HTTP__MAX_CONNECTIONS": "16"}) as server, ExitStack() as stack:
+        authenticated = mcp_post(server.port, server.token(), 2) + b"{}"  # refused after authentication
+        trusted = [stack.enter_context(connect(server.port)) for _ in range(15)]
+        for sock in trusted:
+            assert _exchange(sock, authenticated).status < 500
+        served = stack.enter_context(connect(server.port))
+        assert _exchange(served, _health_request(server.port)).status == 200
+        until(lambda: _health(server) == 200, "no connection was ever evicted")
+        assert is_closed_by_peer(served)
+        assert _exchange(trusted[0], _health_request(server.port)).status == 200
