@@ -39,6 +39,8 @@ LIMIT_KINDS = (
     "malformed",
     "introspection",
     "evicted",
+    "pipeline",
+    "write_timeout",
 )
 INTROSPECTION_RESULTS = ("active", "inactive", "failed")
 ROUTES = (
