@@ -1,4 +1,5 @@
-"""Content negotiation on `/mcp`: what a request body must be and what a client must accept.
+"""Content negotiation on `/mcp`: what a request body must be, how it is read, and what a client
+must accept.
 
 POST bodies are `application/json`; a POST must accept both JSON and SSE, a GET SSE (MCP
 2025-11-25 transports, corporate §6). A refusal is 415 or 406.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import functools
 
-from starlette.types import Scope
+from starlette.types import Receive, Scope
 
-from aql_mcp.exceptions import NotAcceptable, UnsupportedMediaType
+from aql_mcp.exceptions import InvalidRequest, NotAcceptable, UnsupportedMediaType
 from aql_mcp.scope import header
 
 
@@ -36,3 +37,15 @@ def is_acceptable(accept: str, post: bool) -> bool:
     sse = "text/event-stream" in media or "text/*" in media
     json = "application/json" in media or "application/*" in media
     return sse and (json or not post)
+
+
+async def read_body(receive: Receive) -> bytes:
+    # The body-limit middleware in front has already capped what `receive` can deliver.
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidRequest("Invalid request: the client went away")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

@@ -32,7 +32,7 @@ from aql_mcp.exceptions import (
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import Request, encode_error, parse_message, peek_id
 from aql_mcp.logging import bind_log_context
-from aql_mcp.media import check_accept, check_content_type
+from aql_mcp.media import check_accept, check_content_type, read_body
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
 from aql_mcp.protocol.versions import (
@@ -148,7 +148,7 @@ class ModernEndpoint:
         try:
             check_content_type(scope)
             check_accept(scope, post=True)
-            body = await _read_body(receive)
+            body = await read_body(receive)
         except WireError as exc:
             await _send_wire(send, exc, scope, None)
             return
@@ -304,15 +304,3 @@ async def _send_wire(
     status = dispatched_status(Era.MODERN, wire, error["code"]) if dispatched else wire.status
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
     await send_body(send, status, encode_error(message_id, error), headers)
-
-
-async def _read_body(receive: Receive) -> bytes:
-    # The body-limit middleware in front has already capped what `receive` can deliver.
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidRequest("Invalid request: the client went away")
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)

@@ -41,7 +41,7 @@ from aql_mcp.jsonrpc.messages import (
     peek_id,
 )
 from aql_mcp.logging import bind_log_context
-from aql_mcp.media import check_accept, check_content_type
+from aql_mcp.media import check_accept, check_content_type, read_body
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import Context, RequestId, ResourceHub
 from aql_mcp.protocol.versions import Era
@@ -131,7 +131,7 @@ class StreamableHTTPEndpoint:
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         check_content_type(scope)
         check_accept(scope, post=True)
-        body = await _read_body(receive)
+        body = await read_body(receive)
         try:
             message = parse_message(body)
         except WireError as exc:
@@ -400,15 +400,3 @@ async def _cancel(session: Session, message: Notification) -> None:
     request_id = message.params.get("requestId")
     if isinstance(request_id, str | int) and not isinstance(request_id, bool):
         await session.cancel(request_id, str(message.params.get("reason", "")))
-
-
-async def _read_body(receive: Receive) -> bytes:
-    # The body-limit middleware in front has already capped what `receive` can deliver.
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidRequest("Invalid request: the client went away")
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
