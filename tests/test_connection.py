@@ -1,13 +1,12 @@
 """`LimitedHttpProtocol` in process: a real asyncio server on 127.0.0.1 running the protocol in
-front of a tiny ASGI app, driven by raw sockets; and the file-limit arithmetic."""
+front of a tiny ASGI app, driven by raw sockets."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import resource
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import uvicorn
@@ -16,14 +15,10 @@ from uvicorn.server import ServerState
 from aql_mcp.connection import (
     MAX_QUEUED_REQUESTS,
     ConnectionLimits,
-    ConnectionTable,
-    LimitedHttpProtocol,
-    Standing,
-    fit_connections,
     message_bound,
     protocol_for,
-    raise_file_limit,
 )
+from aql_mcp.connection_table import ConnectionTable
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
@@ -182,42 +177,8 @@ async def test_a_chunked_body_and_its_trailer_within_the_bound_are_served(port: 
     assert port.refusals == []
 
 
-def test_the_table_offers_the_connection_longest_without_a_request_and_never_one_in_flight() -> None:
-    table = ConnectionTable()
-    first, second, third = (cast(LimitedHttpProtocol, object()) for _ in range(3))
-    for protocol in (first, second, third):
-        table.add(protocol)
-    table.mark(first, in_flight=True)
-    assert table.oldest_waiting() is second
-    table.mark(first, in_flight=False)  # its request ended: now the newest without one
-    table.remove(second)
-    assert table.oldest_waiting() is third
-    table.mark(second, in_flight=False)  # a closed connection does not come back
-    assert len(table) == 2
-    table.mark(third, in_flight=True)
-    table.mark(first, in_flight=True)
-    assert table.oldest_waiting() is None
-
-
 def test_a_request_may_take_twice_the_body_and_twice_the_head_on_the_wire() -> None:
     assert message_bound(max_body_bytes=1_048_576, max_header_bytes=32_768) == 2_162_688
-
-
-def test_the_connection_cap_leaves_a_reserve_below_the_file_limit() -> None:
-    assert fit_connections(1024, file_limit=20_000, reserve=200) == 1024
-    assert fit_connections(1024, file_limit=1024, reserve=200) == 824
-    assert fit_connections(1024, file_limit=100, reserve=200) == 1
-
-
-def test_the_soft_file_limit_is_raised_to_the_hard_limit() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
-    try:
-        raised = raise_file_limit()
-        assert raised == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        assert raised == (hard if hard != resource.RLIM_INFINITY else 1_048_576)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 @pytest.mark.parametrize("port", [{"header_timeout": 0.2}], indirect=True)
@@ -263,47 +224,6 @@ async def test_at_the_cap_connections_too_new_to_evict_make_a_newcomer_get_503(p
     assert port.refusals == ["connections"]
     for _, held_writer in [*held, (reader, writer)]:
         held_writer.close()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_eviction_takes_new_connections_before_served_ones_and_served_before_trusted() -> None:
-    clock = Clock()
-    table = ConnectionTable(clock)
-    trusted, served, new = (cast(LimitedHttpProtocol, object()) for _ in range(3))
-    for protocol in (trusted, served, new):
-        table.add(protocol)
-    table.mark(trusted, in_flight=False, standing=Standing.TRUSTED)
-    table.mark(served, in_flight=False, standing=Standing.SERVED)
-    clock.now += 5
-    assert table.evictable(1.0) is new
-    table.remove(new)
-    assert table.evictable(1.0) is served
-    table.mark(served, in_flight=True)
-    assert table.evictable(1.0) is trusted
-    table.mark(served, in_flight=False)  # standing is kept, never lowered
-    table.mark(trusted, in_flight=False, standing=Standing.SERVED)
-    assert table.evictable(0.0) is served
-
-
-def test_a_connection_quiet_for_less_than_the_minimum_age_is_never_evicted_nor_one_of_higher_standing() -> None:
-    clock = Clock()
-    table = ConnectionTable(clock)
-    old_trusted, young = (cast(LimitedHttpProtocol, object()) for _ in range(2))
-    table.add(old_trusted)
-    table.mark(old_trusted, in_flight=False, standing=Standing.TRUSTED)
-    clock.now += 60
-    table.add(young)
-    clock.now += 0.5
-    assert table.evictable(1.0) is None  # a flood of new connections does not reach the trusted one
-    clock.now += 0.5
-    assert table.evictable(1.0) is young
 
 
 async def test_an_evicted_connection_with_an_unread_answer_is_aborted_not_left_draining(port: Port) -> None:

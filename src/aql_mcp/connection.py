@@ -40,18 +40,16 @@ A request in flight (a long tool call, an SSE stream) is never cut by these time
 from __future__ import annotations
 
 import asyncio
-import resource
-import time
 from asyncio import TimerHandle
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, ClassVar
 
 import httptools
 import structlog
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from aql_mcp.connection_table import ConnectionTable, Standing
 from aql_mcp.exceptions import (
     ConnectionLimitReached,
     HeadersTooLarge,
@@ -60,9 +58,8 @@ from aql_mcp.exceptions import (
     RequestTimeout,
     WireError,
 )
-from aql_mcp.jsonrpc.messages import encode_error
 from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
-from aql_mcp.responses import error_object
+from aql_mcp.responses import error_response
 from aql_mcp.scope import PRINCIPAL_KEY
 
 log = structlog.get_logger("aql_mcp.connection")
@@ -81,8 +78,6 @@ MAX_QUEUED_REQUESTS = 8
 # A connection this young (or with a request started or ended this recently) is never evicted: a
 # connect flood would otherwise close a client between its connect and its head.
 MIN_EVICTABLE_SECONDS = 1.0
-# Linux's default fs.nr_open: no process opens more files than this whatever its limits say.
-KERNEL_FILE_LIMIT = 1_048_576
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,71 +103,6 @@ def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
     return 2 * max_body_bytes + 2 * max_header_bytes
 
 
-class Standing(IntEnum):
-    """What a connection has shown; eviction takes the lowest standing first (docs/connections.md)."""
-
-    NEW = 0  # nothing sent yet, or only part of a first head
-    SERVED = 1  # at least one request answered, none with a valid token
-    TRUSTED = 2  # at least one request answered with a valid token
-
-
-class ConnectionTable:
-    """The open connections of one port: those with a request in flight kept apart, the others by
-    standing, each group oldest first, so the connection to evict is found at once at the cap. A
-    connection moves to the end of its group each time a request starts or ends: "oldest" is the
-    longest without news."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._waiting: tuple[dict[LimitedHttpProtocol, float], ...] = tuple({} for _ in Standing)
-        self._serving: dict[LimitedHttpProtocol, None] = {}
-        self._standing: dict[LimitedHttpProtocol, Standing] = {}
-        self.lingering = 0  # refused connections still reading what the client sends (not counted above)
-
-    def __len__(self) -> int:
-        return len(self._standing)
-
-    def add(self, protocol: LimitedHttpProtocol) -> None:
-        self._standing[protocol] = Standing.NEW
-        self._waiting[Standing.NEW][protocol] = self._clock()
-
-    def mark(self, protocol: LimitedHttpProtocol, *, in_flight: bool, standing: Standing | None = None) -> None:
-        """Move an open connection to the end of the group its state calls for; a closed one stays
-        out. Standing only rises."""
-        current = self._standing.get(protocol)
-        if current is None:
-            return
-        self.remove(protocol)
-        risen = current if standing is None else max(current, standing)
-        self._standing[protocol] = risen
-        if in_flight:
-            self._serving[protocol] = None
-        else:
-            self._waiting[risen][protocol] = self._clock()
-
-    def remove(self, protocol: LimitedHttpProtocol) -> None:
-        standing = self._standing.pop(protocol, None)
-        if standing is not None:
-            self._waiting[standing].pop(protocol, None)
-        self._serving.pop(protocol, None)
-
-    def oldest_waiting(self) -> LimitedHttpProtocol | None:
-        """The oldest connection with no request in flight, in the lowest standing that has one."""
-        for group in self._waiting:
-            if group:
-                return next(iter(group))
-        return None
-
-    def evictable(self, min_age: float) -> LimitedHttpProtocol | None:
-        """`oldest_waiting` if it has been quiet for `min_age`; a higher standing is never taken
-        while a lower one has a connection, so a flood of new connections only evicts its own."""
-        for group in self._waiting:
-            if group:
-                protocol, since = next(iter(group.items()))
-                return protocol if self._clock() - since >= min_age else None
-        return None
-
-
 def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     """The protocol class uvicorn builds for each connection of a port (`uvicorn.Config(http=...)`)."""
 
@@ -180,7 +110,7 @@ def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         pass
 
     PortProtocol.limits = limits
-    PortProtocol.table = ConnectionTable()
+    PortProtocol.table = ConnectionTable[LimitedHttpProtocol]()
     return PortProtocol
 
 
@@ -188,7 +118,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     """`HttpToolsProtocol` with a connection cap, head limits and deadlines (see the module docstring)."""
 
     limits: ClassVar[ConnectionLimits]
-    table: ClassVar[ConnectionTable]
+    table: ClassVar[ConnectionTable[LimitedHttpProtocol]]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -482,7 +412,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             return
         if kind != "connections":
             log.info("connection_refused", reason=kind, status=error.status)
-        transport.write(self._answer(error))
+        request_id = new_request_id()
+        headers = [*self.server_state.default_headers, (REQUEST_ID_HEADER, request_id.encode("ascii"))]
+        transport.write(error_response(error, request_id=request_id, headers=headers))
         table = self.table
         if table.lingering >= self.limits.max_lingering:
             # A flood of refusals: close at once, at the risk of a reset, rather than hold more
@@ -496,21 +428,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._phase = "linger"
         self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
 
-    def _answer(self, error: WireError) -> bytes:
-        request_id = new_request_id()
-        wire, body_error = error_object(error, request_id)
-        body = encode_error(None, body_error)
-        headers = [
-            *self.server_state.default_headers,
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode("ascii")),
-            (REQUEST_ID_HEADER, request_id.encode("ascii")),
-            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items() if k != "connection"),
-            (b"connection", b"close"),
-        ]
-        lines = [STATUS_LINE[wire.status], *(name + b": " + value + b"\r\n" for name, value in headers), b"\r\n"]
-        return b"".join(lines) + body
-
 
 class _PipelineFull(Exception):
     """Stops the parser at `MAX_QUEUED_REQUESTS`."""
@@ -518,24 +435,3 @@ class _PipelineFull(Exception):
 
 def _kind(refusal: WireError | None) -> str:
     return "headers" if isinstance(refusal, HeadersTooLarge) else "malformed"
-
-
-def raise_file_limit() -> int:
-    """Raise the soft limit on open files to the hard limit where allowed; the soft limit now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return KERNEL_FILE_LIMIT
-    # An unlimited hard limit is still bounded by the kernel (fs.nr_open).
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, KERNEL_FILE_LIMIT)
-    if target > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            log.warning("file_limit_not_raised", soft=soft, hard=hard)
-    return int(soft)
-
-
-def fit_connections(configured: int, *, file_limit: int, reserve: int) -> int:
-    """The connection cap that leaves `reserve` descriptors for the store, logs and listeners."""
-    return max(1, min(configured, file_limit - reserve))

@@ -20,15 +20,9 @@ from aql_mcp import __version__
 from aql_mcp.app import create_app, create_metrics_app
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.configuration import load_settings
-from aql_mcp.connection import (
-    LINGERING_REFUSALS,
-    ConnectionLimits,
-    fit_connections,
-    message_bound,
-    protocol_for,
-    raise_file_limit,
-)
+from aql_mcp.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
 from aql_mcp.exceptions import ConfigError
+from aql_mcp.file_limit import fit_connections, raise_file_limit
 from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings
 from aql_mcp.shutdown import Companion, DrainingServer

@@ -7,6 +7,7 @@ tied to the request id (corporate §13.3, §15.2).
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -65,3 +66,19 @@ async def send_empty(send: Send, status: int, headers: list[tuple[bytes, bytes]]
         }
     )
     await send({"type": "http.response.body", "body": b""})
+
+
+def error_response(error: WireError, *, request_id: str, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A whole HTTP/1.1 response carrying `error`, for a connection refused before any ASGI app
+    runs (connection.py): the JSON-RPC error with id null, then `connection: close`."""
+    wire, body_error = error_object(error, request_id)
+    body = encode_error(None, body_error)
+    fields = [
+        *headers,
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items() if k != "connection"),
+        (b"connection", b"close"),
+    ]
+    status = f"HTTP/1.1 {wire.status} {HTTPStatus(wire.status).phrase}\r\n".encode("ascii")
+    return b"".join([status, *(name + b": " + value + b"\r\n" for name, value in fields), b"\r\n", body])
