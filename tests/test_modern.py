@@ -18,10 +18,10 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.modern import decode_header_value
 from aql_mcp.settings import Settings
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
+from tests.support.modern import MODERN, modern_body, modern_headers
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientInfo": {"name": "modern-tests", "version": "1"},
@@ -46,14 +46,6 @@ def token(settings: Settings) -> str:
     return issuer.mint(subject="tester", scopes=["mcp"], ttl=600)
 
 
-def modern_headers(token: str, method: str, name: str | None = None, version: str = MODERN) -> dict[str, str]:
-    headers = {**MCP_HEADERS, "authorization": f"Bearer {token}", "mcp-protocol-version": version}
-    headers["mcp-method"] = method
-    if name is not None:
-        headers["mcp-name"] = name
-    return headers
-
-
 async def call(
     client: httpx.AsyncClient,
     token: str,
@@ -65,7 +57,7 @@ async def call(
     headers: dict[str, str] | None = None,
     message_id: int | str = 41,
 ) -> httpx.Response:
-    body = rpc(method, {**(params or {}), "_meta": META if meta is None else meta}, message_id)
+    body = modern_body(method, params, META if meta is None else meta, message_id)
     sent = headers if headers is not None else modern_headers(token, method, name)
     return await client.post("/mcp", json=body, headers=sent)
 

@@ -21,11 +21,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
+from tests.support.modern import MODERN, modern_body, modern_headers
 from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
 DEADLINE = 20.0
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -50,12 +50,8 @@ def post(
     headers: dict[str, str] | None = None,
     message_id: int | str = 9,
 ) -> httpx.Response:
-    sent = {**MCP_HEADERS, "authorization": f"Bearer {server.token()}", "mcp-protocol-version": MODERN}
-    sent["mcp-method"] = method
-    if name is not None:
-        sent["mcp-name"] = name
-    sent.update(headers or {})
-    body = rpc(method, {**(params or {}), "_meta": META if meta is None else meta}, message_id)
+    sent = {**modern_headers(server.token(), method, name), **(headers or {})}
+    body = modern_body(method, params, META if meta is None else meta, message_id)
     return httpx.post(server.url, json=body, headers=sent, timeout=DEADLINE)
 
 
