@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import jwt
 
+from aql_mcp.auth.cache import TtlCache
 from aql_mcp.auth.introspection import Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens
@@ -52,14 +53,14 @@ class BearerVerifier:
         self._introspector = introspector
         self._leeway = leeway
         self._clock = clock
-        self._cache: dict[bytes, Principal] = {}
+        self._cache = TtlCache[Principal](CACHE_LIMIT)
         self._verifies_jwts = bool(self._static) or jwks is not None
 
     async def verify(self, token: str) -> Principal:
         key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         now = self._clock()
-        cached = self._cache.get(key)
-        if cached is not None and cached.expires_at is not None and cached.expires_at > now - self._leeway:
+        cached = self._cache.get(key, now)
+        if cached is not None:
             return cached
         if token.count(".") != 2 or not self._verifies_jwts:
             # Opaque tokens are not cached here: the allow-list is a dict lookup, and
@@ -69,7 +70,8 @@ class BearerVerifier:
             # a forged or foreign JWT is refused here and never costs an IdP call.
             return await self._verify_opaque(token)
         principal = await self._verify_jwt(token)
-        self._remember(key, principal, now)
+        if principal.expires_at is not None:
+            self._cache.put(key, principal, until=principal.expires_at + self._leeway)
         return principal
 
     async def _verify_jwt(self, token: str) -> Principal:
@@ -98,13 +100,6 @@ class BearerVerifier:
         if self._introspector is not None:
             return await self._introspector.introspect(token)
         raise InvalidToken()
-
-    def _remember(self, key: bytes, principal: Principal, now: float) -> None:
-        if len(self._cache) >= CACHE_LIMIT:
-            self._cache = {k: p for k, p in self._cache.items() if p.expires_at and p.expires_at > now}
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-        self._cache[key] = principal
 
 
 def decode(token: str, signing: SigningKey, *, issuer: str, audience: str, leeway: int, now: float) -> Principal:
