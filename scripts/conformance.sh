@@ -3,6 +3,8 @@
 #
 #   scripts/conformance.sh URL          a running server; token from MCP_TOKEN (optional)
 #   scripts/conformance.sh --serve      start one in development mode with the fixture plugin
+#   CONFORMANCE_VERSION=0.2.0-alpha.12 scripts/conformance.sh --serve --spec-version 2026-07-28
+#                                       the 0.2 suite against the modern era (extra args go to the suite)
 #
 # Installs, once, into .tools/: Node 22 from the npm registry (package node-linux-<arch>@22; the
 # suite needs fs.globSync) and the suite at CONFORMANCE_VERSION. Prints the suite's summary and
@@ -94,6 +96,11 @@ if [ "${1:-}" = "--serve" ]; then
   STATE=$(mktemp -d)
   export AQL_MCP_STORE__PATH="$STATE" AQL_MCP_LOGGING__LEVEL=warning
   export AQL_MCP_SERVER__PLUGINS='["aql_mcp.testing.conformance:plugin"]'
+  # Both eras, and a per-caller rate far above one agent's: the 0.2 suite sends hundreds of
+  # requests a second under one token, which the default 50/s (burst 100) would refuse with 429.
+  export AQL_MCP_MCP__MODERN_ERA="${AQL_MCP_MCP__MODERN_ERA:-true}"
+  export AQL_MCP_LIMITS__RATE_PER_SECOND="${AQL_MCP_LIMITS__RATE_PER_SECOND:-1000}"
+  export AQL_MCP_LIMITS__RATE_BURST="${AQL_MCP_LIMITS__RATE_BURST:-2000}"
   .venv/bin/aql-mcp serve --dev --port "$PORT" > "$STATE/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done

@@ -1,6 +1,7 @@
-"""The official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) against a real server.
+"""The official MCP conformance suite (@modelcontextprotocol/conformance) against a real server.
 
-It is the judge of MCP 2025-11-25 behaviour: every scenario of `--suite all` must pass with a
+It is the judge of protocol behaviour: 0.1.16 `--suite all` for MCP 2025-11-25, and 0.2.0-alpha.12
+for both eras (`--spec-version 2026-07-28` and `2025-11-25`). Every scenario must pass with a
 development token, and without a token every request must be refused with 401 (corporate §7.1).
 """
 
@@ -19,13 +20,24 @@ from tests.support.server import ServerProcess, free_port, start_server
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "conformance.sh"
 SCENARIOS = 32
+ALPHA = "0.2.0-alpha.12"
+MODERN_SCENARIOS = 40
+ALPHA_LEGACY_SCENARIOS = 33
+# The 0.2 suite sends hundreds of requests a second under one token (scripts/conformance.sh).
+BOTH_ERAS = {
+    "AQL_MCP_MCP__MODERN_ERA": "true",
+    "AQL_MCP_LIMITS__RATE_PER_SECOND": "1000",
+    "AQL_MCP_LIMITS__RATE_BURST": "2000",
+}
 
 
-def run_suite(url: str, token: str | None) -> tuple[int, int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MCP_TOKEN"}
+def run_suite(url: str, token: str | None, *args: str, version: str | None = None) -> tuple[int, int, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MCP_TOKEN", "CONFORMANCE_VERSION")}
     if token:
         env["MCP_TOKEN"] = token
-    done = subprocess.run([str(SCRIPT), url], env=env, capture_output=True, text=True, timeout=600)
+    if version:
+        env["CONFORMANCE_VERSION"] = version
+    done = subprocess.run([str(SCRIPT), url, *args], env=env, capture_output=True, text=True, timeout=600)
     match = re.search(r"^conformance: (\d+) passed, (\d+) failed$", done.stdout, re.MULTILINE)
     assert match, f"no summary line:\n{done.stdout}\n{done.stderr}"
     return int(match.group(1)), int(match.group(2)), done.stdout
@@ -55,6 +67,19 @@ def test_every_conformance_scenario_passes_through_a_round_robin_proxy_over_thre
     ):
         passed, failed, output = run_suite(f"{base}/mcp", replicas.token("conformance"))
     assert (passed, failed) == (SCENARIOS, 0), output
+
+
+def test_both_eras_pass_their_suites_against_one_process(tmp_path: Path) -> None:
+    """issue 13: with the modern era on, one process passes 0.2.0-alpha.12 for MCP 2026-07-28 (all 40
+    scenarios, authentication on), and still 0.1.16 `--suite all` and alpha.12 for 2025-11-25."""
+    with start_server(tmp_path, env=BOTH_ERAS) as server:
+        token = server.token(subject="conformance")
+        modern = run_suite(server.url, token, "--spec-version", "2026-07-28", version=ALPHA)
+        legacy = run_suite(server.url, token)
+        legacy_alpha = run_suite(server.url, token, "--spec-version", "2025-11-25", version=ALPHA)
+    assert modern[:2] == (MODERN_SCENARIOS, 0), modern[2]
+    assert legacy[:2] == (SCENARIOS, 0), legacy[2]
+    assert legacy_alpha[:2] == (ALPHA_LEGACY_SCENARIOS, 0), legacy_alpha[2]
 
 
 def test_without_a_token_every_mcp_request_is_refused_with_401(server: ServerProcess) -> None:

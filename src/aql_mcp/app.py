@@ -48,6 +48,7 @@ from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
 from aql_mcp.registry import Kind, Registry
+from aql_mcp.request_state import RequestStateSealer
 from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
@@ -132,8 +133,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         hub=sessions,
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
-        log_level=settings.logging.level,
         telemetry=telemetry,
+        sealer=request_state_sealer(settings),
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
     )
@@ -354,3 +355,14 @@ async def _keepalive(services: Services) -> None:
     while True:
         await anyio.sleep(idle / 2)
         await services.endpoint.keepalive(idle)
+
+
+def request_state_sealer(settings: Settings) -> RequestStateSealer:
+    """The sealer of modern `requestState`s, with the key every replica shares (docs/eras.md)."""
+    mcp = settings.mcp
+    key, previous = mcp.request_state_key, mcp.request_state_previous_key
+    return RequestStateSealer(
+        key.get_secret_value().encode() if key else None,
+        previous=previous.get_secret_value().encode() if previous else None,
+        ttl_seconds=mcp.request_state_ttl_seconds,
+    )

@@ -17,6 +17,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         │   ├── SessionAlreadyInitialized
         │   └── NestingTooDeep          (a message nested past jsonrpc/messages.py MAX_DEPTH)
         ├── MethodNotFound              404  -32601
+        ├── MissingClientCapability     400  -32021   (modern: the request's _meta lacks a capability it needs)
         ├── InvalidParams               400  -32602
         │   └── UnknownTool
         ├── InternalError               500  -32603
@@ -48,6 +49,8 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
             └── InvalidToken
     ToolError                           a tool's own failure: an `isError: true` result, not a wire error
     CapabilityNotDeclared (ToolError)   the client did not declare sampling / elicitation
+    InputRequired                       not an error: a modern request's handler needs the client's input
+                                        first; the modern edge answers `input_required` (rounds.py)
 """
 
 from __future__ import annotations
@@ -123,6 +126,16 @@ class HeaderMismatch(WireError):
     the body (MCP 2026-07-28 Streamable HTTP, "Server Validation")."""
 
     status, code, message = 400, HEADER_MISMATCH, "Header mismatch"
+
+
+class MissingClientCapability(WireError):
+    """A modern request needs a client capability its `_meta` does not declare: `MissingRequiredClientCapabilityError`,
+    `data.requiredCapabilities` a ClientCapabilities object such as `{"sampling": {}}` (2026-07-28 basic)."""
+
+    status, code, message = 400, MISSING_CLIENT_CAPABILITY, "Missing required client capability"
+
+    def __init__(self, capability: str) -> None:
+        super().__init__(data={"requiredCapabilities": {capability: {}}})
 
 
 class UnsupportedModernVersion(WireError):
@@ -330,3 +343,17 @@ class ToolError(AqlMcpError):
 
 class CapabilityNotDeclared(ToolError):
     """The handler needs a client capability (sampling, elicitation) the client did not declare."""
+
+
+class InputRequired(AqlMcpError):
+    """Not a failure: a modern request's handler needs answers from the client before it can go on.
+
+    Raised by `Context.ask` (and so by `elicit`, `sample`, `list_roots`) in the modern era; it travels
+    through the tool, prompt, resource and MCP-AQL layers untouched, and the modern edge answers it
+    with an `InputRequiredResult` whose signed `requestState` lets any replica take up the retry
+    (2026-07-28 basic/patterns/mrtr, docs/eras.md "Asking the client").
+    """
+
+    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
+        super().__init__("input required")
+        self.requests = requests

@@ -15,7 +15,7 @@ import anyio
 from starlette.types import Send
 
 from aql_mcp.events import EventStream, new_stream_id
-from aql_mcp.exceptions import ShuttingDown, ToolError
+from aql_mcp.exceptions import CapabilityNotDeclared, ShuttingDown, ToolError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result
 from aql_mcp.responses import send_body
 from aql_mcp.sessions import PendingRequest, Session
@@ -92,6 +92,13 @@ class PostExchange:
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self._emit(encode_notification(method, params))
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each question as a server-to-client request on this stream, one after the other."""
+        return {key: await self.request(asked["method"], asked["params"]) for key, asked in requests.items()}
+
+    def missing_capability(self, capability: str) -> Exception:
+        return CapabilityNotDeclared(f"the client did not declare the {capability} capability")
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.session is None:

@@ -5,7 +5,11 @@ in `_meta` (2026-07-28 basic, "Per-request protocol fields"). Checks run in the 
 gives, so a request with several faults gets the first: -32602 (malformed `_meta`), -32020 (a
 mirrored header missing or not matching the body), -32022 (unsupported version), 404 -32601
 (a method this era does not serve). The request then goes to the same dispatcher, handlers,
-plugins and MCP-AQL router as the legacy era; its answer is always one JSON body in this slice.
+plugins and MCP-AQL router as the legacy era. Its answer is one JSON body, or an SSE stream of
+that request's own progress and log notifications ending with the result (reply.py). A handler that
+needs the client's input ends the attempt with `input_required` and a signed `requestState`; the
+client retries with its answers, on any replica (rounds.py, request_state.py). A client that goes
+away cancels its request.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import structlog
 from starlette.types import Receive, Scope, Send
 
@@ -22,19 +27,19 @@ from aql_mcp import __version__
 from aql_mcp.exceptions import (
     AuthError,
     HeaderMismatch,
+    InputRequired,
     InvalidParams,
-    InvalidRequest,
     MethodNotFound,
     MissingToken,
     UnsupportedModernVersion,
     WireError,
 )
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
-from aql_mcp.jsonrpc.messages import Request, encode_error, parse_message, peek_id
+from aql_mcp.jsonrpc.messages import Request, encode_error, encode_result, parse_message, peek_id
 from aql_mcp.logging import bind_log_context
 from aql_mcp.media import check_accept, check_content_type, read_body
 from aql_mcp.protocol import lifecycle
-from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
+from aql_mcp.protocol.context import LOG_LEVELS, LOG_OFF, Context, ResourceHub
 from aql_mcp.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -45,7 +50,11 @@ from aql_mcp.protocol.versions import (
     Era,
     supported_versions,
 )
-from aql_mcp.responses import error_object, send_body, send_empty, send_json
+from aql_mcp.reply import Reply
+from aql_mcp.request_state import FIELD as STATE_FIELD
+from aql_mcp.request_state import Binding, RequestStateSealer, RoundState
+from aql_mcp.responses import error_object, send_body, send_empty
+from aql_mcp.rounds import ASKING_METHODS, InputRound
 from aql_mcp.scope import header, principal_of, request_id_of
 from aql_mcp.statuses import dispatched_status, wire_code
 from aql_mcp.telemetry import Telemetry
@@ -102,20 +111,6 @@ class RequestPeer:
         raise MethodNotFound()
 
 
-class _NoStream:
-    """This slice answers every modern request with one JSON body: notifications sent while a
-    request runs are dropped, and server-initiated requests (MRTR in 2026-07-28) are not served."""
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise InvalidRequest("Invalid request: this server cannot ask the client during a modern request yet")
-
-    async def close_connection(self) -> None:
-        return None
-
-
 class ModernEndpoint:
     """ASGI app for modern `/mcp` requests; the era router sends them here."""
 
@@ -126,8 +121,8 @@ class ModernEndpoint:
         hub: ResourceHub,
         server_name: str,
         instructions: str,
-        log_level: str,
         telemetry: Telemetry,
+        sealer: RequestStateSealer,
         anonymous_methods: frozenset[str] = frozenset(),
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
     ) -> None:
@@ -135,8 +130,8 @@ class ModernEndpoint:
         self._hub = hub
         self._server_info = {"name": server_name, "title": server_name, "version": __version__}
         self._instructions = instructions
-        self._log_level = log_level
         self._telemetry = telemetry
+        self._sealer = sealer
         self._anonymous_methods = anonymous_methods
         self._limits = handshake_limits
 
@@ -170,7 +165,7 @@ class ModernEndpoint:
         except WireError as exc:
             await _send_wire(send, exc, scope, message.id)
             return
-        await self._run(scope, send, message, peer)
+        await self._run(scope, receive, send, message, peer)
 
     def _validate(self, scope: Scope, request: Request) -> RequestPeer:
         """The checks of the spec's order, each raising its error; the request's peer if all pass."""
@@ -198,8 +193,9 @@ class ModernEndpoint:
         info = meta.get(META_CLIENT_INFO, {})
         lifecycle.check_bounds(META_CLIENT_CAPABILITIES, caps, self._limits)
         lifecycle.check_bounds(META_CLIENT_INFO, info, self._limits)
-        level = meta.get(META_LOG_LEVEL, self._log_level)
-        if level not in LOG_LEVELS:
+        # Without a level the request gets no log messages at all (2026-07-28 logging).
+        level = meta.get(META_LOG_LEVEL, LOG_OFF)
+        if level != LOG_OFF and level not in LOG_LEVELS:
             raise InvalidParams(data={"field": f"_meta.{META_LOG_LEVEL}", "reason": "enum"})
         return RequestPeer(
             version=version[:64],
@@ -208,29 +204,70 @@ class ModernEndpoint:
             log_level=str(level),
         )
 
-    async def _run(self, scope: Scope, send: Send, request: Request, peer: RequestPeer) -> None:
+    async def _run(self, scope: Scope, receive: Receive, send: Send, request: Request, peer: RequestPeer) -> None:
         meta = request.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
+        principal = principal_of(scope)
+        binding = Binding.of(principal.digest if principal else "anonymous", request.method, request.params)
+        bind_log_context(mcp_method=request.method, mcp_era=Era.MODERN.value, client=peer.client_info.get("name"))
+        try:
+            earlier, inputs = self._round(request, binding)
+        except WireError as exc:
+            await _send_wire(send, exc, scope, request.id, dispatched=True)
+            return
+        reply = Reply(send, method=request.method, inputs=inputs)
         ctx = Context(
             request_id=request_id_of(scope),
             message_id=request.id,
             peer=peer,
-            principal=principal_of(scope),
-            outbound=_NoStream(),
+            principal=principal,
+            outbound=reply,
             hub=self._hub,
             progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+            memo=earlier.memo,
         )
-        bind_log_context(mcp_method=request.method, mcp_era=Era.MODERN.value, client=peer.client_info.get("name"))
-        try:
-            with self._telemetry.method(request.method, ctx, meta):
-                if request.method == "server/discover":
-                    result = self._discover()
-                else:
-                    result = await self._dispatcher.call(request, ctx)
-        except Exception as exc:
-            await _send_wire(send, exc, scope, request.id, dispatched=True)
+        outcome: dict[str, Any] | BaseException | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+            try:
+                with self._telemetry.method(request.method, ctx, meta):
+                    if request.method == "server/discover":
+                        outcome = self._discover()
+                    else:
+                        outcome = await self._dispatcher.call(request, ctx)
+            except InputRequired as asked:
+                state = RoundState(answers=inputs.taken, memo=ctx.memo)
+                outcome = self._input_required(asked, self._sealer.seal(state, binding))
+            except Exception as exc:
+                outcome = exc
+            group.cancel_scope.cancel()
+        if outcome is None:
+            log.info("request_cancelled", reason="client disconnected")
             return
-        await send_json(send, 200, {"jsonrpc": "2.0", "id": request.id, "result": self._complete(request, result)})
+        if isinstance(outcome, BaseException):
+            await _send_wire(send, outcome, scope, request.id, dispatched=True, reply=reply)
+            return
+        if outcome.get("resultType") != "input_required":
+            outcome = self._complete(request, outcome)
+        await reply.finish(encode_result(request.id, outcome), 200)
+
+    def _round(self, request: Request, binding: Binding) -> tuple[RoundState, InputRound]:
+        """What earlier rounds of this request left (checked) and the answers this attempt brings."""
+        if request.method not in ASKING_METHODS:
+            return RoundState(), InputRound(RoundState(), {})
+        earlier = RoundState()
+        if STATE_FIELD in request.params:
+            earlier = self._sealer.open(request.params[STATE_FIELD], binding)
+        return earlier, InputRound.parse(request.params, earlier)
+
+    def _input_required(self, asked: InputRequired, state: str) -> dict[str, Any]:
+        """An `InputRequiredResult` (2026-07-28 mrtr): the questions, and the state to echo back."""
+        return {
+            "resultType": "input_required",
+            "inputRequests": asked.requests,
+            "requestState": state,
+            "_meta": {META_SERVER_INFO: self._server_info},
+        }
 
     def _discover(self) -> dict[str, Any]:
         """`server/discover` (2026-07-28 server/discover): versions, capabilities, identity."""
@@ -296,11 +333,29 @@ def decode_header_value(value: str) -> str | None:
 
 
 async def _send_wire(
-    send: Send, exc: BaseException, scope: Scope, message_id: Any, *, dispatched: bool = False
+    send: Send,
+    exc: BaseException,
+    scope: Scope,
+    message_id: Any,
+    *,
+    dispatched: bool = False,
+    reply: Reply | None = None,
 ) -> None:
     """One modern error answer: the code as this era spells it, the status from `statuses.py`."""
     wire, error = error_object(exc, request_id_of(scope))
     error["code"] = wire_code(Era.MODERN, error["code"])
     status = dispatched_status(Era.MODERN, wire, error["code"]) if dispatched else wire.status
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
-    await send_body(send, status, encode_error(message_id, error), headers)
+    body = encode_error(message_id, error)
+    if reply is not None:
+        await reply.finish(body, status, headers)
+        return
+    await send_body(send, status, body, headers)
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel the request when its client goes away (2026-07-28 cancellation: closing the HTTP
+    request is how a client cancels). The body has been read, so the next message is the disconnect."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()

@@ -62,6 +62,12 @@ def check_safety(settings: Settings) -> None:
             "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
             "/metrics on the service port"
         )
+    if not settings.server.dev and settings.mcp.modern_era and settings.mcp.request_state_key is None:
+        raise ConfigError(
+            "mcp.request_state_key (AQL_MCP_MCP__REQUEST_STATE_KEY): required with mcp.modern_era outside "
+            "development mode; every replica must sign and verify input_required request state with the same "
+            "key (mount it from a Secret)"
+        )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"

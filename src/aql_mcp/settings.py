@@ -266,6 +266,21 @@ class McpSettings(_Section):
 
     # Off: a 2026-07-28 request is refused as today, so a dual-era client falls back to `initialize`.
     modern_era: bool = False
+    # Signs the `requestState` of an `input_required` answer, so any replica can take up the retry:
+    # every replica needs the same key (a Secret). Required outside development mode with the modern
+    # era on; in development mode a random key per process is used when unset (docs/eras.md).
+    request_state_key: SecretStr | None = None
+    # The key before the last rotation: still accepted for states it signed, never used to sign.
+    request_state_previous_key: SecretStr | None = None
+    # How long a client may take to answer (a human reading an elicitation), in seconds.
+    request_state_ttl_seconds: int = Field(default=600, ge=30, le=3600)
+
+    @field_validator("request_state_key", "request_state_previous_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().encode()) < 32:
+            raise ValueError("must be at least 32 bytes (e.g. `openssl rand -base64 48`)")
+        return value
 
 
 class Settings(BaseSettings):

@@ -348,11 +348,14 @@ class _NoOutbound:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         return None
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         raise InvalidRequest()
 
     async def close_connection(self) -> None:
         return None
+
+    def missing_capability(self, capability: str) -> Exception:
+        return InvalidRequest()
 
 
 class RunningRequest:

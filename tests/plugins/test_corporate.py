@@ -76,8 +76,11 @@ class Silent:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         raise AssertionError(f"unexpected notification {method}")
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError(f"unexpected request {method}")
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        raise AssertionError(f"unexpected question ({sorted(requests)})")
+
+    def missing_capability(self, capability: str) -> Exception:
+        raise AssertionError(f"unexpected question ({capability})")
 
     async def close_connection(self) -> None:
         raise AssertionError("unexpected close")

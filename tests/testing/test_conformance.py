@@ -32,12 +32,25 @@ TOOLS = (
     "json_schema_2020_12_tool",
     "test_reconnection",
     "test_update_watched_resource",
+    # MCP 2026-07-28 rounds (src/aql_mcp/testing/rounds.py)
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
+    "test_missing_capability",
+    "test_streaming_elicitation",
+    "test_logging_tool",
 )
 PROMPTS = (
     "test_simple_prompt",
     "test_prompt_with_arguments",
     "test_prompt_with_embedded_resource",
     "test_prompt_with_image",
+    "test_input_required_result_prompt",
 )
 RESOURCES = (
     "test://static-text",
@@ -84,9 +97,13 @@ class RecordingOutbound:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         self.notifications.append((method, params))
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.requests.append((method, params))
-        return self.answers[method]
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for asked in requests.values():
+            self.requests.append((asked["method"], asked["params"]))
+        return {key: self.answers[asked["method"]] for key, asked in requests.items()}
+
+    def missing_capability(self, capability: str) -> Exception:
+        return CapabilityNotDeclared(capability)
 
     async def close_connection(self) -> None:
         self.closed += 1

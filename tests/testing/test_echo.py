@@ -17,8 +17,11 @@ class SilentOutbound:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         raise AssertionError(f"echo must not notify ({method} {params})")
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError(f"echo must not send requests ({method} {params})")
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        raise AssertionError(f"echo must not ask ({sorted(requests)})")
+
+    def missing_capability(self, capability: str) -> Exception:
+        raise AssertionError(f"echo must not ask ({capability})")
 
     async def close_connection(self) -> None:
         raise AssertionError("echo must not close the connection")

@@ -9,6 +9,9 @@ An item's result keeps its `warnings` (an idempotent replay, a truncated page): 
 copy of the result shape omits them, but an item's result is an OperationResult, which carries
 warnings (the MCP-AQL operation-result schema, MCP-AQL warnings), and dropping them would hide
 from the caller what it needs to know about that item (docs/aql.md).
+
+An item that asks the client (a confirmation by elicitation) in the modern era ends the attempt
+with `input_required`; the items before it are remembered in the request state, not run again.
 """
 
 from __future__ import annotations
@@ -36,9 +39,15 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
     results: list[dict[str, Any]] = []
     succeeded = failed = 0
     in_batch = replace(call, batch=True)
+    memo = call.ctx.memo
     for index, item in enumerate(items):
         name = _name(item)
-        envelope = await router.run(family, item, in_batch)
+        # A modern retry after `input_required` runs the batch again: items that already ran
+        # answer from the memo the request state carried, so nothing is done twice (docs/eras.md).
+        envelope = memo.get(f"batch.{index}")
+        if envelope is None:
+            envelope = await router.run(family, item, in_batch)
+            memo[f"batch.{index}"] = envelope
         result = _bare(envelope)
         if not envelope["success"] and envelope["error"]["code"] == CONFIRMATION_REQUIRED:
             pending = [_pending(i, later) for i, later in enumerate(items[index + 1 :], start=index + 1)]

@@ -13,7 +13,13 @@ from typing import Any
 
 import structlog
 
-from aql_mcp.exceptions import CapabilityNotDeclared, UpstreamUnavailable, WireError
+from aql_mcp.exceptions import (
+    CapabilityNotDeclared,
+    InputRequired,
+    MissingClientCapability,
+    UpstreamUnavailable,
+    WireError,
+)
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
@@ -105,6 +111,9 @@ class Router:
             return await self._audited(operation, item, call)
         except OperationError as exc:
             return exc.envelope()
+        except (InputRequired, MissingClientCapability):
+            # The modern edge answers these for the whole request: `input_required`, or -32021.
+            raise
         except UpstreamUnavailable as exc:
             if not call.batch:
                 # The call as a whole: 503 with Retry-After, so the client retries later (docs/store.md).

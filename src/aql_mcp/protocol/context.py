@@ -11,12 +11,15 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import CapabilityNotDeclared
 
 RequestId = str | int
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+# No log messages at all: a modern request that does not name a `logLevel` (2026-07-28 logging).
+LOG_OFF = "off"
+# The client capability each kind of question needs.
+CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 # At most one progress notification per this many seconds, except the last (corporate §8.6).
 PROGRESS_INTERVAL = 0.02
 
@@ -38,11 +41,18 @@ class Peer(Protocol):
 
 
 class Outbound(Protocol):
-    """Messages from the server during one request, on that request's stream."""
+    """Messages from the server during one request, on that request's stream.
+
+    `ask` puts questions to the client, keyed as the handler names them: the legacy era sends each
+    as a server-to-client request and waits; the modern era answers from the request's own
+    `inputResponses` or raises `InputRequired` (rounds.py). `missing_capability` is what each era
+    raises when the client did not declare what a question needs.
+    """
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]: ...
     async def close_connection(self) -> None: ...
+    def missing_capability(self, capability: str) -> Exception: ...
 
 
 class ResourceHub(Protocol):
@@ -53,9 +63,11 @@ class Context:
     """Per-request handle given to every tool, prompt, resource and completion handler."""
 
     __slots__ = (
+        "_asked",
         "_hub",
         "_last_progress",
         "_outbound",
+        "memo",
         "message_id",
         "peer",
         "principal",
@@ -73,6 +85,7 @@ class Context:
         outbound: Outbound,
         hub: ResourceHub,
         progress_token: str | int | None = None,
+        memo: dict[str, Any] | None = None,
     ) -> None:
         self.request_id = request_id
         self.message_id = message_id
@@ -82,6 +95,10 @@ class Context:
         self._outbound = outbound
         self._hub = hub
         self._last_progress: tuple[float, float] | None = None
+        self._asked = 0
+        # What a handler must not redo when a modern request is retried after `input_required`:
+        # it survives the round trip in the signed request state (rounds.py); JSON values only.
+        self.memo: dict[str, Any] = memo if memo is not None else {}
 
     @property
     def session_id(self) -> str | None:
@@ -110,29 +127,50 @@ class Context:
         await self._outbound.notify("notifications/progress", params)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
-        """Send `notifications/message` if the session's level lets it through."""
+        """Send `notifications/message` if the session's (or the request's) level lets it through."""
         threshold = self.peer.log_level if self.peer else "info"
-        if LOG_RANK.get(level, 0) < LOG_RANK.get(threshold, 1):
+        if threshold == LOG_OFF or LOG_RANK.get(level, 0) < LOG_RANK.get(threshold, 1):
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger:
             params["logger"] = logger
         await self._outbound.notify("notifications/message", params)
 
-    async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Ask the client's model (`sampling/createMessage`); only if the client declared sampling."""
-        if not self.has_client_capability("sampling"):
-            raise CapabilityNotDeclared("the client did not declare the sampling capability")
-        return await self._outbound.request("sampling/createMessage", params)
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Put several questions to the client at once, each `{"method", "params"}` under a key of
+        the handler's choosing; returns the answers under the same keys.
 
-    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        In the modern era a question without an answer yet ends this attempt (`InputRequired`): the
+        client answers and retries, and the handler runs again from the start, so it asks before it
+        acts (docs/eras.md, "Asking the client"). Every question needs its client capability.
+        """
+        for request in requests.values():
+            capability = CAPABILITY_OF.get(request["method"])
+            if capability is None or not self.has_client_capability(capability):
+                raise self._outbound.missing_capability(capability or request["method"])
+        return await self._outbound.ask(requests)
+
+    async def sample(self, params: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        """Ask the client's model (`sampling/createMessage`); only if the client declared sampling."""
+        return await self._ask_one(key, "sampling/createMessage", params)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
         """Ask the human through the client (`elicitation/create`, form mode)."""
-        if not self.has_client_capability("elicitation"):
-            raise CapabilityNotDeclared("the client did not declare the elicitation capability")
         params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
         if self.peer is not None and self.peer.protocol_version < "2025-11-25":
             del params["mode"]
-        return await self._outbound.request("elicitation/create", params)
+        return await self._ask_one(key, "elicitation/create", params)
+
+    async def list_roots(self, *, key: str | None = None) -> dict[str, Any]:
+        """The client's roots (`roots/list`); only if the client declared roots."""
+        return await self._ask_one(key, "roots/list", {})
+
+    async def _ask_one(self, key: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        # A default key counts the questions in call order, which a replayed handler repeats.
+        self._asked += 1
+        name = key or f"{CAPABILITY_OF[method]}-{self._asked}"
+        answers = await self.ask({name: {"method": method, "params": params}})
+        return answers[name]
 
     async def resource_updated(self, uri: str) -> None:
         """Tell every session subscribed to `uri` that it changed."""

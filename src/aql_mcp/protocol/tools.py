@@ -9,7 +9,7 @@ import structlog
 from jsonschema.exceptions import ValidationError
 
 from aql_mcp.content import text
-from aql_mcp.exceptions import InvalidParams, ToolError, ToolTimeout, UnknownTool, WireError
+from aql_mcp.exceptions import InputRequired, InvalidParams, ToolError, ToolTimeout, UnknownTool, WireError
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
@@ -109,7 +109,7 @@ async def run_tool(handler: Any, arguments: dict[str, Any], ctx: Context, name: 
         output: ToolOutput = await handler(arguments, ctx)
     except ToolError as exc:
         return ToolResult([text(str(exc) or "The tool failed")], is_error=True).to_wire(), CLIENT_ERROR
-    except WireError:
+    except (WireError, InputRequired):
         raise
     except Exception:
         # A crash inside a tool is a tool execution error the caller sees without internals.

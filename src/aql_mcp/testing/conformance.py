@@ -23,6 +23,7 @@ from aql_mcp.content import Content, audio, blob_contents, embedded, image, mess
 from aql_mcp.exceptions import InvalidParams, ToolError
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool
+from aql_mcp.testing import rounds
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEP_DELAY = 0.05  # the suite's reference servers space log and progress messages ~50 ms apart
@@ -423,6 +424,7 @@ class ConformancePlugin:
         )
         for prompt in _prompts():
             registry.add_prompt(prompt)
+        rounds.register(registry)
 
 
 plugin = ConformancePlugin()

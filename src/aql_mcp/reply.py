@@ -1,0 +1,63 @@
+"""The answer to one modern request, and its `Outbound` (docs/eras.md).
+
+One JSON body unless the handler talks first: a progress or log notification turns the answer
+into an SSE stream at that moment, the notifications travel on it, and the result is its last
+event (2026-07-28 Streamable HTTP, "Sending Messages"). The stream belongs to this request alone:
+no event ids, no resumption, no GET (a modern client retries the request instead). Questions to the
+client never travel on it as requests: they end the attempt with `input_required` (rounds.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import Send
+
+from aql_mcp.events import format_event
+from aql_mcp.exceptions import InvalidParams, MissingClientCapability
+from aql_mcp.exchange import SSE_HEADERS
+from aql_mcp.jsonrpc.messages import encode_notification
+from aql_mcp.responses import send_body
+from aql_mcp.rounds import ASKING_METHODS, InputRound
+
+
+class Reply:
+    """JSON until the first notification, then SSE; `finish` sends the last message either way."""
+
+    __slots__ = ("_method", "_round", "_send", "streaming")
+
+    def __init__(self, send: Send, *, method: str, inputs: InputRound) -> None:
+        self._send = send
+        self._method = method
+        self._round = inputs
+        self.streaming = False
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if not self.streaming:
+            self.streaming = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await self._write(format_event(None, encode_notification(method, params)), more=True)
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if self._method not in ASKING_METHODS:
+            # Only tools/call, prompts/get and resources/read may answer `input_required` (mrtr).
+            raise InvalidParams(
+                f"Invalid params: {self._method} cannot ask the client for input", data={"reason": "input"}
+            )
+        return self._round.take(requests)
+
+    def missing_capability(self, capability: str) -> Exception:
+        return MissingClientCapability(capability)
+
+    async def close_connection(self) -> None:
+        return None  # nothing to resume from: the stream stays open until the result
+
+    async def finish(self, body: bytes, status: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        """The last message: a JSON response, or the stream's last event (whose HTTP status was 200)."""
+        if self.streaming:
+            await self._write(format_event(None, body), more=False)
+            return
+        await send_body(self._send, status, body, headers)
+
+    async def _write(self, chunk: bytes, *, more: bool) -> None:
+        await self._send({"type": "http.response.body", "body": chunk, "more_body": more})

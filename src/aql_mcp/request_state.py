@@ -1,0 +1,146 @@
+"""The `requestState` of an `input_required` answer: signed, bound to caller and request, expiring.
+
+A modern request that needs the client's input is answered `input_required`; the client retries
+the same request with its answers and echoes `requestState` (2026-07-28 basic/patterns/mrtr). The
+retry may land on any replica, so the state carries everything the retry needs: the answers given
+in earlier rounds and what the handler chose to remember (a batch's finished items). The spec makes
+the state attacker-controlled input, so it is sealed with HMAC-SHA256 under a key every replica
+shares (`mcp.request_state_key`) and binds, inside the seal:
+
+- the caller (`Principal.digest`): another caller's state is refused;
+- the request (method and a digest of its parameters, without `_meta` and the MRTR fields): a
+  state presented on a different call is refused;
+- an expiry (`mcp.request_state_ttl_seconds`): a late state is refused.
+
+Nothing in it is secret from its caller (answers it gave, results it will see), so it is signed,
+not encrypted. A rotated-out key (`mcp.request_state_previous_key`) still verifies until its
+states expire. Refusals are -32602 with `data.reason` saying which check failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from aql_mcp.exceptions import InvalidParams
+
+VERSION = 1
+FIELD = "requestState"
+# Parameters that are not part of "the same request": how it is carried, and the MRTR fields.
+UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What a state is good for: this caller making this call."""
+
+    principal: str
+    method: str
+    subject: str
+
+    @classmethod
+    def of(cls, principal: str, method: str, params: Mapping[str, Any]) -> Binding:
+        bound = {k: v for k, v in params.items() if k not in UNBOUND_PARAMS}
+        subject = hashlib.sha256(orjson.dumps(bound, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return cls(principal, method, subject)
+
+
+@dataclass(slots=True)
+class RoundState:
+    """What one round hands to the next: answers already given and the handler's memo."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)
+
+
+class RequestStateSealer:
+    """Seals and opens request states with the shared key (and the previous one, to open only)."""
+
+    def __init__(
+        self,
+        key: bytes | None,
+        *,
+        previous: bytes | None = None,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        # No key is a development server on its own: a random one still makes states unforgeable.
+        self._key = key or secrets.token_bytes(32)
+        self._keys = (self._key, previous) if previous else (self._key,)
+        self._ttl = ttl_seconds
+        self._clock = clock
+
+    def seal(self, state: RoundState, binding: Binding) -> str:
+        payload = {
+            "v": VERSION,
+            "p": binding.principal,
+            "m": binding.method,
+            "s": binding.subject,
+            "e": int(self._clock()) + self._ttl,
+            "a": state.answers,
+            "r": state.memo,
+        }
+        body = orjson.dumps(payload)
+        return f"{_b64(body)}.{_b64(_mac(self._key, body))}"
+
+    def open(self, token: Any, binding: Binding) -> RoundState:
+        """The state `token` carries for this call, or -32602 saying why it cannot be used."""
+        if not isinstance(token, str):
+            raise _refused("type")
+        body = self._verified(token)
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise _refused("tampered") from None
+        if not isinstance(payload, dict) or payload.get("v") != VERSION:
+            raise _refused("tampered")
+        if payload.get("p") != binding.principal:
+            raise _refused("caller")
+        if payload.get("m") != binding.method or payload.get("s") != binding.subject:
+            raise _refused("request")
+        expires = payload.get("e")
+        if not isinstance(expires, int) or self._clock() > expires:
+            raise _refused("expired")
+        answers, memo = payload.get("a"), payload.get("r")
+        if not isinstance(answers, dict) or not isinstance(memo, dict):
+            raise _refused("tampered")
+        return RoundState(answers, memo)
+
+    def _verified(self, token: str) -> bytes:
+        encoded, _, mac = token.partition(".")
+        try:
+            body, given = _unb64(encoded), _unb64(mac)
+        except (binascii.Error, ValueError):
+            raise _refused("tampered") from None
+        if not any(hmac.compare_digest(_mac(key, body), given) for key in self._keys):
+            raise _refused("tampered")
+        return body
+
+
+def _mac(key: bytes, body: bytes) -> bytes:
+    return hmac.new(key, b"aql-mcp request state\0" + body, hashlib.sha256).digest()
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or not text.isascii():
+        raise ValueError("empty or not ASCII")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _refused(reason: str) -> InvalidParams:
+    return InvalidParams(
+        "Invalid params: requestState cannot be used for this request", data={"field": FIELD, "reason": reason}
+    )
