@@ -36,7 +36,8 @@ META = {
 
 @pytest.fixture(scope="module")
 def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start_server(tmp_path_factory.mktemp("modern"), env={"AQL_MCP_MCP__MODERN_ERA": "true"}) as process:
+    env = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}
+    with start_server(tmp_path_factory.mktemp("modern"), env=env) as process:
         yield process
 
 
@@ -170,3 +171,55 @@ async def test_the_official_client_ends_up_modern_and_lists_and_calls_tools(
     assert "initialize" not in wire.methods
     assert "tools/call" in wire.methods
     assert wire.session_ids == []
+
+
+@pytest.mark.parametrize(("mode", "version"), [("auto", MODERN), (MODERN, MODERN), ("legacy", "2025-11-25")])
+async def test_a_smoke_run_of_the_official_client_in_each_mode_confirms_an_operation_by_elicitation(
+    modern_server: ServerProcess, mode: str, version: str
+) -> None:
+    """Tools, resources, prompts and a dangerous MCP-AQL operation confirmed through the client's
+    elicitation callback: a server-to-client request in the legacy era, an `input_required` round
+    (MRTR) in the modern one. The era is asserted from the wire, not from success."""
+    wire = Wire()
+    asked: list[types.ElicitRequestParams] = []
+
+    async def confirm(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    collection = f"smoke-{mode.replace('-', '')}"
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {modern_server.token()}"})
+    http.event_hooks["request"].append(wire.request)
+    http.event_hooks["response"].append(wire.response)
+    transport = streamable_http_client(modern_server.url, http_client=http)
+    with anyio.fail_after(DEADLINE):
+        async with http, Client(transport, mode=mode, elicitation_callback=confirm) as client:
+            tools = await client.list_tools()
+            simple = await client.call_tool("test_simple_text", {})
+            resources = await client.list_resources()
+            read = await client.read_resource("test://static-text")
+            prompt = await client.get_prompt("test_simple_prompt", {})
+            create = {"operation": "create_collection", "params": {"collection": collection}}
+            await client.call_tool("mcp_aql_create", create)
+            delete = {"operation": "delete_collection", "params": {"collection": collection}}
+            deleted = await client.call_tool("mcp_aql_delete", delete)
+            assert client.protocol_version == version
+
+    assert {"test_simple_text", "mcp_aql_delete"} <= {tool.name for tool in tools.tools}
+    assert not simple.is_error
+    assert "test://static-text" in {str(resource.uri) for resource in resources.resources}
+    assert read.contents
+    assert prompt.messages
+    assert not deleted.is_error, deleted
+    assert deleted.structured_content is not None
+    assert deleted.structured_content["data"]["deleted"] is True
+    [question] = asked
+    assert "delete_collection" in question.message
+    if version == MODERN:
+        assert "initialize" not in wire.methods
+        assert wire.session_ids == []
+        # The confirmation was a retry of the same call, not a request on a stream.
+        assert wire.methods.count("tools/call") == 4
+    else:
+        assert "initialize" in wire.methods
+        assert wire.session_ids
