@@ -249,3 +249,18 @@ async def test_a_batch_item_that_asks_does_not_run_the_items_before_it_twice(
     }
     done = result_of(await call_tool(client, token, "mcp_aql_delete", batch, extra=yes))["structuredContent"]
     assert done["summary"] == {"total": 2, "succeeded": 2, "failed": 0}
+
+
+async def test_an_input_required_round_is_counted_as_such_not_as_an_internal_error(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    """Operators' error ratios must not count a question to the client as a failure."""
+    await call_tool(client, token, "test_input_required_result_elicitation")
+    await call_tool(client, token, "test_missing_capability", request_meta=meta({}))
+    exposition = (await client.get("/metrics")).text
+    calls = [line for line in exposition.splitlines() if line.startswith("aql_mcp_calls_total{")]
+    elicited = next(line for line in calls if 'tool="test_input_required_result_elicitation"' in line)
+    missing = next(line for line in calls if 'tool="test_missing_capability"' in line)
+    assert 'outcome="input_required"' in elicited
+    assert 'outcome="client_error"' in missing
+    assert not any('outcome="internal"' in line for line in calls)

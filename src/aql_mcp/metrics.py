@@ -22,7 +22,9 @@ from aql_mcp.responses import send_empty, send_error
 from aql_mcp.scope import request_id_of
 
 OTHER = "other"
-OUTCOMES = ("ok", "client_error", "auth_error", "rate_limited", "timeout", "internal")
+# `input_required`: a modern call that ended its attempt to ask the client (docs/eras.md, MRTR);
+# neither a success nor a failure, so error ratios leave it out.
+OUTCOMES = ("ok", "client_error", "auth_error", "rate_limited", "timeout", "internal", "input_required")
 AUTH_REASONS = ("missing_token", "invalid_token", "insufficient_scope", "unavailable")
 LIMIT_KINDS = (
     "rate",

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from aql_mcp.exceptions import InputRequired, WireError
 from aql_mcp.metrics import OUTCOMES, Metrics
 from aql_mcp.protocol.context import Context
 from aql_mcp.tracing import Tracing, set_outcome
@@ -21,7 +22,7 @@ from aql_mcp.tracing import Tracing, set_outcome
 log = structlog.get_logger("aql_mcp.calls")
 
 # The outcome classes are the metrics' label values, named here for the code that sets them.
-OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL = OUTCOMES
+OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL, INPUT_REQUIRED = OUTCOMES
 # MCP-AQL error codes by the outcome class they count as; every other failure is a client error.
 OPERATION_OUTCOMES = {
     "INTERNAL_ERROR": INTERNAL,
@@ -70,8 +71,8 @@ class CallRecord:
         seconds = time.perf_counter() - self._started
         if self._current is not None:
             _CURRENT_CALL.reset(self._current)
-        if exc_type is not None and self.outcome == OK:
-            self.outcome = INTERNAL
+        if exc is not None and self.outcome == OK:
+            self.outcome = _outcome_of(exc)
         set_outcome(self.span, self.outcome)
         self._telemetry.metrics.call(tool=self.tool, operation=self.operation, outcome=self.outcome, seconds=seconds)
         ctx = self._ctx
@@ -163,3 +164,13 @@ class OperationRecord:
     def failed(self, code: str) -> None:
         self.code = code
         self.outcome = OPERATION_OUTCOMES.get(code, CLIENT_ERROR)
+
+
+def _outcome_of(exc: BaseException) -> str:
+    """The outcome of a call its handler left with an exception: a question for the client
+    (modern era), the caller's mistake (a 4xx wire error such as -32021), or an internal failure."""
+    if isinstance(exc, InputRequired):
+        return INPUT_REQUIRED
+    if isinstance(exc, WireError) and exc.status < 500:
+        return CLIENT_ERROR
+    return INTERNAL
