@@ -9,6 +9,7 @@ from the wire (no `Mcp-Session-Id` ever, no `initialize` sent), not from success
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,9 +21,11 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
+from tests.support.asgi import CONFORMANCE, MCP_HEADERS, initialize_params, rpc
 from tests.support.modern import MODERN, modern_body, modern_headers
+from tests.support.replicas import SLOW
 from tests.support.server import ServerProcess, start_server
+from tests.support.wait import until
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +226,23 @@ async def test_a_smoke_run_of_the_official_client_in_each_mode_confirms_an_opera
     else:
         assert "initialize" in wire.methods
         assert wire.session_ids
+
+
+def test_closing_the_connection_cancels_a_modern_request(tmp_path: Path) -> None:
+    """2026-07-28 basic/patterns/cancellation: a client cancels a request by closing its HTTP
+    request; the server stops the work (the slow tool logs that it was stopped)."""
+    env = {"AQL_MCP_MCP__MODERN_ERA": "true"}
+    with start_server(tmp_path, env=env, plugins=(CONFORMANCE, SLOW)) as server:
+        params = {"name": "test_slow", "arguments": {"steps": 300}, "_meta": {**META, "progressToken": "p"}}
+        body = rpc("tools/call", params, 5)
+        headers = modern_headers(server.token(), "tools/call", "test_slow")
+        with (
+            httpx.Client(timeout=DEADLINE) as http,
+            http.stream("POST", server.url, json=body, headers=headers) as response,
+        ):
+            assert response.headers["content-type"].startswith("text/event-stream")
+            next(response.iter_lines())  # the first progress event: the handler is running
+        until(lambda: "slow_tool_stopped" in server.log_text(), "the handler was never stopped")
+        log = server.log_text()
+    assert '"request_cancelled"' in log
+    assert "Traceback" not in log
