@@ -195,6 +195,7 @@ def test_without_a_shared_key_a_state_from_another_replica_is_refused_as_tampere
         done = client.result(A, "tools/call", retry)
 
     assert refused.status_code == 400, refused.text
+    assert refused.headers["content-type"].startswith("application/json")
     error = refused.json()["error"]
     assert error["code"] == -32602
     assert (error["data"]["field"], error["data"]["reason"]) == ("requestState", "tampered")
