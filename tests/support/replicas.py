@@ -2,7 +2,9 @@
 over them: a round-robin transport for the official client and a round-robin HTTP proxy.
 
 The replicas run in development mode with one issuer, one audience and one signing key, as a
-deployment's replicas share one IdP: a token is valid on every replica.
+deployment's replicas share one IdP: a token is valid on every replica. Asked to, they also share
+one `mcp.request_state_key`, as a deployment's replicas share one Secret: a modern request's
+`requestState` signed by one replica then opens on every other (docs/eras.md, "Asking the client").
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -26,6 +29,7 @@ from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from tests.support.asgi import CONFORMANCE
 from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, free_port, start_server
+from tests.support.wait import until
 
 ISSUER = "http://aql-mcp.replicas.test"
 AUDIENCE = f"{ISSUER}/mcp"
@@ -36,6 +40,8 @@ SLOW = "tests.support.slow:plugin"
 class Replicas:
     servers: list[ServerProcess]
     key_dir: Path
+    # Kept out of repr: a failing test prints its fixtures' values.
+    request_state_key: str | None = field(default=None, repr=False)
 
     @property
     def ports(self) -> list[int]:
@@ -45,19 +51,53 @@ class Replicas:
         issuer = DevIssuer(state_dir=self.key_dir, issuer=ISSUER, audience=AUDIENCE)
         return remember_secret(issuer.mint(subject=subject, scopes=["mcp"], ttl=600))
 
+    def served(self, request_id: str) -> int:
+        """The index of the replica whose access log has the request sent with this X-Request-Id, once
+        it is written (after the response): fails if no replica or more than one logged it."""
+        found: list[int] = []
+
+        def logged() -> bool:
+            found[:] = [index for index, server in enumerate(self.servers) if request_id in _access_ids(server)]
+            return bool(found)
+
+        until(logged, f"no replica logged the request {request_id}")
+        assert len(found) == 1, f"the request {request_id} was logged by replicas {found}"
+        return found[0]
+
+
+def _access_ids(server: ServerProcess) -> set[str]:
+    """The request ids of the access log lines (`http_request`) in a replica's JSON log."""
+    ids = set()
+    for line in server.log_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == "http_request" and "request_id" in entry:
+            ids.add(str(entry["request_id"]))
+    return ids
+
 
 @contextmanager
 def start_replicas(
-    root: Path, database_url: str, count: int = 3, env: dict[str, str] | None = None
+    root: Path,
+    database_url: str,
+    count: int = 3,
+    env: dict[str, str] | None = None,
+    *,
+    share_request_state_key: bool = False,
 ) -> Iterator[Replicas]:
-    """`count` replicas on free ports, all on `database_url`, sharing the development signing key."""
+    """`count` replicas on free ports, all on `database_url`, sharing the development signing key
+    and, if `share_request_state_key`, one fresh `mcp.request_state_key`."""
     key_dir = root / "key"
     key_dir.mkdir(parents=True)
     DevIssuer(state_dir=key_dir, issuer=ISSUER, audience=AUDIENCE)  # creates the key file
+    state_key = remember_secret(secrets.token_urlsafe(48)) if share_request_state_key else None
     shared = {
         "AQL_MCP_STORE__URL": database_url,
         "AQL_MCP_AUTH__ISSUER": ISSUER,
         "AQL_MCP_AUTH__AUDIENCE": AUDIENCE,
+        **({"AQL_MCP_MCP__REQUEST_STATE_KEY": state_key} if state_key else {}),
         **(env or {}),
     }
     with ExitStack() as stack:
@@ -67,7 +107,7 @@ def start_replicas(
             state.mkdir()
             shutil.copy(key_dir / KEY_FILE, state / KEY_FILE)
             servers.append(stack.enter_context(start_server(state, env=shared, plugins=(CONFORMANCE, SLOW))))
-        yield Replicas(servers, key_dir)
+        yield Replicas(servers, key_dir, state_key)
 
 
 class RoundRobin(httpx2.AsyncBaseTransport):
