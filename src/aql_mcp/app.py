@@ -136,6 +136,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         telemetry=telemetry,
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
+        param_headers=registry.param_headers,
     )
     router = EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
     issuer = (
