@@ -31,6 +31,7 @@ TOOLS = (
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
     "test_reconnection",
+    "test_custom_headers",
     "test_update_watched_resource",
 )
 PROMPTS = (
