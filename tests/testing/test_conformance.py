@@ -203,6 +203,21 @@ async def test_json_schema_tool_echoes_its_arguments(harness: Harness) -> None:
     assert '"email": "e"' in result
 
 
+def test_custom_headers_tool_mirrors_a_string_an_integer_and_a_boolean(harness: Harness) -> None:
+    """The suite's http-custom-header-server-validation needs a string-typed `x-mcp-header` parameter."""
+    headers = harness.registry.param_headers("test_custom_headers")
+    assert [(p.field, p.path) for p in headers] == [
+        ("Mcp-Param-Region", ("region",)),
+        ("Mcp-Param-Priority", ("priority",)),
+        ("Mcp-Param-Verbose", ("verbose",)),
+    ]
+
+
+@pytest.mark.anyio
+async def test_custom_headers_tool_echoes_its_arguments(harness: Harness) -> None:
+    assert '"region": "eu"' in await harness.call("test_custom_headers", {"region": "eu"})
+
+
 @pytest.mark.anyio
 async def test_simple_text_returns_non_empty_text(harness: Harness) -> None:
     assert await harness.call("test_simple_text") == "This is a simple text response for testing."
