@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.modern import decode_header_value
+from aql_mcp.param_headers import decode_header_value
 from aql_mcp.settings import Settings
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
 from tests.support.modern import MODERN, modern_body, modern_headers

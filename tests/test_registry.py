@@ -88,6 +88,25 @@ def test_invalid_input_schema_is_refused_at_registration(schema: dict[str, Any])
     assert registry.tool("do_thing") is None
 
 
+def test_an_invalid_x_mcp_header_fails_registration_naming_tool_and_property() -> None:
+    """MCP 2026-07-28 server/tools, "x-mcp-header": a tool with an invalid annotation is invalid."""
+    registry = Registry()
+    bad = {"type": "object", "properties": {"ratio": {"type": "number", "x-mcp-header": "Ratio"}}}
+    with pytest.raises(ConfigError) as raised:
+        registry.add_tool(tool(schema=bad))
+    assert "do_thing" in str(raised.value)
+    assert "ratio" in str(raised.value)
+    assert registry.tool("do_thing") is None
+
+
+def test_the_param_headers_a_tool_declares_are_looked_up_by_tool_name() -> None:
+    registry = Registry()
+    good = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    registry.add_tool(tool(schema=good))
+    assert [p.field for p in registry.param_headers("do_thing")] == ["Mcp-Param-Region"]
+    assert registry.param_headers("unknown_tool") == ()
+
+
 def test_tool_without_a_schema_takes_an_empty_object() -> None:
     registry = Registry()
     registry.add_tool(tool())

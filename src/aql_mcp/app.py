@@ -137,6 +137,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         sealer=request_state_sealer(settings),
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
+        param_headers=registry.param_headers,
     )
     router = EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
     issuer = (

@@ -122,8 +122,9 @@ class UnsupportedProtocolVersion(InvalidRequest):
 
 
 class HeaderMismatch(WireError):
-    """A mirrored header (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) missing or not matching
-    the body (MCP 2026-07-28 Streamable HTTP, "Server Validation")."""
+    """A mirrored header (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) missing,
+    malformed or not matching the body (MCP 2026-07-28 Streamable HTTP, "Server Validation");
+    `data.header` names it."""
 
     status, code, message = 400, HEADER_MISMATCH, "Header mismatch"
 

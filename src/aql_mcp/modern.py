@@ -14,8 +14,6 @@ away cancels its request.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +36,7 @@ from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import Request, encode_error, encode_result, parse_message, peek_id
 from aql_mcp.logging import bind_log_context
 from aql_mcp.media import check_accept, check_content_type, read_body
+from aql_mcp.param_headers import ToolHeaders, check_call_headers, decode_header_value
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import LOG_LEVELS, LOG_OFF, Context, ResourceHub
 from aql_mcp.protocol.versions import (
@@ -84,7 +83,6 @@ NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # reads depend on the caller's scopes, hence "private"; discovery is the same for everyone.
 CACHED = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"})
 CACHE_TTL_MS = 60_000
-SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 
 log = structlog.get_logger("aql_mcp.modern")
 
@@ -125,6 +123,7 @@ class ModernEndpoint:
         sealer: RequestStateSealer,
         anonymous_methods: frozenset[str] = frozenset(),
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
+        param_headers: ToolHeaders = lambda _name: (),
     ) -> None:
         self._dispatcher = dispatcher
         self._hub = hub
@@ -134,6 +133,7 @@ class ModernEndpoint:
         self._sealer = sealer
         self._anonymous_methods = anonymous_methods
         self._limits = handshake_limits
+        self._param_headers = param_headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -171,6 +171,7 @@ class ModernEndpoint:
         """The checks of the spec's order, each raising its error; the request's peer if all pass."""
         peer = self._peer(request.params)
         _check_headers(scope, request, peer.protocol_version)
+        check_call_headers(scope, request, self._param_headers)
         if peer.protocol_version not in MODERN_VERSIONS:
             raise UnsupportedModernVersion(
                 data={"supported": supported_versions(modern_enabled=True), "requested": peer.protocol_version}
@@ -319,17 +320,6 @@ def _mirrored(scope: Scope, name: bytes) -> str | None:
     """A header's value without the optional whitespace around it (RFC 9110 §5.5)."""
     value = header(scope, name)
     return value.strip(" \t") if value is not None else None
-
-
-def decode_header_value(value: str) -> str | None:
-    """A mirrored header's value, decoded from `=?base64?...?=` when so sent; None if undecodable."""
-    if not (value.startswith(SENTINEL_PREFIX) and value.endswith(SENTINEL_SUFFIX)):
-        return value
-    encoded = value[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)]
-    try:
-        return base64.b64decode(encoded, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
 
 
 async def _send_wire(

@@ -20,6 +20,7 @@ from jsonschema.protocols import Validator
 from aql_mcp.arguments import ArgumentCheck, compile_check
 from aql_mcp.content import Content
 from aql_mcp.exceptions import ConfigError
+from aql_mcp.param_headers import ParamHeader, declared_headers
 
 if TYPE_CHECKING:
     from aql_mcp.protocol.context import Context
@@ -177,6 +178,7 @@ class RegisteredTool:
     tool: Tool
     validator: Validator
     check: ArgumentCheck | None = None
+    headers: tuple[ParamHeader, ...] = ()
 
     def first_error(self, arguments: dict[str, Any]) -> ValidationError | None:
         """The first schema violation of `arguments`, or None; the plain check spares jsonschema
@@ -203,7 +205,8 @@ class Registry:
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
         self._claim("tool", tool.name)
         validator = _compile(tool)
-        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator))
+        headers = declared_headers(tool.name, tool.input_schema)
+        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator), headers)
         self._changed("tool")
 
     def add_prompt(self, prompt: Prompt) -> None:
@@ -234,6 +237,11 @@ class Registry:
 
     def tool(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
+
+    def param_headers(self, name: str) -> tuple[ParamHeader, ...]:
+        """The `Mcp-Param-*` headers tool `name` declares (none for an unknown tool)."""
+        entry = self._tools.get(name)
+        return entry.headers if entry is not None else ()
 
     def prompts(self) -> Iterator[Prompt]:
         return iter(self._prompts.values())

@@ -156,6 +156,29 @@ async def test_preflight_of_an_allowed_origin_is_204_with_methods_and_headers(gu
 
 
 @pytest.mark.anyio
+async def test_preflight_allows_the_mcp_param_headers_it_asks_for_and_no_others(guarded: httpx.AsyncClient) -> None:
+    """2026-07-28 Streamable HTTP, "Custom Headers from Tool Parameters": a browser client mirrors
+    annotated arguments into `Mcp-Param-{Name}`, whose names differ per tool."""
+    requested = "content-type, Mcp-Param-Region, mcp-param-priority, x-other, mcp-param-, mcp-param-a b, mcp-param-x:y"
+    headers = {"origin": ALLOWED, "access-control-request-method": "POST", "access-control-request-headers": requested}
+    response = await guarded.options("/mcp", headers=headers)
+    assert response.status_code == 204
+    allowed = {h.strip().lower() for h in response.headers["access-control-allow-headers"].split(",")}
+    assert {"mcp-param-region", "mcp-param-priority", "mcp-method", "mcp-name"} <= allowed
+    assert not {"x-other", "mcp-param-", "mcp-param-a b", "mcp-param-x:y"} & allowed
+    assert "access-control-request-headers" in response.headers["vary"].lower()
+
+
+@pytest.mark.anyio
+async def test_preflight_allows_a_bounded_number_of_mcp_param_headers(guarded: httpx.AsyncClient) -> None:
+    requested = ", ".join(f"mcp-param-p{n}" for n in range(500))
+    headers = {"origin": ALLOWED, "access-control-request-method": "POST", "access-control-request-headers": requested}
+    response = await guarded.options("/mcp", headers=headers)
+    allowed = {h.strip().lower() for h in response.headers["access-control-allow-headers"].split(",")}
+    assert 0 < len({h for h in allowed if h.startswith("mcp-param-")}) <= 32
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("origin", [o for o in LOOK_ALIKES if o])
 async def test_look_alike_origin_is_403(guarded: httpx.AsyncClient, origin: str) -> None:
     """2025-11-25 transports, Security Warning 1: an invalid Origin is 403."""

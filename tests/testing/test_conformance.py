@@ -31,6 +31,7 @@ TOOLS = (
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
     "test_reconnection",
+    "test_custom_headers",
     "test_update_watched_resource",
     # MCP 2026-07-28 rounds (src/aql_mcp/testing/rounds.py)
     "test_input_required_result_elicitation",
@@ -217,6 +218,21 @@ def test_json_schema_tool_keeps_2020_12_keywords(harness: Harness) -> None:
 async def test_json_schema_tool_echoes_its_arguments(harness: Harness) -> None:
     result = await harness.call("json_schema_2020_12_tool", {"name": "n", "email": "e"})
     assert '"email": "e"' in result
+
+
+def test_custom_headers_tool_mirrors_a_string_an_integer_and_a_boolean(harness: Harness) -> None:
+    """The suite's http-custom-header-server-validation needs a string-typed `x-mcp-header` parameter."""
+    headers = harness.registry.param_headers("test_custom_headers")
+    assert [(p.field, p.path) for p in headers] == [
+        ("Mcp-Param-Region", ("region",)),
+        ("Mcp-Param-Priority", ("priority",)),
+        ("Mcp-Param-Verbose", ("verbose",)),
+    ]
+
+
+@pytest.mark.anyio
+async def test_custom_headers_tool_echoes_its_arguments(harness: Harness) -> None:
+    assert '"region": "eu"' in await harness.call("test_custom_headers", {"region": "eu"})
 
 
 @pytest.mark.anyio

@@ -3,7 +3,9 @@
 A present `Origin` must equal an allowed origin as a parsed (scheme, host, port) triple: no
 regex, no prefix, no suffix, so `https://good.example.evil.test` never passes for
 `https://good.example`. A refused origin is 403; allowed ones get CORS headers, and their
-preflights are answered here.
+preflights are answered here. The `Mcp-Param-*` names a preflight asks for are allowed as asked:
+they differ per tool (2026-07-28 Streamable HTTP, "Custom Headers from Tool Parameters") and the
+modern edge checks each declared one against the body anyway (docs/eras.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import OriginNotAllowed
+from aql_mcp.param_headers import requested_param_headers
 from aql_mcp.responses import send_empty, send_error
 from aql_mcp.scope import header, request_id_of
 
@@ -58,6 +61,12 @@ class OriginPolicy:
         return parsed is not None and parsed in self.origins
 
 
+def allowed_headers(scope: Scope) -> bytes:
+    """The fixed request headers, and the `Mcp-Param-*` ones this preflight names."""
+    extra = requested_param_headers(header(scope, b"access-control-request-headers"))
+    return b", ".join([ALLOW_HEADERS, *(name.encode("ascii") for name in extra)])
+
+
 class OriginMiddleware:
     def __init__(self, app: ASGIApp, *, allowed_origins: Iterable[str]) -> None:
         self.app = app
@@ -82,7 +91,8 @@ class OriginMiddleware:
                 [
                     *cors,
                     (b"access-control-allow-methods", ALLOW_METHODS),
-                    (b"access-control-allow-headers", ALLOW_HEADERS),
+                    (b"access-control-allow-headers", allowed_headers(scope)),
+                    (b"vary", b"Access-Control-Request-Headers"),
                     (b"access-control-max-age", b"600"),
                 ],
             )

@@ -171,6 +171,20 @@ def enums_schema() -> dict[str, Any]:
     }
 
 
+def custom_headers_schema() -> dict[str, Any]:
+    """Parameters a modern client mirrors into `Mcp-Param-*` headers, one per allowed type, and one
+    it does not (2026-07-28 server/tools, "x-mcp-header"; conformance http-custom-header-server-validation)."""
+    return _object_schema(
+        {
+            "region": {"type": "string", "description": "Where to run", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "description": "How urgent", "x-mcp-header": "Priority"},
+            "verbose": {"type": "boolean", "description": "Whether to say more", "x-mcp-header": "Verbose"},
+            "query": {"type": "string", "description": "What to run (not mirrored)"},
+        },
+        ["region", "priority", "verbose"],
+    )
+
+
 def _ordinals() -> list[tuple[int, str]]:
     return [(1, "First"), (2, "Second"), (3, "Third")]
 
@@ -264,6 +278,10 @@ async def json_schema_tool(arguments: dict[str, Any], _ctx: Context) -> str:
     return f"JSON Schema 2020-12 tool called with: {json.dumps(arguments, sort_keys=True)}"
 
 
+async def custom_headers(arguments: dict[str, Any], _ctx: Context) -> str:
+    return f"Custom headers tool called with: {json.dumps(arguments, sort_keys=True)}"
+
+
 async def reconnection(_arguments: dict[str, Any], ctx: Context) -> str:
     # The transport ends the POST connection after an event with an id; the result written later
     # is replayed on the client's GET with Last-Event-ID (MCP 2025-11-25 transports, Resumability).
@@ -278,6 +296,7 @@ def _tools() -> list[Tool]:
     prompt_schema = _object_schema(prompt_arg, ["prompt"])
     message_schema = _object_schema(message_arg, ["message"])
     dialect = json_schema_2020_12()
+    headers = custom_headers_schema()
     return [
         Tool("test_simple_text", "Returns one text block", simple_text),
         Tool("test_image_content", "Returns a 1x1 PNG image block", image_content),
@@ -293,6 +312,7 @@ def _tools() -> list[Tool]:
         Tool("test_elicitation_sep1330_enums", "Elicits the five enum schema variants", elicitation_enums),
         Tool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", json_schema_tool, dialect),
         Tool("test_reconnection", "Closes its connection mid-call, answers after resumption", reconnection),
+        Tool("test_custom_headers", "Mirrors some arguments into Mcp-Param headers", custom_headers, headers),
     ]
 
 
