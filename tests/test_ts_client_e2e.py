@@ -61,6 +61,21 @@ def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
         yield process
 
 
+def run_smoke(client: TypeScriptClient, server: ServerProcess, mode: str, confirm: str) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "TS_CLIENT_PACKAGE": client.package,
+        "MCP_URL": server.url,
+        "MCP_TOKEN": server.token(subject=f"ts-{confirm}"),
+        "MCP_MODE": mode,
+        "MCP_CONFIRM": confirm,
+    }
+    done = subprocess.run([client.node, str(SMOKE)], env=env, capture_output=True, text=True, timeout=RUN_SECONDS)
+    assert done.returncode == 0, f"the client failed:\n{done.stderr}"
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
 Smoke = Callable[..., dict[str, Any]]
 
 
@@ -71,19 +86,7 @@ def smoke(ts_client: TypeScriptClient, modern_server: ServerProcess) -> Smoke:
 
     def run(mode: str = MODERN, confirm: str = "accept") -> dict[str, Any]:
         if (mode, confirm) not in runs:
-            env = {
-                **os.environ,
-                "TS_CLIENT_PACKAGE": ts_client.package,
-                "MCP_URL": modern_server.url,
-                "MCP_TOKEN": modern_server.token(subject=f"ts-{confirm}"),
-                "MCP_MODE": mode,
-                "MCP_CONFIRM": confirm,
-            }
-            done = subprocess.run(
-                [ts_client.node, str(SMOKE)], env=env, capture_output=True, text=True, timeout=RUN_SECONDS
-            )
-            assert done.returncode == 0, f"the client failed:\n{done.stderr}"
-            runs[mode, confirm] = json.loads(done.stdout)
+            runs[mode, confirm] = run_smoke(ts_client, modern_server, mode, confirm)
         return runs[mode, confirm]
 
     return run
@@ -161,3 +164,21 @@ def test_the_typescript_client_in_its_default_legacy_mode_is_served_on_the_same_
     assert len(summary["asked"]) == 1
     assert summary["wire"]["retries"] == []
     assert summary["collection"] not in summary["collections"]
+
+
+def test_with_the_modern_era_off_the_client_in_auto_mode_falls_back_to_initialize(
+    ts_client: TypeScriptClient, server: ServerProcess
+) -> None:
+    """The default answer to `server/discover` (400, -32600) is one a dual-era client reads as
+    "legacy server": it falls back and the smoke run completes in 2025-11-25."""
+    summary = run_smoke(ts_client, server, "auto", "accept")
+
+    assert (summary["era"], summary["protocolVersion"]) == ("legacy", LEGACY)
+    assert summary["wire"]["posts"][:2] == ["server/discover", "initialize"]
+    assert summary["wire"]["statuses"][0] == "POST 400"
+    assert summary["toolCall"]["isError"] is False
+    assert summary["resourceRead"][0]["text"]
+    assert summary["prompt"]
+    # Without `aql.confirm_with_elicitation` the agent gets a confirmation token instead.
+    assert summary["deleted"]["envelope"]["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert summary["asked"] == []
