@@ -32,9 +32,6 @@ PACKAGE, VERSION = "@modelcontextprotocol/client", "2.4.0"
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 RUN_SECONDS = 60
 ELICIT = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}
-# The lead's MRTR (ctx.elicit() answered as `input_required` in the modern era) is not on main yet:
-# strict, so that these turn red the moment it lands and the marker must go.
-MRTR_PENDING = pytest.mark.xfail(strict=True, reason="MRTR for ctx.elicit() in the modern era is not on main yet")
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,6 @@ def test_the_typescript_client_ends_up_modern_and_uses_tools_resources_and_promp
     assert set(wire["statuses"]) == {"POST 200"}, "no GET stream, no DELETE, nothing refused"
 
 
-@MRTR_PENDING
 def test_the_user_confirms_a_dangerous_operation_through_mrtr(smoke: Smoke) -> None:
     """MCP 2026-07-28 basic/patterns/mrtr: the server asks with `input_required`, the client's
     elicitation handler answers, the client retries the same `tools/call` and the operation runs."""
@@ -137,7 +133,6 @@ def test_the_user_confirms_a_dangerous_operation_through_mrtr(smoke: Smoke) -> N
     assert summary["wire"]["sessionIds"] == []
 
 
-@MRTR_PENDING
 @pytest.mark.parametrize("confirm", ["refuse", "decline", "cancel"])
 def test_a_user_who_does_not_confirm_leaves_the_collection_in_place(smoke: Smoke, confirm: str) -> None:
     summary = smoke(MODERN, confirm)
