@@ -6,9 +6,9 @@
 #   CONFORMANCE_VERSION=0.2.0-alpha.12 scripts/conformance.sh --serve --spec-version 2026-07-28
 #                                       the 0.2 suite against the modern era (extra args go to the suite)
 #
-# Installs, once, into .tools/: Node 22 from the npm registry (package node-linux-<arch>@22; the
-# suite needs fs.globSync) and the suite at CONFORMANCE_VERSION. Prints the suite's summary and
-# a last line "conformance: N passed, M failed". Exit status is the suite's.
+# Installs, once, into .tools/ (scripts/node.sh): Node 22 from the npm registry when the system has
+# none, and the suite at CONFORMANCE_VERSION. Prints the suite's summary and a last line
+# "conformance: N passed, M failed". Exit status is the suite's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -17,26 +17,7 @@ VERSION="${CONFORMANCE_VERSION:-0.1.16}"
 SUITE="${CONFORMANCE_SUITE:-all}"
 mkdir -p "$TOOLS"
 
-node_bin() {
-  if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 22 ]; then
-    command -v node; return
-  fi
-  case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
-  local bin="$TOOLS/node22/node_modules/node-linux-$arch/bin/node"
-  if [ ! -x "$bin" ]; then
-    npm install --silent --no-audit --no-fund --prefix "$TOOLS/node22" "node-linux-$arch@22" >&2 || return 1
-  fi
-  echo "$bin"
-}
-
-suite_dir() {
-  local pkg="$TOOLS/conformance/node_modules/@modelcontextprotocol/conformance"
-  if ! grep -q "\"version\": \"$VERSION\"" "$pkg/package.json" 2>/dev/null; then
-    npm install --silent --no-audit --no-fund --prefix "$TOOLS/conformance" \
-      "@modelcontextprotocol/conformance@$VERSION" >&2 || return 1
-  fi
-  echo "$pkg"
-}
+. scripts/node.sh
 
 # The suite has no header option: this preload adds the bearer token to every request it makes
 # (global fetch for the SDK transport and raw scenarios, undici's dispatcher for the others). It
@@ -113,7 +94,8 @@ else
 fi
 
 NODE=$(node_bin) || { echo "conformance: cannot install Node 22" >&2; exit 2; }
-PKG=$(suite_dir) || { echo "conformance: cannot install the suite $VERSION" >&2; exit 2; }
+PKG=$(npm_package @modelcontextprotocol/conformance "$VERSION" conformance) \
+  || { echo "conformance: cannot install the suite $VERSION" >&2; exit 2; }
 PRELOAD=()
 if [ -n "${MCP_TOKEN:-}" ]; then write_preload; PRELOAD=(--import "$TOOLS/conformance/bearer-preload.mjs"); fi
 

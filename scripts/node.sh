@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Node and npm packages for the tools that are written in JavaScript (the conformance suite, the
+# TypeScript client smoke test), installed once into the project's .tools/ from the npm registry.
+#
+#   scripts/node.sh                       prints the path of a Node >= 22
+#   scripts/node.sh NAME VERSION DIR      installs NAME@VERSION into .tools/DIR (unless that exact
+#                                         version is there) and prints the package's directory
+#
+# Sourced (`. scripts/node.sh`), it defines the functions `node_bin` and `npm_package` instead.
+# Node 22 comes as the registry package node-linux-<arch>@22 when the system has no Node >= 22 (the
+# conformance suite needs fs.globSync); npm itself is the system's. Progress goes to stderr.
+
+NODE_TOOLS="${NODE_TOOLS:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tools}"
+
+node_bin() {
+  if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 22 ]; then
+    command -v node; return
+  fi
+  local arch
+  case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+  local bin="$NODE_TOOLS/node22/node_modules/node-linux-$arch/bin/node"
+  if [ ! -x "$bin" ]; then
+    npm install --silent --no-audit --no-fund --prefix "$NODE_TOOLS/node22" "node-linux-$arch@22" >&2 || return 1
+  fi
+  echo "$bin"
+}
+
+# npm_package NAME VERSION DIR: an exact version, so that a run is the same run on every machine.
+npm_package() {
+  local name="$1" version="$2" prefix="$NODE_TOOLS/$3"
+  local pkg="$prefix/node_modules/$name"
+  if ! grep -q "\"version\": \"$version\"" "$pkg/package.json" 2>/dev/null; then
+    mkdir -p "$prefix"
+    npm install --silent --no-audit --no-fund --prefix "$prefix" "$name@$version" >&2 || return 1
+  fi
+  echo "$pkg"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -uo pipefail
+  case $# in
+    0) node_bin ;;
+    3) npm_package "$@" ;;
+    *) echo "usage: scripts/node.sh [NAME VERSION DIR]" >&2; exit 2 ;;
+  esac
+fi
