@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from aql_mcp.settings import field_defaults
+from tests.support.kube_api import KubeApi, kube_api
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "aql-mcp"
@@ -639,6 +640,66 @@ def test_a_previous_key_that_is_the_current_key_is_refused(deploy_tools: dict[st
     result = helm(deploy_tools, "template", "aql", *args)
     assert result.returncode != 0
     assert "secrets.requestStatePreviousKey" in result.stderr
+
+
+def render_against(tools: dict[str, Path], api: KubeApi, tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+    """`helm template --dry-run=server`: rendered with `lookup` answered by the API server."""
+    kubeconfig = api.kubeconfig(tmp_path, NAMESPACE)
+    command = [str(tools["helm"]), "template", "aql", str(CHART), "--namespace", NAMESPACE, *args]
+    command += ["--dry-run=server", "--disable-openapi-validation", "--kubeconfig", str(kubeconfig)]
+    # Its own HOME: client-go caches discovery per server under ~/.kube/cache.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "HELM_"))}
+    env = {**clean, "HOME": str(tmp_path)}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.load_all(result.stdout, Loader=_StrictLoader) if doc]
+
+
+def released_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    """A Secret as an earlier revision of release "aql" left it (Helm's ownership marks included)."""
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": "aql", "meta.helm.sh/release-namespace": NAMESPACE},
+        },
+        "data": encoded,
+    }
+
+
+def test_an_upgrade_keeps_the_generated_key(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    """States handed out before `helm upgrade` still verify after it: lookup finds the key and reuses it."""
+    earlier = "E" * 64
+    secrets = {REQUEST_STATE_SECRET: released_secret(REQUEST_STATE_SECRET, {"request-state-key": earlier})}
+    with kube_api(secrets) as api:
+        docs = render_against(deploy_tools, api, tmp_path)
+    assert generated_key(docs) == earlier
+    assert f"/api/v1/namespaces/{NAMESPACE}/secrets/{REQUEST_STATE_SECRET}" in api.requests
+
+
+def test_a_first_install_draws_a_new_key_per_release(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    with kube_api({}) as api:
+        first = generated_key(render_against(deploy_tools, api, tmp_path))
+        second = generated_key(render_against(deploy_tools, api, tmp_path))
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", first)
+    assert first != second  # random, not derived from the release
+
+
+def test_a_generated_secret_without_the_key_gets_a_new_one(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    """secrets.requestStateKey.key renamed: the old entry is not the key, a new one is drawn."""
+    secrets = {REQUEST_STATE_SECRET: released_secret(REQUEST_STATE_SECRET, {"old-name": "E" * 64})}
+    with kube_api(secrets) as api:
+        docs = render_against(deploy_tools, api, tmp_path, "--set", "secrets.requestStateKey.key=hmac")
+    (secret,) = find(docs, "Secret")
+    assert set(secret["data"]) == {"hmac"}
+    key = base64.b64decode(secret["data"]["hmac"]).decode()
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", key)
+    assert key != "E" * 64
 
 
 def test_the_service_refuses_the_default_config_without_the_key_and_takes_it_from_the_secret(
