@@ -7,6 +7,7 @@ ConfigMap renders. The tools come from scripts/deploy-tools.sh (PyPI only).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from aql_mcp.settings import field_defaults
+from tests.support.kube_api import KubeApi, kube_api
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "aql-mcp"
@@ -47,6 +49,8 @@ CHART_OWNED = {
     ("store", "password"),  # store.postgres.passwordKey -> env from a Secret
     ("store", "password_file"),  # the password comes by environment from the Secret instead
     ("store", "ssl_root_cert"),  # store.postgres.caSecretName -> a mounted Secret
+    ("mcp", "request_state_key"),  # secrets.requestStateKey (or the generated Secret) -> env from a Secret
+    ("mcp", "request_state_previous_key"),  # secrets.requestStatePreviousKey -> env from a Secret
 }
 
 
@@ -511,6 +515,214 @@ def test_secrets_are_referenced_and_never_rendered(deploy_tools: dict[str, Path]
     assert rendered_config(docs)["auth"]["opaque_tokens_file"] == "/etc/aql-mcp/secrets/opaque-tokens.yaml"
 
 
+# --- the request-state key (modern era, MRTR) ----------------------------------------------------
+# basic/patterns/mrtr "Server Requirements (Basic Workflow)": a requestState that steers business
+# logic MUST be integrity-protected, and the retry may land on any replica, so every pod reads the
+# same HMAC key from one Secret, never from the ConfigMap or the pod spec.
+
+REQUEST_STATE_SECRET = "aql-aql-mcp-request-state"  # <fullname>-request-state for release "aql"
+
+
+def env_of(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {variable["name"]: variable for variable in server_container(docs)["env"]}
+
+
+def generated_key(docs: list[dict[str, Any]]) -> str:
+    (secret,) = [doc for doc in find(docs, "Secret") if doc["metadata"]["name"] == REQUEST_STATE_SECRET]
+    return base64.b64decode(secret["data"]["request-state-key"]).decode()
+
+
+def test_the_default_render_generates_the_request_state_key_secret_and_reads_it_from_there(
+    default_docs: list[dict[str, Any]],
+) -> None:
+    assert rendered_config(default_docs)["mcp"]["modern_era"] is True
+    key = generated_key(default_docs)
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", key)  # 64 random alphanumerics, past the service's 32-byte floor
+    variable = env_of(default_docs)["AQL_MCP_MCP__REQUEST_STATE_KEY"]
+    assert variable == {
+        "name": "AQL_MCP_MCP__REQUEST_STATE_KEY",
+        "valueFrom": {"secretKeyRef": {"name": REQUEST_STATE_SECRET, "key": "request-state-key"}},
+    }
+    (secret,) = find(default_docs, "Secret")
+    assert secret["type"] == "Opaque"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/instance"] == "aql"
+    # Removed by `helm uninstall` with the pods: it protects nothing older than the state's TTL.
+    assert "helm.sh/resource-policy" not in secret["metadata"].get("annotations", {})
+
+
+def test_a_named_request_state_secret_replaces_the_generated_one(deploy_tools: dict[str, Path]) -> None:
+    docs = render(
+        deploy_tools,
+        "--set",
+        "secrets.requestStateKey.name=platform-request-state",
+        "--set",
+        "secrets.requestStateKey.key=hmac",
+    )
+    assert not find(docs, "Secret")
+    variable = env_of(docs)["AQL_MCP_MCP__REQUEST_STATE_KEY"]
+    assert variable["valueFrom"] == {"secretKeyRef": {"name": "platform-request-state", "key": "hmac"}}
+    assert "value" not in variable
+
+
+def test_the_production_example_reads_the_key_from_the_platforms_secret(production_docs: list[dict[str, Any]]) -> None:
+    variable = env_of(production_docs)["AQL_MCP_MCP__REQUEST_STATE_KEY"]
+    assert variable["valueFrom"] == {"secretKeyRef": {"name": "aql-mcp-request-state", "key": "request-state-key"}}
+
+
+def test_the_key_never_reaches_the_config_map_or_the_pod_spec(default_docs: list[dict[str, Any]]) -> None:
+    key = generated_key(default_docs)
+    encoded = base64.b64encode(key.encode()).decode()
+    others = [doc for doc in default_docs if doc["kind"] != "Secret"]
+    text = yaml.safe_dump_all(others)
+    assert key not in text
+    assert encoded not in text
+    config = rendered_config(default_docs)
+    assert set(config["mcp"]) == {"modern_era", "request_state_ttl_seconds"}
+    assert "request_state_key" not in only(default_docs, "ConfigMap")["data"]["config.yaml"]
+    # No checksum of the key on the pod either: a hash of the secret would sit in every pod spec.
+    annotations = only(default_docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert set(annotations) == {"checksum/config"}
+
+
+@pytest.mark.parametrize("values", [[], ["-f", PRODUCTION]], ids=["generated", "named"])
+def test_the_config_map_never_holds_a_request_state_key(
+    deploy_tools: dict[str, Path], values: list[str | Path]
+) -> None:
+    docs = render(deploy_tools, *values, "--set", "secrets.requestStatePreviousKey.name=old-request-state")
+    mcp = rendered_config(docs)["mcp"]
+    assert "request_state_key" not in mcp
+    assert "request_state_previous_key" not in mcp
+    assert "old-request-state" not in only(docs, "ConfigMap")["data"]["config.yaml"]
+
+
+def test_without_the_modern_era_no_key_secret_is_generated(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "--set", "config.mcp.modern_era=false")
+    assert not find(docs, "Secret")
+    assert not {"AQL_MCP_MCP__REQUEST_STATE_KEY", "AQL_MCP_MCP__REQUEST_STATE_PREVIOUS_KEY"} & set(env_of(docs))
+    assert rendered_config(docs)["mcp"]["modern_era"] is False
+
+
+def test_the_previous_key_is_read_only_when_its_secret_is_named(
+    default_docs: list[dict[str, Any]], deploy_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    assert "AQL_MCP_MCP__REQUEST_STATE_PREVIOUS_KEY" not in env_of(default_docs)
+    docs = render(
+        deploy_tools,
+        "-f",
+        PRODUCTION,
+        "--set",
+        "secrets.requestStateKey.name=request-state-2",
+        "--set",
+        "secrets.requestStatePreviousKey.name=aql-mcp-request-state",
+        "--set",
+        "secrets.requestStatePreviousKey.key=request-state-key",
+    )
+    env = env_of(docs)
+    assert env["AQL_MCP_MCP__REQUEST_STATE_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "request-state-2"
+    assert env["AQL_MCP_MCP__REQUEST_STATE_PREVIOUS_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "aql-mcp-request-state", "key": "request-state-key"}
+    }
+    kubernetes_validate(deploy_tools, docs, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        ["secrets.requestStatePreviousKey.name=aql-aql-mcp-request-state"],
+        ["secrets.requestStateKey.name=rsk", "secrets.requestStatePreviousKey.name=rsk"],
+    ],
+    ids=["the generated secret", "a named secret"],
+)
+def test_a_previous_key_that_is_the_current_key_is_refused(deploy_tools: dict[str, Path], settings: list[str]) -> None:
+    """Same Secret, same key: the rotation was not done, the old states would not verify."""
+    args = [arg for setting in settings for arg in ("--set", setting)]
+    args += ["--set", "secrets.requestStatePreviousKey.key=request-state-key"]
+    result = helm(deploy_tools, "template", "aql", *args)
+    assert result.returncode != 0
+    assert "secrets.requestStatePreviousKey" in result.stderr
+
+
+def render_against(tools: dict[str, Path], api: KubeApi, tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+    """`helm template --dry-run=server`: rendered with `lookup` answered by the API server."""
+    kubeconfig = api.kubeconfig(tmp_path, NAMESPACE)
+    command = [str(tools["helm"]), "template", "aql", str(CHART), "--namespace", NAMESPACE, *args]
+    command += ["--dry-run=server", "--disable-openapi-validation", "--kubeconfig", str(kubeconfig)]
+    # Its own HOME: client-go caches discovery per server under ~/.kube/cache.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "HELM_"))}
+    env = {**clean, "HOME": str(tmp_path)}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.load_all(result.stdout, Loader=_StrictLoader) if doc]
+
+
+def released_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    """A Secret as an earlier revision of release "aql" left it (Helm's ownership marks included)."""
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": "aql", "meta.helm.sh/release-namespace": NAMESPACE},
+        },
+        "data": encoded,
+    }
+
+
+def test_an_upgrade_keeps_the_generated_key(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    """States handed out before `helm upgrade` still verify after it: lookup finds the key and reuses it."""
+    earlier = "E" * 64
+    secrets = {REQUEST_STATE_SECRET: released_secret(REQUEST_STATE_SECRET, {"request-state-key": earlier})}
+    with kube_api(secrets) as api:
+        docs = render_against(deploy_tools, api, tmp_path)
+    assert generated_key(docs) == earlier
+    assert f"/api/v1/namespaces/{NAMESPACE}/secrets/{REQUEST_STATE_SECRET}" in api.requests
+
+
+def test_a_first_install_draws_a_new_key_per_release(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    with kube_api({}) as api:
+        first = generated_key(render_against(deploy_tools, api, tmp_path))
+        second = generated_key(render_against(deploy_tools, api, tmp_path))
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", first)
+    assert first != second  # random, not derived from the release
+
+
+def test_a_generated_secret_without_the_key_gets_a_new_one(deploy_tools: dict[str, Path], tmp_path: Path) -> None:
+    """secrets.requestStateKey.key renamed: the old entry is not the key, a new one is drawn."""
+    secrets = {REQUEST_STATE_SECRET: released_secret(REQUEST_STATE_SECRET, {"old-name": "E" * 64})}
+    with kube_api(secrets) as api:
+        docs = render_against(deploy_tools, api, tmp_path, "--set", "secrets.requestStateKey.key=hmac")
+    (secret,) = find(docs, "Secret")
+    assert set(secret["data"]) == {"hmac"}
+    key = base64.b64decode(secret["data"]["hmac"]).decode()
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", key)
+    assert key != "E" * 64
+
+
+def test_the_service_refuses_the_default_config_without_the_key_and_takes_it_from_the_secret(
+    default_docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """safeguards: the modern era outside development mode needs mcp.request_state_key."""
+    config = only(default_docs, "ConfigMap")["data"]["config.yaml"]
+    idp = {
+        "AQL_MCP_AUTH__JWKS_URL": "https://idp.example.com/jwks",
+        "AQL_MCP_AUTH__ISSUER": "https://idp.example.com",
+        "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example.com/mcp",
+    }
+    env = pod_environment(default_docs)
+    without = {name: value for name, value in env.items() if name != "AQL_MCP_MCP__REQUEST_STATE_KEY"}
+    refused = check_config(config, {**without, **idp}, tmp_path)
+    assert refused.returncode == 2
+    assert "mcp.request_state_key" in refused.stdout + refused.stderr
+    key = {"AQL_MCP_MCP__REQUEST_STATE_KEY": generated_key(default_docs)}
+    accepted = check_config(config, {**without, **idp, **key}, tmp_path)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert generated_key(default_docs) not in accepted.stdout + accepted.stderr
+
+
 # --- values.schema.json -------------------------------------------------------------------------
 
 
@@ -530,6 +742,19 @@ BROKEN_VALUES = {
     "unknown setting": {"config": {"limits": {"tool_timeout": 30}}},
     "unknown top-level key": {"replicas": 1},
     "wildcard origin": {"config": {"http": {"allowed_origins": ["*"]}}},
+    "request-state key in config": {"config": {"mcp": {"request_state_key": "k" * 48}}},
+    "previous request-state key in config": {"config": {"mcp": {"request_state_previous_key": "k" * 48}}},
+    "request-state key as a plain variable": {
+        "extraEnv": [{"name": "AQL_MCP_MCP__REQUEST_STATE_KEY", "value": "k" * 48}]
+    },
+    "request-state key past secrets.requestStateKey": {
+        "extraSecretEnv": [{"name": "aql_mcp_mcp__request_state_key", "secretName": "s", "key": "k"}]
+    },
+    "previous request-state key as a plain variable": {
+        "extraEnv": [{"name": "AQL_MCP_MCP__REQUEST_STATE_PREVIOUS_KEY", "value": "k" * 48}]
+    },
+    "request-state ttl too short": {"config": {"mcp": {"request_state_ttl_seconds": 10}}},
+    "request-state secret without a key": {"secrets": {"requestStateKey": {"name": "rsk", "key": ""}}},
 }
 
 
@@ -587,7 +812,8 @@ def test_config_values_map_one_to_one_onto_the_service_settings() -> None:
 
 # Where the chart's default differs from the service's, on purpose: in a cluster /metrics gets a port
 # of its own (issue 12), so Prometheus never shares the service port and a policy can tell them apart.
-CHART_DEFAULTS = {("metrics", "port"): 9090}
+# The chart serves the modern era (issue 13) whatever the service's default, with the key it delivers.
+CHART_DEFAULTS = {("metrics", "port"): 9090, ("mcp", "modern_era"): True}
 
 
 def leaf_keys(values: dict[str, Any], prefix: str = "") -> Iterator[str]:
@@ -800,3 +1026,11 @@ def test_notes_say_how_to_reach_the_service_and_fetch_a_token(deploy_tools: dict
 
 def test_notes_warn_when_no_token_source_is_configured(deploy_tools: dict[str, Path]) -> None:
     assert "WARNING: no token source" in notes(deploy_tools)
+
+
+def test_notes_name_the_secret_holding_the_request_state_key(deploy_tools: dict[str, Path]) -> None:
+    assert "Secret aql-aql-mcp-request-state.\n   The chart generated it" in notes(deploy_tools)
+    production = notes(deploy_tools, "-f", PRODUCTION)
+    assert "Secret aql-mcp-request-state." in production
+    assert "generated" not in production
+    assert "2026-07-28" not in notes(deploy_tools, "--set", "config.mcp.modern_era=false")

@@ -63,6 +63,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "aql-mcp.postgresCaFile" -}}/etc/aql-mcp/postgres/ca.crt{{- end }}
 
 {{/*
+The Secret holding mcp.request_state_key: the one secrets.requestStateKey.name names, or with the
+modern era on and no name, the one this chart creates (request-state-secret.yaml). Empty when the
+pod gets no key (the modern era off and no Secret named).
+*/}}
+{{- define "aql-mcp.requestStateSecretName" -}}
+{{- if .Values.secrets.requestStateKey.name }}
+{{- .Values.secrets.requestStateKey.name }}
+{{- else if .Values.config.mcp.modern_era }}
+{{- include "aql-mcp.fullname" . }}-request-state
+{{- end }}
+{{- end }}
+{{- define "aql-mcp.createsRequestStateSecret" -}}
+{{- if and .Values.config.mcp.modern_era (not .Values.secrets.requestStateKey.name) }}true{{ end }}
+{{- end }}
+
+{{/*
 The one place that refuses values the service cannot honour. The embedded SQLite store has one
 writer on a ReadWriteOnce disk: a second replica would either not schedule (the disk is attached
 elsewhere) or corrupt the store, so replicas and the autoscaler wait for the PostgreSQL engine.
@@ -96,6 +112,11 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- if and (hasPrefix "http://" (lower $url)) (not $auth.allow_insecure_http) }}
 {{- fail (printf "config.auth.%s is plain http: the IdP must be reached over https (config.auth.allow_insecure_http is for test IdPs only)" $name) }}
 {{- end }}
+{{- end }}
+{{- $current := .Values.secrets.requestStateKey }}
+{{- $previous := .Values.secrets.requestStatePreviousKey }}
+{{- if and $previous.name (eq $previous.name (include "aql-mcp.requestStateSecretName" .)) (eq $previous.key $current.key) }}
+{{- fail "secrets.requestStatePreviousKey names the same Secret key as secrets.requestStateKey: after a rotation the previous key is the old one, in another Secret or under another key" }}
 {{- end }}
 {{- if $auth.introspection_url }}
 {{- $fromExtra := false }}
