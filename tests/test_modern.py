@@ -207,8 +207,8 @@ async def test_legacy_initialize_still_opens_a_session_with_the_modern_era_on(
 
 
 async def test_with_the_modern_era_off_a_modern_request_is_400_invalid_request(tmp_path: Path) -> None:
-    """The setting's default keeps today's answer, which a dual-era client reads as "fall back"."""
-    settings = dev_settings(tmp_path)
+    """Turned off, the legacy answer, which a dual-era client reads as "fall back to initialize"."""
+    settings = dev_settings(tmp_path, mcp={"modern_era": False})
     issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
     token = issuer.mint(subject="tester", scopes=["mcp"], ttl=600)
     async with asgi_client(settings) as http:

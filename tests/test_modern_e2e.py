@@ -129,9 +129,10 @@ def test_legacy_initialize_works_on_the_same_process(modern_server: ServerProces
     assert response.headers["mcp-session-id"]
 
 
-def test_with_the_setting_off_a_modern_request_still_gets_400_invalid_request(server: ServerProcess) -> None:
-    """The default keeps the answer a dual-era client reads as "legacy server, fall back"."""
-    response = post(server, "server/discover")
+def test_with_the_setting_off_a_modern_request_still_gets_400_invalid_request(tmp_path: Path) -> None:
+    """Turned off, the answer a dual-era client reads as "legacy server, fall back"."""
+    with start_server(tmp_path, env={"AQL_MCP_MCP__MODERN_ERA": "false"}) as server:
+        response = post(server, "server/discover")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600
 

@@ -123,3 +123,25 @@ def test_development_mode_on_a_loopback_host_is_accepted(host: str) -> None:
 def test_a_metrics_port_equal_to_the_service_port_is_refused() -> None:
     message = refusal({"AQL_MCP_METRICS__PORT": "8000", "AQL_MCP_SERVER__PORT": "8000"}, DEV)
     assert "AQL_MCP_METRICS__PORT" in message
+
+
+PRODUCTION_POSTGRES = {
+    "AQL_MCP_AUTH__JWKS_URL": "https://idp.example/jwks.json",
+    "AQL_MCP_AUTH__ISSUER": "https://idp.example",
+    "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example/mcp",
+    "AQL_MCP_STORE__URL": "postgresql://aql@db.example/aql",
+}
+
+
+def test_postgres_replicas_in_production_need_a_shared_request_state_key() -> None:
+    """MCP 2026-07-28 mrtr: a retry may reach any replica, so every replica must verify the state
+    another signed; without the key the modern era refuses to start, naming the variable."""
+    assert "AQL_MCP_MCP__REQUEST_STATE_KEY" in refusal(PRODUCTION_POSTGRES)
+    keyed = {**PRODUCTION_POSTGRES, "AQL_MCP_MCP__REQUEST_STATE_KEY": "k" * 48}
+    assert load_settings(None, keyed).mcp.request_state_key is not None
+    assert load_settings(None, {**PRODUCTION_POSTGRES, "AQL_MCP_MCP__MODERN_ERA": "false"}).mcp.modern_era is False
+
+
+def test_a_request_state_key_shorter_than_32_bytes_is_refused() -> None:
+    message = refusal({**PRODUCTION_POSTGRES, "AQL_MCP_MCP__REQUEST_STATE_KEY": "short"})
+    assert "request_state_key" in message

@@ -162,11 +162,12 @@ def test_the_typescript_client_in_its_default_legacy_mode_is_served_on_the_same_
 
 
 def test_with_the_modern_era_off_the_client_in_auto_mode_falls_back_to_initialize(
-    ts_client: TypeScriptClient, server: ServerProcess
+    ts_client: TypeScriptClient, tmp_path: Path
 ) -> None:
-    """The default answer to `server/discover` (400, -32600) is one a dual-era client reads as
-    "legacy server": it falls back and the smoke run completes in 2025-11-25."""
-    summary = run_smoke(ts_client, server, "auto", "accept")
+    """With `mcp.modern_era` off, the answer to `server/discover` (400, -32600) is one a dual-era
+    client reads as "legacy server": it falls back and the smoke run completes in 2025-11-25."""
+    with start_server(tmp_path, env={"AQL_MCP_MCP__MODERN_ERA": "false"}) as server:
+        summary = run_smoke(ts_client, server, "auto", "accept")
 
     assert (summary["era"], summary["protocolVersion"]) == ("legacy", LEGACY)
     assert summary["wire"]["posts"][:2] == ["server/discover", "initialize"]

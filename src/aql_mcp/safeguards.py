@@ -57,16 +57,19 @@ def check_safety(settings: Settings) -> None:
             "store.password (AQL_MCP_STORE__PASSWORD) and store.password_file (AQL_MCP_STORE__PASSWORD_FILE): "
             "set one of them, not both"
         )
+    if not settings.server.dev and store.is_postgres and settings.mcp.modern_era and not settings.mcp.request_state_key:
+        # With PostgreSQL any replica may take a client's retry of an `input_required` answer, so
+        # all of them must verify what one signed; SQLite is one replica, whose own random key will
+        # do, and so may a developer's replicas (docs/eras.md).
+        raise ConfigError(
+            "mcp.request_state_key (AQL_MCP_MCP__REQUEST_STATE_KEY): required with mcp.modern_era and a "
+            "PostgreSQL store; every replica must sign and verify input_required request state with the same "
+            "key (mount it from a Secret), or set mcp.modern_era false"
+        )
     if settings.metrics.port is not None and settings.metrics.port == settings.server.port:
         raise ConfigError(
             "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
             "/metrics on the service port"
-        )
-    if not settings.server.dev and settings.mcp.modern_era and settings.mcp.request_state_key is None:
-        raise ConfigError(
-            "mcp.request_state_key (AQL_MCP_MCP__REQUEST_STATE_KEY): required with mcp.modern_era outside "
-            "development mode; every replica must sign and verify input_required request state with the same "
-            "key (mount it from a Secret)"
         )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(

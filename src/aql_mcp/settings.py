@@ -264,11 +264,12 @@ class RecordsSettings(_Section):
 class McpSettings(_Section):
     """Which MCP protocol eras `/mcp` serves beside the legacy one (docs/eras.md)."""
 
-    # Off: a 2026-07-28 request is refused as today, so a dual-era client falls back to `initialize`.
-    modern_era: bool = False
+    # Serve MCP 2026-07-28 beside the legacy era. Off: a 2026-07-28 request is refused with 400
+    # -32600, which a dual-era client reads as "legacy server" and falls back to `initialize`.
+    modern_era: bool = True
     # Signs the `requestState` of an `input_required` answer, so any replica can take up the retry:
-    # every replica needs the same key (a Secret). Required outside development mode with the modern
-    # era on; in development mode a random key per process is used when unset (docs/eras.md).
+    # every replica needs the same key (a Secret). Required in production with a PostgreSQL store
+    # (several replicas); otherwise, when unset, each process uses a random key (docs/eras.md).
     request_state_key: SecretStr | None = None
     # The key before the last rotation: still accepted for states it signed, never used to sign.
     request_state_previous_key: SecretStr | None = None

@@ -702,23 +702,25 @@ def test_a_generated_secret_without_the_key_gets_a_new_one(deploy_tools: dict[st
     assert key != "E" * 64
 
 
-def test_the_service_refuses_the_default_config_without_the_key_and_takes_it_from_the_secret(
+def test_the_service_refuses_postgres_replicas_without_the_key_and_takes_it_from_the_secret(
     default_docs: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """safeguards: the modern era outside development mode needs mcp.request_state_key."""
+    """safeguards: with a PostgreSQL store (several replicas) the modern era outside development
+    mode needs mcp.request_state_key; the chart's Secret provides it."""
     config = only(default_docs, "ConfigMap")["data"]["config.yaml"]
-    idp = {
+    production = {
         "AQL_MCP_AUTH__JWKS_URL": "https://idp.example.com/jwks",
         "AQL_MCP_AUTH__ISSUER": "https://idp.example.com",
         "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example.com/mcp",
+        "AQL_MCP_STORE__URL": "postgresql://aql@db.example.com/aql",
     }
     env = pod_environment(default_docs)
     without = {name: value for name, value in env.items() if name != "AQL_MCP_MCP__REQUEST_STATE_KEY"}
-    refused = check_config(config, {**without, **idp}, tmp_path)
+    refused = check_config(config, {**without, **production}, tmp_path)
     assert refused.returncode == 2
     assert "mcp.request_state_key" in refused.stdout + refused.stderr
     key = {"AQL_MCP_MCP__REQUEST_STATE_KEY": generated_key(default_docs)}
-    accepted = check_config(config, {**without, **idp, **key}, tmp_path)
+    accepted = check_config(config, {**without, **production, **key}, tmp_path)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert generated_key(default_docs) not in accepted.stdout + accepted.stderr
 
