@@ -6,7 +6,8 @@
 
 `run` measures every target: for each repetition (target order rotated), it starts the target
 pinned to the server CPU, runs the load phase, stops it, starts it again for the session phase,
-stops it. The driver itself, wrk and py-spy run on the load CPU. Rows go to DIR/results.jsonl.
+stops it. A modern-era target (MCP 2026-07-28) has no handshake, hence no session phase. The
+driver itself, wrk and py-spy run on the load CPU. Rows go to DIR/results.jsonl.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> None:
     (out / "versions.json").write_text(json.dumps(versions(source), indent=2))
     (out / "commands.json").write_text(json.dumps(commands(targets, options), indent=2))
     settings = {**asdict(options), "reps": args.reps, "sessions": args.sessions, "nice": args.nice}
+    settings["targets"] = [t.name for t in targets]
     (out / "options.json").write_text(json.dumps(settings))
     concurrencies = [int(c) for c in args.conc.split(",")]
     for rep in range(args.reps):
@@ -163,6 +165,8 @@ def measure_target(
         stop(server)
     rows[-1]["log"] = log_summary(server)
     yield from rows
+    if not target.handshakes:
+        return
     server = start(target, cpu=options.server_cpu, run_dir=out, label=f"sessions-r{rep}", source=source)
     try:
         row = {**base, "phase": "sessions", **session_phase(server, count=sessions, deadline=120.0, options=options)}
@@ -262,15 +266,16 @@ def _first_line(argv: list[str]) -> str:
 
 
 def commands(targets: list[Target], options: LoadOptions) -> dict[str, Any]:
-    """The exact server and wrk command lines (at c=64), with the bearer token left out."""
+    """The exact server (with its own environment) and wrk command lines (at c=64), with the bearer token left out."""
     out: dict[str, Any] = {}
     for target in targets:
         headers = {"Authorization": "Bearer $TOKEN"} if target.authenticated else {}
         sessions = Path(f"sessions-{target.name}-c64.txt") if target.stateful else None
+        environment = [f"{name}={value}" for name, value in target.env]
         out[target.name] = {
-            "server": ["taskset", "-c", str(options.server_cpu), *target.argv],
+            "server": [*environment, "taskset", "-c", str(options.server_cpu), *target.argv],
             "wrk": wrk_argv(
-                target.url, headers, conc=64, duration=options.duration, sessions=sessions, cpu=options.load_cpu
+                target, headers, conc=64, duration=options.duration, sessions=sessions, cpu=options.load_cpu
             ),
         }
     return out

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client import PROTOCOL_VERSION, TEXT, McpClient
+from client import PROTOCOL_VERSION, TEXT, McpClient, modern_echo
 from procfs import busy_seconds, cpu_seconds
-from targets import BENCH, Server
+from targets import BENCH, Server, Target
 
 LUA = BENCH / "echo_call.lua"
 RESULT_PREFIX = "BENCH_RESULT "
@@ -44,18 +44,23 @@ def load_phase(server: Server, concurrencies: list[int], options: LoadOptions, w
     rows = []
     for conc in concurrencies:
         sessions = open_sessions(server, conc, work / f"sessions-{server.target.name}-c{conc}.txt")
-        url, headers, cpu = server.target.url, server.headers, options.load_cpu
-        run_wrk(wrk_argv(url, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup)
-        argv = wrk_argv(url, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu)
+        target, headers, cpu = server.target, server.headers, options.load_cpu
+        run_wrk(
+            wrk_argv(target, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup
+        )
+        argv = wrk_argv(target, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu)
         rows.append({"conc": conc, **measure(server, argv, options)})
     return rows
 
 
 def check_server(server: Server) -> None:
-    """One handshake and one checked tool call before any load, so a broken target fails fast."""
+    """One checked tool call (after a handshake, in the legacy era) before any load: a broken target fails fast."""
     client = McpClient(server.target.url, headers=server.headers)
     try:
-        client.check_echo(client.handshake())
+        if server.target.modern:
+            client.check_modern_echo()
+        else:
+            client.check_echo(client.handshake())
     finally:
         client.close()
 
@@ -75,13 +80,22 @@ def open_sessions(server: Server, count: int, path: Path) -> Path | None:
 
 
 def wrk_argv(
-    url: str, headers: dict[str, str], *, conc: int, duration: int, sessions: Path | None, cpu: int
+    target: Target, headers: dict[str, str], *, conc: int, duration: int, sessions: Path | None, cpu: int
 ) -> list[str]:
     argv = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{conc}", f"-d{duration}s", "--latency", "--timeout", "5s"]
-    argv += ["-s", str(LUA), url]
-    for name, value in headers.items():
+    argv += ["-s", str(LUA), target.url]
+    protocol, body = era_request(target)
+    for name, value in {**headers, **protocol}.items():
         argv += ["-H", f"{name}: {value}"]
-    return [*argv, "-H", f"MCP-Protocol-Version: {PROTOCOL_VERSION}", "--", TEXT, str(sessions or "-")]
+    return [*argv, "--", TEXT, str(sessions or "-"), *body]
+
+
+def era_request(target: Target) -> tuple[dict[str, str], list[str]]:
+    """The protocol headers wrk sends, and (modern era) the body whose `"id":0` it replaces per request."""
+    if not target.modern:
+        return {"MCP-Protocol-Version": PROTOCOL_VERSION}, []
+    headers, message = modern_echo(0)
+    return headers, [json.dumps(message, separators=(",", ":"))]
 
 
 def run_wrk(argv: list[str], duration: int) -> tuple[dict[str, Any], str, float]:

@@ -28,8 +28,10 @@ def profile_service(
     try:
         check_server(server)
         sessions = open_sessions(server, conc, out / f"sessions-profile-c{conc}.txt")
-        url, headers, cpu = SERVICE.url, server.headers, options.load_cpu
-        run_wrk(wrk_argv(url, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup)
+        headers, cpu = server.headers, options.load_cpu
+        run_wrk(
+            wrk_argv(SERVICE, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup
+        )
         waited = wait_quiet(server.pid, options)
         spy = subprocess.Popen(  # noqa: S603
             [  # noqa: S607
@@ -56,7 +58,7 @@ def profile_service(
             time.sleep(ATTACH_SECONDS)
             row = measure_once(
                 server,
-                wrk_argv(url, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
+                wrk_argv(SERVICE, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
                 options,
                 quiet=False,
             )

@@ -7,6 +7,7 @@ Each run directory holds `results.jsonl` (one row per measured run or session ph
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 import time
 from collections import defaultdict
@@ -14,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from stacks import NOTES_MARKER
+from targets import TARGETS
 
 SERVICE = "aql-mcp"
+MODERN_SERVICE = "aql-mcp-modern"
 REFERENCE = "sdk-stateless-json"
-ORDER = ("aql-mcp", "sdk-stateless-json", "sdk-stateful-sse", "ceiling")
+ORDER = tuple(t.name for t in TARGETS)
+MODERN = frozenset(t.name for t in TARGETS if t.modern)
 GOAL_SPEEDUP = 4.0
 GOAL_P99_MS = 40.0
 GOAL_KB_PER_SESSION = 4.0
@@ -101,6 +105,13 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
             f"{median(group, 'server_cpu_ms_per_handshake'):.2f} | {rss_before:.1f} | {rss_after:.1f} | "
             f"{'n/a (stateless)' if per_session is None else f'**{per_session:.1f}**'} |"
         )
+    without = sorted({r["target"] for r in rows if r["target"] in MODERN}, key=_rank)
+    if without:
+        lines += [
+            "",
+            f"No row for {', '.join(without)}: MCP 2026-07-28 has no handshake and no session, so there is nothing "
+            "to time here or to keep in memory; each of their calls above carried what a handshake negotiates.",
+        ]
     return lines
 
 
@@ -143,18 +154,25 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def ratios(rows: list[dict[str, Any]]) -> list[str]:
-    """aql-mcp against every other target at each concurrency: throughput and CPU per call."""
+def ratios(rows: list[dict[str, Any]], service: str = SERVICE) -> list[str]:
+    """`service` against every other target at each concurrency: throughput and CPU per call."""
     load = grouped(rows, "load")
     lines = ["| c | vs | calls/s ratio | CPU per call ratio (theirs / ours) |", "|---:|---|---:|---:|"]
     for (target, conc), group in load.items():
-        ours = load.get((SERVICE, conc))
-        if target == SERVICE or not ours:
+        ours = load.get((service, conc))
+        if target == service or not ours:
             continue
         rps = median(ours, "calls_per_s") / median(group, "calls_per_s")  # type: ignore[operator]
         cpu = median(group, "server_cpu_us_per_call") / median(ours, "server_cpu_us_per_call")  # type: ignore[operator]
         lines.append(f"| {conc} | {target} | {rps:.2f}x | {cpu:.2f}x |")
     return lines
+
+
+def modern_ratios(rows: list[dict[str, Any]]) -> list[str]:
+    """aql-mcp-modern against the others, when the run measured it."""
+    if not any(r["target"] == MODERN_SERVICE and r["phase"] == "load" for r in rows):
+        return []
+    return [f"{MODERN_SERVICE} against the others:", "", *ratios(rows, MODERN_SERVICE), ""]
 
 
 def versions_table(runs: list[Path]) -> list[str]:
@@ -172,7 +190,8 @@ def commands_block(runs: list[Path]) -> list[str]:
 
 def _shell(argv: list[str]) -> str:
     root = str(Path(__file__).resolve().parent.parent) + "/"
-    quoted = [f'"{a}"' if " " in a else a for a in argv]
+    # Double quotes keep `$TOKEN` expandable; a JSON body (the modern rows' wrk argument) needs single quotes.
+    quoted = [shlex.quote(a) if '"' in a else f'"{a}"' if " " in a else a for a in argv]
     return " ".join(quoted).replace(root, "")
 
 
@@ -202,19 +221,20 @@ def noise(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[str]:
 
 
 def service_log(rows: list[dict[str, Any]]) -> list[str]:
+    services = (SERVICE, MODERN_SERVICE)
     lines = []
-    for row in rows:
+    for row in sorted(rows, key=lambda r: _rank(r["target"])):
         log = row.get("log")
-        if row["target"] != SERVICE or not log:
+        if row["target"] not in services or not log:
             continue
         statuses = ", ".join(f"{count} x {status}" for status, count in sorted(log["http_status"].items()))
         lines.append(
-            f"- {row['phase']} phase, rep {row['rep']}: `http_request` lines {statuses or 'none'}; "
+            f"- {row['target']}, {row['phase']} phase, rep {row['rep']}: `http_request` lines {statuses or 'none'}; "
             f"{log['problem_lines']} lines at warning or above."
         )
         lines += [f"  - `{p[:300]}`" for p in log["problems"][:5]]
     for row in rows:
-        if row["target"] != SERVICE and row.get("log", {}).get("problem_lines"):
+        if row["target"] not in services and row.get("log", {}).get("problem_lines"):
             lines.append(
                 f"- {row['target']} ({row['phase']}, rep {row['rep']}) logged: `{row['log']['problems'][0][:300]}`"
             )
@@ -233,6 +253,9 @@ def invocation(options: dict[str, Any]) -> str:
         "DURATION": (options["duration"], 10),
     }
     changed = [f"{name}={value}" for name, (value, default) in settings.items() if value != default]
+    targets = options.get("targets", list(ORDER))
+    if targets != list(ORDER):
+        changed.insert(0, f"TARGETS={','.join(targets)}")
     return " ".join([*changed, "make bench"])
 
 
@@ -256,7 +279,10 @@ def render(runs: list[Path]) -> list[str]:
         f"Closed loop, one wrk thread, {options['warmup']} s warm-up then {options['duration']} s measured per "
         "concurrency; server CPU = the server "
         'process\'s utime+stime over the measured window / calls. "bad" counts responses that failed the check '
-        '(HTTP 200, JSON or SSE framing, echoed text, no `"isError":true`) plus socket errors and timeouts.',
+        '(HTTP 200, JSON or SSE framing, echoed text, no `"isError":true`) plus socket errors and timeouts. '
+        "The `-modern` rows send stateless MCP 2026-07-28 requests (no initialize, no session; version, client "
+        "info and capabilities in every request's `_meta`, mirrored headers); their answers must also be one JSON "
+        'body with `"resultType":"complete"`, to an id sent and not yet answered, naming no session.',
         "",
         *load_table(rows),
         "",
@@ -264,6 +290,7 @@ def render(runs: list[Path]) -> list[str]:
         "",
         *ratios(rows),
         "",
+        *modern_ratios(rows),
         "## Handshakes and memory",
         "",
         f"{options['sessions']:,} sequential initialize + notifications/initialized on one keep-alive connection "

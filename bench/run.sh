@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: aql-mcp against the official SDK and a bare Starlette ceiling, in one run.
 #
-#   bench/run.sh                       # 1 repetition: about 5-7 minutes on 2 cores
+#   bench/run.sh                       # 1 repetition: about 7-9 minutes on 2 cores (echo targets)
 #   REPS=3 bench/run.sh                # 3 repetitions, target order rotated
-#   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh
+#   TARGETS=aql-mcp,sdk-stateless-json DURATION=5 bench/run.sh   # default: every target of bench/targets.py
 #   NICE=-10 bench/run.sh              # servers and wrk ahead of other work on a busy machine
 #   SOURCE=/tmp/before bench/run.sh    # serve this copy of aql_mcp instead of a snapshot of src/ (A/B)
 #   STORE=0 bench/run.sh               # without the store rows (bench/store.py, bench/STORE.md)
@@ -26,7 +26,7 @@ if [ "$(nproc)" -lt 2 ]; then
 fi
 
 "$PYTHON" bench/driver.py run --out "$OUT" \
-  --targets "${TARGETS:-aql-mcp,sdk-stateless-json,sdk-stateful-sse,ceiling}" \
+  ${TARGETS:+--targets "$TARGETS"} \
   --reps "${REPS:-1}" --conc "${CONC:-1,16,64}" --duration "${DURATION:-10}" --warmup "${WARMUP:-3}" \
   --sessions "${SESSIONS:-1000}" --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"}
 "$PYTHON" bench/driver.py report "$OUT" --output "${RESULTS:-bench/RESULTS.md}"

@@ -43,10 +43,18 @@ class Target:
     stateful: bool
     argv: tuple[str, ...]
     authenticated: bool = False
+    # Loaded with stateless MCP 2026-07-28 requests (no handshake, no session) instead of 2025-11-25 ones.
+    modern: bool = False
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def handshakes(self) -> bool:
+        """Whether the target has a handshake to time: the modern era has none (no `initialize`)."""
+        return not self.modern
 
 
 def _uvicorn(factory: str, port: int) -> tuple[str, ...]:
@@ -62,17 +70,27 @@ def _uvicorn(factory: str, port: int) -> tuple[str, ...]:
     )
 
 
-TARGETS = (
+def _service(port: int) -> tuple[str, ...]:
     # The service as an operator runs it: `aql-mcp serve`, which builds uvicorn.Config with loop and
     # http "auto", i.e. uvloop and httptools when installed (the driver checks they are loaded).
+    return (str(BIN / "aql-mcp"), "serve", "--config", str(SERVICE_CONFIG), "--port", str(port))
+
+
+TARGETS = (
+    Target("aql-mcp", 18201, True, _service(18201), authenticated=True),
+    # The same service and configuration with the modern era on, loaded with 2026-07-28 requests.
     Target(
-        "aql-mcp",
-        18201,
-        True,
-        (str(BIN / "aql-mcp"), "serve", "--config", str(SERVICE_CONFIG), "--port", "18201"),
+        "aql-mcp-modern",
+        18205,
+        False,
+        _service(18205),
         authenticated=True,
+        modern=True,
+        env=(("AQL_MCP_MCP__MODERN_ERA", "true"),),
     ),
     Target("sdk-stateless-json", 18202, False, _uvicorn("sdk_echo:stateless_json", 18202)),
+    # The same SDK server: a 2026-07-28 `MCP-Protocol-Version` takes the SDK's own modern path.
+    Target("sdk-modern-json", 18206, False, _uvicorn("sdk_echo:stateless_json", 18206), modern=True),
     Target("sdk-stateful-sse", 18203, True, _uvicorn("sdk_echo:stateful_sse", 18203)),
     Target("ceiling", 18204, False, _uvicorn("ceiling:create_app", 18204)),
 )
@@ -138,6 +156,7 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     shutil.rmtree(state, ignore_errors=True)
     state.mkdir(parents=True)
     env = {**os.environ, "AQL_MCP_STORE__PATH": str(state), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(source)}
+    env.update(target.env)
     headers = {}
     if target.authenticated:
         env.update(idp().env(target.url))
