@@ -77,7 +77,7 @@ def test_the_body_wrk_sends_has_the_id_slot_its_script_fills() -> None:
 
 def test_the_first_checked_call_stops_a_server_without_the_modern_era(tmp_path: Path) -> None:
     """A target that cannot serve 2026-07-28 fails the run before any load (bench/README.md)."""
-    with start_server(tmp_path, plugins=(ECHO,)) as server:
+    with start_server(tmp_path, env={"AQL_MCP_MCP__MODERN_ERA": "false"}, plugins=(ECHO,)) as server:
         client = bench_client.McpClient(server.url, headers={"Authorization": f"Bearer {server.token()}"})
         try:
             with pytest.raises(bench_client.BadAnswer):
