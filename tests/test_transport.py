@@ -206,13 +206,15 @@ async def test_session_limit_is_503_with_retry_after_and_open_sessions_keep_work
 
 @pytest.mark.parametrize("version", ["1999-01-01", "2026-07-28", "garbage"])
 async def test_unsupported_protocol_version_header_is_400_invalid_request(
-    client: httpx.AsyncClient, token: str, version: str
+    tmp_path: Path, token: str, version: str
 ) -> None:
-    """2025-11-25 transports, Protocol Version Header: 400. The code is -32600, not the modern
-    -32022, so a 2026-07-28 client falls back to initialize (MCP 2026-07-28, Versioning,
-    Backward Compatibility)."""
-    session = await open_session(client, token)
-    response = await client.post("/mcp", json=rpc("tools/list"), headers={**session, "mcp-protocol-version": version})
+    """2025-11-25 transports, Protocol Version Header: 400. With the modern era off the code is
+    -32600, not the modern -32022, so a 2026-07-28 client falls back to initialize (MCP
+    2026-07-28, Versioning, Backward Compatibility). (On, these go to the modern edge.)"""
+    async with asgi_client(dev_settings(tmp_path, mcp={"modern_era": False})) as client:
+        session = await open_session(client, token)
+        headers = {**session, "mcp-protocol-version": version}
+        response = await client.post("/mcp", json=rpc("tools/list"), headers=headers)
     error = assert_wire_error(response, 400, -32600, token)
     assert error["code"] != -32022
     assert set(error["data"]["supported"]) == LEGACY_VERSIONS
