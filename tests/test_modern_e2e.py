@@ -245,5 +245,9 @@ def test_closing_the_connection_cancels_a_modern_request(tmp_path: Path) -> None
             next(response.iter_lines())  # the first progress event: the handler is running
         until(lambda: "slow_tool_stopped" in server.log_text(), "the handler was never stopped")
         log = server.log_text()
+        metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=DEADLINE).text
     assert '"request_cancelled"' in log
     assert "Traceback" not in log
+    # A client going away is not a failure of the service: its own outcome, not `internal`.
+    calls = [line for line in metrics.splitlines() if line.startswith("aql_mcp_calls_total{") and "test_slow" in line]
+    assert any('outcome="cancelled"' in line for line in calls), calls

@@ -18,8 +18,9 @@ import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.settings import Settings
-from tests.support.asgi import asgi_client, dev_settings
+from tests.support.asgi import CONFORMANCE, asgi_client, dev_settings
 from tests.support.modern import MODERN, modern_body, modern_headers
+from tests.support.replicas import SLOW
 from tests.test_modern import error_of
 
 pytestmark = pytest.mark.anyio
@@ -205,24 +206,91 @@ async def test_a_question_after_progress_still_ends_the_request_never_a_request_
     assert frames[-1]["result"]["resultType"] == "input_required"
 
 
+def confirm_answer(asked: dict[str, Any], accept: bool) -> dict[str, Any]:
+    """The retry's MRTR fields answering the one confirmation question of `asked`."""
+    ((key, _),) = asked["inputRequests"].items()
+    answer = {"action": "accept", "content": {"confirm": True}} if accept else {"action": "decline"}
+    return {"inputResponses": {key: answer}, "requestState": asked["requestState"]}
+
+
+async def create_collections(client: httpx.AsyncClient, token: str, *names: str) -> None:
+    for name in names:
+        create = {"operation": "create_collection", "params": {"collection": name}}
+        await call_tool(client, token, "mcp_aql_create", create)
+
+
+async def collections(client: httpx.AsyncClient, token: str) -> set[str]:
+    listed = result_of(await call_tool(client, token, "mcp_aql_read", {"operation": "list_collections", "params": {}}))
+    return {item["name"] for item in listed["structuredContent"]["data"]["items"]}
+
+
 async def test_a_dangerous_operation_is_confirmed_through_input_required(client: httpx.AsyncClient, token: str) -> None:
     """MCP-AQL gatekeeper with `aql.confirm_with_elicitation`: the confirmation is an elicitation,
-    which the modern era asks with `input_required`; declining refuses, accepting runs it once."""
-    await call_tool(
-        client, token, "mcp_aql_create", {"operation": "create_collection", "params": {"collection": "old"}}
-    )
+    which the modern era asks with `input_required`; declining refuses, accepting runs it."""
+    await create_collections(client, token, "old")
     delete = {"operation": "delete_collection", "params": {"collection": "old"}}
     asked = result_of(await call_tool(client, token, "mcp_aql_delete", delete))
     assert asked["resultType"] == "input_required"
-    ((key, question),) = asked["inputRequests"].items()
+    ((_, question),) = asked["inputRequests"].items()
     assert question["method"] == "elicitation/create"
-    declined = {"inputResponses": {key: {"action": "decline"}}, "requestState": asked["requestState"]}
+    assert '"collection":"old"' in question["params"]["message"]
+    declined = confirm_answer(asked, accept=False)
     refused = result_of(await call_tool(client, token, "mcp_aql_delete", delete, extra=declined))
     assert refused["structuredContent"]["error"]["code"] == "PERMISSION_DENIED"
-    yes = {"action": "accept", "content": {"confirm": True}}
-    accepted = {"inputResponses": {key: yes}, "requestState": asked["requestState"]}
-    done = result_of(await call_tool(client, token, "mcp_aql_delete", delete, extra=accepted))
+    assert "old" in await collections(client, token)
+    again = result_of(await call_tool(client, token, "mcp_aql_delete", delete))
+    done = result_of(await call_tool(client, token, "mcp_aql_delete", delete, extra=confirm_answer(again, accept=True)))
     assert done["structuredContent"]["data"]["deleted"] is True
+
+
+async def test_a_confirmed_retry_replayed_is_refused_and_runs_nothing(client: httpx.AsyncClient, token: str) -> None:
+    """mrtr "Server Requirements": a state that must be used at most once is enforced server-side;
+    a retried confirmation (a proxy or SDK resending it) cannot delete a second time."""
+    await create_collections(client, token, "rep")
+    delete = {"operation": "delete_collection", "params": {"collection": "rep"}}
+    retry = confirm_answer(result_of(await call_tool(client, token, "mcp_aql_delete", delete)), accept=True)
+    result_of(await call_tool(client, token, "mcp_aql_delete", delete, extra=retry))
+    await create_collections(client, token, "rep")
+    replayed = await call_tool(client, token, "mcp_aql_delete", delete, extra=retry, message_id=41)
+    assert error_of(replayed, 400, -32602)["data"]["reason"] == "used"
+    assert "rep" in await collections(client, token)
+
+
+async def test_an_answer_sent_before_the_question_is_ignored(client: httpx.AsyncClient, token: str) -> None:
+    """Only a verified state says what was asked: a confirmation cannot be supplied in advance."""
+    await create_collections(client, token, "early")
+    first = result_of(
+        await call_tool(
+            client, token, "mcp_aql_delete", {"operation": "delete_collection", "params": {"collection": "early"}}
+        )
+    )
+    ((key, _),) = first["inputRequests"].items()
+    early = {"inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    delete = {"operation": "delete_collection", "params": {"collection": "early"}}
+    again = result_of(await call_tool(client, token, "mcp_aql_delete", delete, extra=early))
+    assert again["resultType"] == "input_required"
+    assert "early" in await collections(client, token)
+
+
+async def test_each_item_of_a_batch_is_confirmed_by_its_own_answer(client: httpx.AsyncClient, token: str) -> None:
+    """An accept given for one item never stands in for another's decline (or the reverse)."""
+    await create_collections(client, token, "a", "b")
+    batch = {
+        "operations": [
+            {"operation": "delete_collection", "params": {"collection": "a"}},
+            {"operation": "delete_collection", "params": {"collection": "b"}},
+        ]
+    }
+    first = result_of(await call_tool(client, token, "mcp_aql_delete", batch))
+    second = result_of(await call_tool(client, token, "mcp_aql_delete", batch, extra=confirm_answer(first, True)))
+    assert second["resultType"] == "input_required"
+    assert set(second["inputRequests"]) != set(first["inputRequests"])
+    done = result_of(await call_tool(client, token, "mcp_aql_delete", batch, extra=confirm_answer(second, False)))
+    results = done["structuredContent"]["results"]
+    assert results[0]["result"]["success"] is True
+    assert results[1]["result"]["error"]["code"] == "PERMISSION_DENIED"
+    assert await collections(client, token) >= {"b"}
+    assert "a" not in await collections(client, token)
 
 
 async def test_a_batch_item_that_asks_does_not_run_the_items_before_it_twice(
@@ -264,3 +332,32 @@ async def test_an_input_required_round_is_counted_as_such_not_as_an_internal_err
     assert 'outcome="input_required"' in elicited
     assert 'outcome="client_error"' in missing
     assert not any('outcome="internal"' in line for line in calls)
+
+
+async def test_a_streaming_answer_carries_keep_alive_comments_while_the_handler_works(tmp_path: Path) -> None:
+    """In this era a closed connection cancels the request, so a proxy's idle timeout must not
+    close a long call's stream: it gets a comment every `streams.keepalive_seconds`."""
+    settings = dev_settings(
+        tmp_path,
+        mcp={"modern_era": True},
+        server={"plugins": [CONFORMANCE, SLOW]},
+        streams={"keepalive_seconds": 0.05},
+    )
+    async with asgi_client(settings) as http:
+        response = await call_tool(
+            http, mint(settings), "test_slow", {"steps": 4}, request_meta=meta(progressToken="p")
+        )
+    assert response.text.count(": keep-alive") >= 2
+    assert events(response)[-1]["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_log_level_that_is_no_logging_level_is_invalid_params(client: httpx.AsyncClient, token: str) -> None:
+    """2026-07-28 logging: `logLevel` is a LoggingLevel; "off" is not one."""
+    response = await call_tool(
+        client,
+        token,
+        "test_logging_tool",
+        request_meta=meta(**{"io.modelcontextprotocol/logLevel": "off"}),
+        message_id=41,
+    )
+    assert error_of(response, 400, -32602)["data"]["field"] == "_meta.io.modelcontextprotocol/logLevel"

@@ -1,5 +1,6 @@
-"""One round of a modern request (rounds.py): answers from this attempt or an earlier one,
-re-asking what is missing, and refusing answers of the wrong shape (2026-07-28 mrtr, "Error Handling")."""
+"""One round of a modern request (rounds.py): an answer counts only for the question it was given
+to; what is missing is asked again; answers of the wrong shape are refused (2026-07-28 mrtr,
+"Error Handling")."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ from typing import Any
 import pytest
 
 from aql_mcp.exceptions import InputRequired, InvalidParams
-from aql_mcp.request_state import RoundState
+from aql_mcp.request_state import RoundState, digest
 from aql_mcp.rounds import InputRound
 
 NAME = {"method": "elicitation/create", "params": {"message": "Name?", "requestedSchema": {"type": "object"}}}
+COLOR = {"method": "elicitation/create", "params": {"message": "Color?", "requestedSchema": {"type": "object"}}}
 ROOTS = {"method": "roots/list", "params": {}}
-ACCEPTED = {"action": "accept", "content": {"name": "Alice"}}
+ALICE = {"action": "accept", "content": {"name": "Alice"}}
+
+
+def asked(**questions: dict[str, Any]) -> RoundState:
+    """The state an `input_required` answer putting these questions would carry."""
+    return InputRound(RoundState(), {}).next_state(questions, {})
 
 
 def round_of(given: Any, earlier: RoundState | None = None) -> InputRound:
@@ -21,31 +28,50 @@ def round_of(given: Any, earlier: RoundState | None = None) -> InputRound:
 
 
 def test_an_unanswered_question_ends_the_attempt_with_the_question() -> None:
-    with pytest.raises(InputRequired) as asked:
+    with pytest.raises(InputRequired) as raised:
         InputRound.parse({}, RoundState()).take({"user_name": NAME})
-    assert asked.value.requests == {"user_name": NAME}
+    assert raised.value.requests == {"user_name": NAME}
 
 
-def test_answers_come_from_this_attempt_or_an_earlier_round() -> None:
-    earlier = RoundState(answers={"step1": ACCEPTED})
-    inputs = round_of({"step2": {"action": "accept", "content": {"color": "blue"}}}, earlier)
-    answers = inputs.take({"step1": NAME, "step2": NAME})
-    assert answers["step1"] == ACCEPTED
-    assert answers["step2"]["content"] == {"color": "blue"}
-    assert set(inputs.taken) == {"step1", "step2"}
+def test_an_answer_to_the_question_just_asked_is_taken() -> None:
+    inputs = round_of({"user_name": ALICE}, asked(user_name=NAME))
+    assert inputs.take({"user_name": NAME}) == {"user_name": ALICE}
+    assert inputs.taken == {"user_name": [digest(NAME), ALICE]}
+
+
+def test_answers_sent_without_a_state_or_under_keys_nobody_asked_are_ignored() -> None:
+    """An answer cannot be supplied in advance: only a verified state says what was asked."""
+    with pytest.raises(InputRequired):
+        round_of({"user_name": ALICE}).take({"user_name": NAME})
+    with pytest.raises(InputRequired):
+        round_of({"other": ALICE}, asked(user_name=NAME)).take({"user_name": NAME, "other": NAME})
+
+
+def test_an_answer_counts_only_for_the_question_it_was_given_to() -> None:
+    """The same key asking a different question (another batch item, say) is asked again."""
+    earlier = round_of({"q": ALICE}, asked(q=NAME))
+    earlier.take({"q": NAME})
+    carried = earlier.next_state({}, {})
+    with pytest.raises(InputRequired) as raised:
+        InputRound.parse({}, carried).take({"q": COLOR})
+    assert raised.value.requests == {"q": COLOR}
+    assert InputRound.parse({}, carried).take({"q": NAME}) == {"q": ALICE}
+
+
+def test_a_later_round_keeps_the_earlier_answers_and_takes_the_new_one() -> None:
+    first = round_of({"step1": ALICE}, asked(step1=NAME))
+    first.take({"step1": NAME})
+    second = first.next_state({"step2": COLOR}, {})
+    blue = {"action": "accept", "content": {"color": "blue"}}
+    answers = round_of({"step2": blue}, second).take({"step1": NAME, "step2": COLOR})
+    assert answers == {"step1": ALICE, "step2": blue}
 
 
 def test_only_the_missing_questions_are_asked_again_and_the_given_ones_are_kept() -> None:
-    inputs = round_of({"user_name": ACCEPTED})
-    with pytest.raises(InputRequired) as asked:
+    inputs = round_of({"user_name": ALICE}, asked(user_name=NAME, client_roots=ROOTS))
+    with pytest.raises(InputRequired) as raised:
         inputs.take({"user_name": NAME, "client_roots": ROOTS})
-    assert set(asked.value.requests) == {"client_roots"}
-    assert inputs.taken == {"user_name": ACCEPTED}
-
-
-def test_answers_nobody_asked_for_are_ignored() -> None:
-    inputs = round_of({"user_name": ACCEPTED, "unknown": {"action": "accept", "content": {"x": 1}}})
-    assert inputs.take({"user_name": NAME}) == {"user_name": ACCEPTED}
+    assert set(raised.value.requests) == {"client_roots"}
     assert set(inputs.taken) == {"user_name"}
 
 
@@ -57,7 +83,7 @@ def test_input_responses_that_are_not_a_map_of_objects_are_invalid_params(given:
 
 
 @pytest.mark.parametrize(
-    ("request_", "answer"),
+    ("question", "answer"),
     [
         (NAME, {"action": "maybe"}),
         (NAME, {"action": "accept", "content": "Alice"}),
@@ -65,7 +91,9 @@ def test_input_responses_that_are_not_a_map_of_objects_are_invalid_params(given:
         (ROOTS, {"roots": "file:///"}),
     ],
 )
-def test_an_answer_of_the_wrong_shape_is_invalid_params(request_: dict[str, Any], answer: dict[str, Any]) -> None:
+def test_an_answer_of_the_wrong_shape_is_refused_before_the_handler_runs(
+    question: dict[str, Any], answer: dict[str, Any]
+) -> None:
     with pytest.raises(InvalidParams) as refused:
-        round_of({"q": answer}).take({"q": request_})
+        round_of({"q": answer}, asked(q=question))
     assert refused.value.data == {"field": "inputResponses.q", "reason": "shape"}

@@ -134,7 +134,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
         telemetry=telemetry,
-        sealer=request_state_sealer(settings),
+        sealer=request_state_sealer(settings, store),
+        keepalive_seconds=settings.streams.keepalive_seconds,
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
         param_headers=registry.param_headers,
@@ -358,12 +359,15 @@ async def _keepalive(services: Services) -> None:
         await services.endpoint.keepalive(idle)
 
 
-def request_state_sealer(settings: Settings) -> RequestStateSealer:
-    """The sealer of modern `requestState`s, with the key every replica shares (docs/eras.md)."""
+def request_state_sealer(settings: Settings, store: Store) -> RequestStateSealer:
+    """The sealer of modern `requestState`s, with the key every replica shares (docs/eras.md); a
+    state must fit in half a request body, leaving room for the answers that travel beside it."""
     mcp = settings.mcp
     key, previous = mcp.request_state_key, mcp.request_state_previous_key
     return RequestStateSealer(
         key.get_secret_value().encode() if key else None,
+        grants=store.confirmations,
         previous=previous.get_secret_value().encode() if previous else None,
         ttl_seconds=mcp.request_state_ttl_seconds,
+        max_bytes=settings.http.max_body_bytes // 2,
     )

@@ -23,8 +23,18 @@ from aql_mcp.scope import request_id_of
 
 OTHER = "other"
 # `input_required`: a modern call that ended its attempt to ask the client (docs/eras.md, MRTR);
-# neither a success nor a failure, so error ratios leave it out.
-OUTCOMES = ("ok", "client_error", "auth_error", "rate_limited", "timeout", "internal", "input_required")
+# `cancelled`: the client cancelled it or went away. Neither is a failure of the service, so error
+# ratios leave them out.
+OUTCOMES = (
+    "ok",
+    "client_error",
+    "auth_error",
+    "rate_limited",
+    "timeout",
+    "internal",
+    "input_required",
+    "cancelled",
+)
 AUTH_REASONS = ("missing_token", "invalid_token", "insufficient_scope", "unavailable")
 LIMIT_KINDS = (
     "rate",

@@ -38,7 +38,7 @@ from aql_mcp.logging import bind_log_context
 from aql_mcp.media import check_accept, check_content_type, read_body
 from aql_mcp.param_headers import ToolHeaders, check_call_headers, decode_header_value
 from aql_mcp.protocol import lifecycle
-from aql_mcp.protocol.context import LOG_LEVELS, LOG_OFF, Context, ResourceHub
+from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
 from aql_mcp.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -92,7 +92,7 @@ class RequestPeer:
 
     __slots__ = ("client_capabilities", "client_info", "id", "log_level", "protocol_version")
 
-    def __init__(self, *, version: str, info: dict[str, Any], caps: Mapping[str, Any], log_level: str) -> None:
+    def __init__(self, *, version: str, info: dict[str, Any], caps: Mapping[str, Any], log_level: str | None) -> None:
         self.id = ""
         self.protocol_version = version
         self.client_info = info
@@ -121,6 +121,7 @@ class ModernEndpoint:
         instructions: str,
         telemetry: Telemetry,
         sealer: RequestStateSealer,
+        keepalive_seconds: float,
         anonymous_methods: frozenset[str] = frozenset(),
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
         param_headers: ToolHeaders = lambda _name: (),
@@ -131,6 +132,7 @@ class ModernEndpoint:
         self._instructions = instructions
         self._telemetry = telemetry
         self._sealer = sealer
+        self._keepalive = keepalive_seconds
         self._anonymous_methods = anonymous_methods
         self._limits = handshake_limits
         self._param_headers = param_headers
@@ -195,14 +197,14 @@ class ModernEndpoint:
         lifecycle.check_bounds(META_CLIENT_CAPABILITIES, caps, self._limits)
         lifecycle.check_bounds(META_CLIENT_INFO, info, self._limits)
         # Without a level the request gets no log messages at all (2026-07-28 logging).
-        level = meta.get(META_LOG_LEVEL, LOG_OFF)
-        if level != LOG_OFF and level not in LOG_LEVELS:
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and level not in LOG_LEVELS:
             raise InvalidParams(data={"field": f"_meta.{META_LOG_LEVEL}", "reason": "enum"})
         return RequestPeer(
             version=version[:64],
             info=lifecycle.kept_info(info),
             caps=lifecycle.kept_capabilities(caps),
-            log_level=str(level),
+            log_level=level,
         )
 
     async def _run(self, scope: Scope, receive: Receive, send: Send, request: Request, peer: RequestPeer) -> None:
@@ -212,11 +214,11 @@ class ModernEndpoint:
         binding = Binding.of(principal.digest if principal else "anonymous", request.method, request.params)
         bind_log_context(mcp_method=request.method, mcp_era=Era.MODERN.value, client=peer.client_info.get("name"))
         try:
-            earlier, inputs = self._round(request, binding)
+            earlier, inputs = await self._round(request, binding)
         except WireError as exc:
             await _send_wire(send, exc, scope, request.id, dispatched=True)
             return
-        reply = Reply(send, method=request.method, inputs=inputs)
+        reply = Reply(send, method=request.method, inputs=inputs, keepalive_seconds=self._keepalive)
         ctx = Context(
             request_id=request_id_of(scope),
             message_id=request.id,
@@ -229,6 +231,7 @@ class ModernEndpoint:
         )
         outcome: dict[str, Any] | BaseException | None = None
         async with anyio.create_task_group() as group:
+            reply.attach(group)
             group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
             try:
                 with self._telemetry.method(request.method, ctx, meta):
@@ -237,10 +240,15 @@ class ModernEndpoint:
                     else:
                         outcome = await self._dispatcher.call(request, ctx)
             except InputRequired as asked:
-                state = RoundState(answers=inputs.taken, memo=ctx.memo)
-                outcome = self._input_required(asked, self._sealer.seal(state, binding))
+                outcome = asked
             except Exception as exc:
                 outcome = exc
+            if isinstance(outcome, InputRequired):
+                try:
+                    state = await self._sealer.seal(inputs.next_state(outcome.requests, ctx.memo), binding)
+                    outcome = self._input_required(outcome, state)
+                except Exception as exc:
+                    outcome = exc
             group.cancel_scope.cancel()
         if outcome is None:
             log.info("request_cancelled", reason="client disconnected")
@@ -252,13 +260,13 @@ class ModernEndpoint:
             outcome = self._complete(request, outcome)
         await reply.finish(encode_result(request.id, outcome), 200)
 
-    def _round(self, request: Request, binding: Binding) -> tuple[RoundState, InputRound]:
+    async def _round(self, request: Request, binding: Binding) -> tuple[RoundState, InputRound]:
         """What earlier rounds of this request left (checked) and the answers this attempt brings."""
         if request.method not in ASKING_METHODS:
             return RoundState(), InputRound(RoundState(), {})
         earlier = RoundState()
         if STATE_FIELD in request.params:
-            earlier = self._sealer.open(request.params[STATE_FIELD], binding)
+            earlier = await self._sealer.open(request.params[STATE_FIELD], binding)
         return earlier, InputRound.parse(request.params, earlier)
 
     def _input_required(self, asked: InputRequired, state: str) -> dict[str, Any]:

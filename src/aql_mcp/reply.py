@@ -11,32 +11,52 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+from anyio.abc import TaskGroup
 from starlette.types import Send
 
 from aql_mcp.events import format_event
 from aql_mcp.exceptions import InvalidParams, MissingClientCapability
-from aql_mcp.exchange import SSE_HEADERS
+from aql_mcp.exchange import KEEPALIVE, SSE_HEADERS
 from aql_mcp.jsonrpc.messages import encode_notification
 from aql_mcp.responses import send_body
 from aql_mcp.rounds import ASKING_METHODS, InputRound
 
 
 class Reply:
-    """JSON until the first notification, then SSE; `finish` sends the last message either way."""
+    """JSON until the first notification, then SSE; `finish` sends the last message either way.
 
-    __slots__ = ("_method", "_round", "_send", "streaming")
+    While it streams, a comment line every `streams.keepalive_seconds` keeps proxies from closing
+    an idle connection: in this era a closed connection cancels the request.
+    """
 
-    def __init__(self, send: Send, *, method: str, inputs: InputRound) -> None:
+    __slots__ = ("_group", "_keepalive", "_method", "_round", "_send", "streaming")
+
+    def __init__(self, send: Send, *, method: str, inputs: InputRound, keepalive_seconds: float) -> None:
         self._send = send
         self._method = method
         self._round = inputs
+        self._keepalive = keepalive_seconds
+        self._group: TaskGroup | None = None
         self.streaming = False
+
+    def attach(self, group: TaskGroup) -> None:
+        """The request's task group, which runs the keep-alive once the answer streams."""
+        self._group = group
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if not self.streaming:
             self.streaming = True
             await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            if self._group is not None and self._keepalive > 0:
+                self._group.start_soon(self._keep_alive)
         await self._write(format_event(None, encode_notification(method, params)), more=True)
+
+    async def _keep_alive(self) -> None:
+        # Cancelled with the request's task group, before `finish` writes the last event.
+        while True:
+            await anyio.sleep(self._keepalive)
+            await self._write(KEEPALIVE, more=True)
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if self._method not in ASKING_METHODS:

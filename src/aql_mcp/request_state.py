@@ -1,16 +1,20 @@
-"""The `requestState` of an `input_required` answer: signed, bound to caller and request, expiring.
+"""The `requestState` of an `input_required` answer: signed, bound to caller and request, expiring,
+used once.
 
 A modern request that needs the client's input is answered `input_required`; the client retries
 the same request with its answers and echoes `requestState` (2026-07-28 basic/patterns/mrtr). The
-retry may land on any replica, so the state carries everything the retry needs: the answers given
-in earlier rounds and what the handler chose to remember (a batch's finished items). The spec makes
-the state attacker-controlled input, so it is sealed with HMAC-SHA256 under a key every replica
-shares (`mcp.request_state_key`) and binds, inside the seal:
+retry may land on any replica, so the state carries everything the retry needs: the questions just
+asked, the answers given in earlier rounds (each with the digest of the question it answers), and
+what the handler chose to remember (a batch's finished items). The spec makes the state
+attacker-controlled input, so it is sealed with HMAC-SHA256 under a key every replica shares
+(`mcp.request_state_key`) and binds, inside the seal:
 
 - the caller (`Principal.digest`): another caller's state is refused;
 - the request (method and a digest of its parameters, without `_meta` and the MRTR fields): a
   state presented on a different call is refused;
-- an expiry (`mcp.request_state_ttl_seconds`): a late state is refused.
+- an expiry (`mcp.request_state_ttl_seconds`): a late state is refused;
+- a nonce, recorded in the store when the state is issued and consumed when it is presented, so a
+  state works once, on any replica: a replayed retry cannot run a confirmed operation again.
 
 Nothing in it is secret from its caller (answers it gave, results it will see), so it is signed,
 not encrypted. A rotated-out key (`mcp.request_state_previous_key`) still verifies until its
@@ -31,12 +35,15 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.exceptions import InvalidParams
+from aql_mcp.exceptions import InternalError, InvalidParams
+from aql_mcp.store.confirmations import ConfirmationStore, Grant
 
-VERSION = 1
+VERSION = 2
 FIELD = "requestState"
 # Parameters that are not part of "the same request": how it is carried, and the MRTR fields.
 UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
+# The grant a state's nonce is recorded as (the confirmations table holds single-use grants).
+GRANT = "mrtr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +57,25 @@ class Binding:
     @classmethod
     def of(cls, principal: str, method: str, params: Mapping[str, Any]) -> Binding:
         bound = {k: v for k, v in params.items() if k not in UNBOUND_PARAMS}
-        subject = hashlib.sha256(orjson.dumps(bound, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        return cls(principal, method, subject)
+        return cls(principal, method, digest(bound))
 
 
 @dataclass(slots=True)
 class RoundState:
-    """What one round hands to the next: answers already given and the handler's memo."""
+    """What one round hands to the next.
 
-    answers: dict[str, Any] = field(default_factory=dict)
+    `asked`: key -> [question digest, method] of the questions the `input_required` result put;
+    `answers`: key -> [question digest, answer] of the questions answered so far; `memo`: the
+    handler's own record (`Context.memo`).
+    """
+
+    asked: dict[str, list[str]] = field(default_factory=dict)
+    answers: dict[str, list[Any]] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 class RequestStateSealer:
@@ -69,40 +85,51 @@ class RequestStateSealer:
         self,
         key: bytes | None,
         *,
+        grants: ConfirmationStore,
         previous: bytes | None = None,
         ttl_seconds: int,
+        max_bytes: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        # No key is a development server on its own: a random one still makes states unforgeable.
+        # No key is a single replica (or a developer's): a random one still makes states unforgeable.
         self._key = key or secrets.token_bytes(32)
         self._keys = (self._key, previous) if previous else (self._key,)
+        self._grants = grants
         self._ttl = ttl_seconds
+        self._max_bytes = max_bytes
         self._clock = clock
 
-    def seal(self, state: RoundState, binding: Binding) -> str:
+    async def seal(self, state: RoundState, binding: Binding) -> str:
+        nonce = secrets.token_urlsafe(16)
+        expires = int(self._clock()) + self._ttl
         payload = {
             "v": VERSION,
             "p": binding.principal,
             "m": binding.method,
             "s": binding.subject,
-            "e": int(self._clock()) + self._ttl,
+            "e": expires,
+            "n": nonce,
+            "q": state.asked,
             "a": state.answers,
             "r": state.memo,
         }
         body = orjson.dumps(payload)
-        return f"{_b64(body)}.{_b64(_mac(self._key, body))}"
+        token = f"{_b64(body)}.{_b64(_mac(self._key, body))}"
+        if len(token) > self._max_bytes:
+            # The retry must fit in a request body; the handler's memo or answers outgrew it.
+            raise InternalError(
+                "Internal error: this request needs more state than a retry can carry",
+                data={"limit": "request_state", "maxBytes": self._max_bytes},
+            )
+        grant = Grant(GRANT, binding.subject, binding.principal, "", float(expires))
+        await self._grants.put_grant(_nonce_key(nonce), grant)
+        return token
 
-    def open(self, token: Any, binding: Binding) -> RoundState:
+    async def open(self, token: Any, binding: Binding) -> RoundState:
         """The state `token` carries for this call, or -32602 saying why it cannot be used."""
         if not isinstance(token, str):
             raise _refused("type")
-        body = self._verified(token)
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise _refused("tampered") from None
-        if not isinstance(payload, dict) or payload.get("v") != VERSION:
-            raise _refused("tampered")
+        payload = self._payload(token)
         if payload.get("p") != binding.principal:
             raise _refused("caller")
         if payload.get("m") != binding.method or payload.get("s") != binding.subject:
@@ -110,12 +137,14 @@ class RequestStateSealer:
         expires = payload.get("e")
         if not isinstance(expires, int) or self._clock() > expires:
             raise _refused("expired")
-        answers, memo = payload.get("a"), payload.get("r")
-        if not isinstance(answers, dict) or not isinstance(memo, dict):
+        asked, answers, memo, nonce = payload.get("q"), payload.get("a"), payload.get("r"), payload.get("n")
+        if not (isinstance(asked, dict) and isinstance(answers, dict) and isinstance(memo, dict)):
             raise _refused("tampered")
-        return RoundState(answers, memo)
+        if not isinstance(nonce, str) or not await self._grants.consume_grant(_nonce_key(nonce), self._clock()):
+            raise _refused("used")
+        return RoundState(asked, answers, memo)
 
-    def _verified(self, token: str) -> bytes:
+    def _payload(self, token: str) -> dict[str, Any]:
         encoded, _, mac = token.partition(".")
         try:
             body, given = _unb64(encoded), _unb64(mac)
@@ -123,7 +152,17 @@ class RequestStateSealer:
             raise _refused("tampered") from None
         if not any(hmac.compare_digest(_mac(key, body), given) for key in self._keys):
             raise _refused("tampered")
-        return body
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise _refused("tampered") from None
+        if not isinstance(payload, dict) or payload.get("v") != VERSION:
+            raise _refused("tampered")
+        return payload
+
+
+def _nonce_key(nonce: str) -> str:
+    return hashlib.sha256(b"aql-mcp request state nonce\0" + nonce.encode()).hexdigest()
 
 
 def _mac(key: bytes, body: bytes) -> bytes:
@@ -135,9 +174,13 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
+    """Strict: one spelling per byte string (no ignored characters), so a state has one form."""
     if not text or not text.isascii():
         raise ValueError("empty or not ASCII")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    if _b64(raw) != text:
+        raise ValueError("not the canonical encoding")
+    return raw
 
 
 def _refused(reason: str) -> InvalidParams:

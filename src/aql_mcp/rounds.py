@@ -8,6 +8,10 @@ with this attempt (`inputResponses`) or gave in an earlier round (carried in the
 and the client retries the whole request with the answers. The handler therefore runs again from
 the start on each retry: it asks before it acts, and anything it must not do twice it records in
 `Context.memo`, which travels in the state (docs/eras.md, "Asking the client").
+
+An answer counts only for the question it was given to: a fresh answer only under a key the
+verified state says was just asked, with the same question (by digest); an earlier answer only for
+the same question again. Answers sent without a state, or under keys nobody asked, are ignored.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aql_mcp.exceptions import InputRequired, InvalidParams
-from aql_mcp.request_state import RoundState
+from aql_mcp.request_state import RoundState, digest
 
 FIELD = "inputResponses"
 # The requests that may be answered `input_required` (2026-07-28 mrtr, "Supported Requests").
@@ -26,48 +30,61 @@ ASKING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 class InputRound:
     """The answers one attempt can use, and which of them the handler took (for the next state)."""
 
-    __slots__ = ("_earlier", "_given", "taken")
+    __slots__ = ("_earlier", "_fresh", "taken")
 
-    def __init__(self, earlier: RoundState, given: Mapping[str, Any]) -> None:
-        self._earlier = earlier.answers
-        self._given = given
-        self.taken: dict[str, Any] = {}
+    def __init__(self, earlier: RoundState, fresh: dict[str, Any]) -> None:
+        self._earlier = earlier
+        self._fresh = fresh
+        self.taken: dict[str, list[Any]] = {}
 
     @classmethod
     def parse(cls, params: Mapping[str, Any], earlier: RoundState) -> InputRound:
-        """The round of a request, -32602 if `inputResponses` is not a map of result objects."""
+        """The round of a request: -32602 if `inputResponses` is not a map of objects, or if an
+        answer to a question the state says was asked has the wrong shape (checked here, before
+        the handler runs, so the refusal is a 400 even for a handler that streams)."""
         given = params.get(FIELD, {})
         if not isinstance(given, dict):
             raise InvalidParams(data={"field": FIELD, "reason": "type"})
+        fresh: dict[str, Any] = {}
         for key, value in given.items():
             if not isinstance(value, dict):
                 raise InvalidParams(data={"field": f"{FIELD}.{key[:64]}", "reason": "type"})
-        return cls(earlier, given)
+            asked = earlier.asked.get(key)
+            if isinstance(asked, list) and len(asked) == 2:
+                _check_answer(key, str(asked[1]), value)
+                fresh[key] = value
+        return cls(earlier, fresh)
 
     def take(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The answer to every request, or `InputRequired` naming the ones still unanswered.
 
         Answers found are kept (`taken`) even when others are missing, so the next state carries
-        them and the client is asked only for the rest. Keys the handler did not ask are ignored
-        (mrtr, "Error Handling": unexpected information is ignored).
+        them and the client is asked only for the rest.
         """
         missing: dict[str, dict[str, Any]] = {}
         for key, request in requests.items():
-            answer = self._earlier.get(key, self._given.get(key))
-            if answer is None:
+            question = digest(request)
+            asked, earlier = self._earlier.asked.get(key), self._earlier.answers.get(key)
+            if key in self._fresh and isinstance(asked, list) and asked[:1] == [question]:
+                answer = self._fresh[key]
+            elif isinstance(earlier, list) and len(earlier) == 2 and earlier[0] == question:
+                answer = earlier[1]
+            else:
                 missing[key] = request
                 continue
-            _check_answer(key, request["method"], answer)
-            self.taken[key] = answer
+            self.taken[key] = [question, answer]
         if missing:
             raise InputRequired(missing)
-        return {key: self.taken[key] for key in requests}
+        return {key: self.taken[key][1] for key in requests}
+
+    def next_state(self, asked: Mapping[str, dict[str, Any]], memo: dict[str, Any]) -> RoundState:
+        """What the `input_required` answer hands to the retry: these questions, the answers so far."""
+        questions = {key: [digest(request), str(request["method"])] for key, request in asked.items()}
+        return RoundState(asked=questions, answers=dict(self.taken), memo=memo)
 
 
-def _check_answer(key: str, method: str, answer: Any) -> None:
+def _check_answer(key: str, method: str, answer: dict[str, Any]) -> None:
     """-32602 unless `answer` has the shape of the result `method` asks for (mrtr, "Error Handling")."""
-    if not isinstance(answer, dict):
-        raise InvalidParams(data={"field": f"{FIELD}.{key[:64]}", "reason": "type"})
     if method == "elicitation/create":
         ok = answer.get("action") in ("accept", "decline", "cancel") and isinstance(answer.get("content", {}), dict)
     elif method == "sampling/createMessage":

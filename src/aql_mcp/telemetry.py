@@ -12,6 +12,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
 
+import anyio
 import structlog
 
 from aql_mcp.exceptions import InputRequired, WireError
@@ -22,7 +23,7 @@ from aql_mcp.tracing import Tracing, set_outcome
 log = structlog.get_logger("aql_mcp.calls")
 
 # The outcome classes are the metrics' label values, named here for the code that sets them.
-OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL, INPUT_REQUIRED = OUTCOMES
+OK, CLIENT_ERROR, AUTH_ERROR, RATE_LIMITED, TIMEOUT, INTERNAL, INPUT_REQUIRED, CANCELLED = OUTCOMES
 # MCP-AQL error codes by the outcome class they count as; every other failure is a client error.
 OPERATION_OUTCOMES = {
     "INTERNAL_ERROR": INTERNAL,
@@ -148,6 +149,8 @@ class OperationRecord:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> bool | None:
+        if exc is not None and self.outcome == OK:
+            self.outcome = _outcome_of(exc)
         set_outcome(self.span, self.outcome)
         if self._batch:
             log.info(
@@ -168,9 +171,12 @@ class OperationRecord:
 
 def _outcome_of(exc: BaseException) -> str:
     """The outcome of a call its handler left with an exception: a question for the client
-    (modern era), the caller's mistake (a 4xx wire error such as -32021), or an internal failure."""
+    (modern era), a cancellation (the client's, or its connection closing), the caller's mistake
+    (a 4xx wire error such as -32021), or an internal failure."""
     if isinstance(exc, InputRequired):
         return INPUT_REQUIRED
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return CANCELLED
     if isinstance(exc, WireError) and exc.status < 500:
         return CLIENT_ERROR
     return INTERNAL

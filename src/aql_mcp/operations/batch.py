@@ -24,10 +24,17 @@ from aql_mcp.operations.results import (
     CONFIRMATION_REQUIRED,
     VALIDATION_INVALID_TYPE,
     VALIDATION_PAYLOAD_TOO_LARGE,
+    VALIDATION_TRUNCATED_WARNING,
     Envelope,
     failure,
+    success,
+    warning,
+    wire_size,
 )
-from aql_mcp.operations.router import Router
+from aql_mcp.operations.router import IDENTIFIERS, Router
+
+# The most of one finished item's result a request state keeps (the state must fit in a retry).
+MEMO_ITEM_BYTES = 4096
 
 
 async def run_batch(router: Router, family: str | None, arguments: dict[str, Any], call: Call, *, cap: int) -> Envelope:
@@ -42,12 +49,14 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
     memo = call.ctx.memo
     for index, item in enumerate(items):
         name = _name(item)
-        # A modern retry after `input_required` runs the batch again: items that already ran
-        # answer from the memo the request state carried, so nothing is done twice (docs/eras.md).
+        # A modern retry after `input_required` runs the batch again: items that succeeded in an
+        # earlier round answer from the memo the request state carried, so nothing is done twice
+        # (docs/eras.md). A failed item changed nothing and runs again.
         envelope = memo.get(f"batch.{index}")
         if envelope is None:
             envelope = await router.run(family, item, in_batch)
-            memo[f"batch.{index}"] = envelope
+            if envelope["success"]:
+                memo[f"batch.{index}"] = _remembered(envelope)
         result = _bare(envelope)
         if not envelope["success"] and envelope["error"]["code"] == CONFIRMATION_REQUIRED:
             pending = [_pending(i, later) for i, later in enumerate(items[index + 1 :], start=index + 1)]
@@ -70,6 +79,21 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
         results.append({"index": index, "operation": name, "result": result})
     summary = {"total": len(items), "succeeded": succeeded, "failed": failed}
     return {"success": True, "data": None, "results": results, "summary": summary}
+
+
+def _remembered(envelope: Envelope) -> Envelope:
+    """What the request state keeps of a finished item: all of it when small, else its identifiers
+    and a warning, so the state stays small enough to travel back in the retry."""
+    if wire_size(envelope) <= MEMO_ITEM_BYTES:
+        return envelope
+    data = envelope.get("data")
+    kept = {k: data[k] for k in IDENTIFIERS if k in data} if isinstance(data, dict) else None
+    notice = warning(
+        VALIDATION_TRUNCATED_WARNING,
+        "This item ran in an earlier round of the request; its result is reduced to identifiers",
+        {"field": "data", "limit_type": "request_state", "limit_value": MEMO_ITEM_BYTES},
+    )
+    return success(kept, [*envelope.get("warnings", []), notice])
 
 
 def _refusal(arguments: dict[str, Any], items: Any, cap: int) -> Envelope | None:

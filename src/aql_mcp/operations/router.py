@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import structlog
 
 from aql_mcp.exceptions import (
@@ -23,7 +24,7 @@ from aql_mcp.exceptions import (
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
-from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
+from aql_mcp.operations.gatekeeper import Gatekeeper, behavior, params_hash
 from aql_mcp.operations.models import Call, Operation, Outcome, Page, Params
 from aql_mcp.operations.parameters import invalid_type, resolve, validate
 from aql_mcp.operations.payload import Limits, check_payload, too_large
@@ -48,6 +49,8 @@ from aql_mcp.telemetry import Telemetry
 
 log = structlog.get_logger("aql_mcp.operations")
 IDENTIFIERS = ("id", "name", "collection", "_etag", "updated_at")
+# How much of a gated call's parameters its confirmation question shows.
+CONFIRM_PARAMS_SHOWN = 300
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"confirm": {"type": "boolean", "title": "Run this operation?"}},
@@ -111,9 +114,14 @@ class Router:
             return await self._audited(operation, item, call)
         except OperationError as exc:
             return exc.envelope()
-        except (InputRequired, MissingClientCapability):
-            # The modern edge answers these for the whole request: `input_required`, or -32021.
+        except InputRequired:
+            # The modern edge answers for the whole request: `input_required` (docs/eras.md).
             raise
+        except MissingClientCapability:
+            if not call.batch:
+                raise  # the whole request is 400 -32021 (2026-07-28 basic)
+            # Items before it have run: this one fails alone, as in the legacy era.
+            return failure(PERMISSION_DENIED, "Permission denied: the client cannot be asked for what this needs")
         except UpstreamUnavailable as exc:
             if not call.batch:
                 # The call as a whole: 503 with Retry-After, so the client retries later (docs/store.md).
@@ -245,14 +253,23 @@ class Router:
             self.audit.event("token", operation=operation.name, principal=principal, outcome="redeemed")
             return
         if self.options.confirm_with_elicitation and call.ctx.has_client_capability("elicitation"):
-            await self._elicit(operation, call, principal)
+            await self._elicit(operation, values, call, principal)
             return
         self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
         raise await self.gatekeeper.require(operation, values, principal, session)
 
-    async def _elicit(self, operation: Operation, call: Call, principal: str) -> None:
-        message = f"The agent asks to run '{operation.name}' ({operation.danger_level}): {operation.description}"
-        answer = await call.ctx.elicit(message, CONFIRM_SCHEMA)
+    async def _elicit(self, operation: Operation, values: dict[str, Any], call: Call, principal: str) -> None:
+        # The question names the call's parameters, so two confirmations in one batch differ for
+        # the person answering; its key is bound to them, so in the modern era an answer counts
+        # only for the call it was given for (docs/eras.md, "Asking the client").
+        shown = orjson.dumps({k: v for k, v in values.items() if k != "fields"}).decode()
+        if len(shown) > CONFIRM_PARAMS_SHOWN:
+            shown = shown[:CONFIRM_PARAMS_SHOWN] + "..."
+        message = (
+            f"The agent asks to run '{operation.name}' ({operation.danger_level}) with {shown}: {operation.description}"
+        )
+        key = f"confirm-{params_hash(operation, values)[:16]}"
+        answer = await call.ctx.elicit(message, CONFIRM_SCHEMA, key=key)
         content = answer.get("content") or {}
         if answer.get("action") == "accept" and content.get("confirm") is True:
             self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="approved")

@@ -16,8 +16,6 @@ RequestId = str | int
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
-# No log messages at all: a modern request that does not name a `logLevel` (2026-07-28 logging).
-LOG_OFF = "off"
 # The client capability each kind of question needs.
 CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 # At most one progress notification per this many seconds, except the last (corporate §8.6).
@@ -34,7 +32,10 @@ class Peer(Protocol):
     @property
     def client_capabilities(self) -> Mapping[str, Any]: ...
     @property
-    def log_level(self) -> str: ...
+    def log_level(self) -> str | None:
+        """None: no log messages at all (a modern request that names no `logLevel`, 2026-07-28 logging)."""
+        ...
+
     async def set_log_level(self, level: str) -> None: ...
     async def subscribe(self, uri: str) -> None: ...
     async def unsubscribe(self, uri: str) -> None: ...
@@ -129,7 +130,7 @@ class Context:
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send `notifications/message` if the session's (or the request's) level lets it through."""
         threshold = self.peer.log_level if self.peer else "info"
-        if threshold == LOG_OFF or LOG_RANK.get(level, 0) < LOG_RANK.get(threshold, 1):
+        if threshold is None or LOG_RANK.get(level, 0) < LOG_RANK.get(threshold, 1):
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger:
