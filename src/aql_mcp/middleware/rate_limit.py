@@ -5,7 +5,9 @@ without a token share the one key `anonymous`. Every request, whatever its metho
 from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an empty bucket is 429
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
 slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
-`Retry-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot. The
+`Retry-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot; so
+does a modern `subscriptions/listen` POST, told by its `Mcp-Method` header (the modern edge refuses
+one whose body names another method), whose streams listeners.py caps instead. The
 buckets live in process: a database round trip per request would cost more than the request. With
 several replicas each one enforces its share of the budget: `rate / n` and `ceil(burst / n)` for
 `n` live replicas (`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over
@@ -28,6 +30,8 @@ from aql_mcp.responses import send_error
 from aql_mcp.scope import principal_of, request_id_of
 
 ANONYMOUS = "anonymous"
+METHOD_HEADER = b"mcp-method"
+LISTEN = b"subscriptions/listen"
 # The bucket table is swept when it reaches this many keys (and again each time it doubles).
 SWEEP_AT = 10_000
 
@@ -80,7 +84,7 @@ class RateLimitMiddleware:
         if wait > 0:
             await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait))))
             return
-        if scope["method"] != "POST":
+        if scope["method"] != "POST" or _is_listen(scope):
             await self.app(scope, receive, send)
             return
         if self.in_flight.get(key, 0) >= self.max_concurrent:
@@ -133,3 +137,7 @@ class RateLimitMiddleware:
         if self.on_refusal is not None:
             self.on_refusal(reason)
         await send_error(send, error, request_id=request_id)
+
+
+def _is_listen(scope: Scope) -> bool:
+    return any(key == METHOD_HEADER and value.strip() == LISTEN for key, value in scope["headers"])
