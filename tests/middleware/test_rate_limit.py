@@ -79,8 +79,19 @@ def limiter(
     )
 
 
-async def call(app: ASGIApp, method: str = "POST", principal: Principal | None = ALICE) -> Reply:
-    scope: Scope = {"type": "http", "method": method, "path": "/mcp", "headers": [], REQUEST_ID_KEY: REQUEST_ID}
+async def call(
+    app: ASGIApp,
+    method: str = "POST",
+    principal: Principal | None = ALICE,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> Reply:
+    scope: Scope = {
+        "type": "http",
+        "method": method,
+        "path": "/mcp",
+        "headers": headers or [],
+        REQUEST_ID_KEY: REQUEST_ID,
+    }
     if principal is not None:
         scope[PRINCIPAL_KEY] = principal
     sent: list[Message] = []
@@ -261,6 +272,27 @@ async def test_get_streams_hold_no_concurrency_slot() -> None:
         await gate.wait_entered(2)
         assert (await call(app, "POST")).status == 200
         assert (await call(app, "POST")).status == 200
+        gate.release.set()
+
+
+async def test_listen_streams_hold_no_concurrency_slot() -> None:
+    """A modern `subscriptions/listen` POST (told by its `Mcp-Method`) is a stream too: it pays a
+    token but never blocks a call; listeners.py caps those streams instead."""
+    gate = Gate()
+    listen = [(b"mcp-method", b"subscriptions/listen")]
+
+    async def streams_wait(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["headers"] == listen:
+            await gate(scope, receive, send)
+            return
+        await ok(scope, receive, send)
+
+    app = limiter(streams_wait, burst=100, concurrent=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, app, "POST", ALICE, listen)
+        tg.start_soon(call, app, "POST", ALICE, listen)
+        await gate.wait_entered(2)
+        assert (await call(app, "POST", ALICE, [(b"mcp-method", b"tools/call")])).status == 200
         gate.release.set()
 
 
