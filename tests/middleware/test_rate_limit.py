@@ -279,7 +279,7 @@ async def test_listen_streams_hold_no_concurrency_slot() -> None:
     """A modern `subscriptions/listen` POST (told by its `Mcp-Method`) is a stream too: it pays a
     token but never blocks a call; listeners.py caps those streams instead."""
     gate = Gate()
-    listen = [(b"mcp-method", b"subscriptions/listen")]
+    listen = [(b"mcp-method", b"subscriptions/listen"), (b"mcp-protocol-version", b"2026-07-28")]
 
     async def streams_wait(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["headers"] == listen:
@@ -293,6 +293,19 @@ async def test_listen_streams_hold_no_concurrency_slot() -> None:
         tg.start_soon(call, app, "POST", ALICE, listen)
         await gate.wait_entered(2)
         assert (await call(app, "POST", ALICE, [(b"mcp-method", b"tools/call")])).status == 200
+        gate.release.set()
+
+
+@pytest.mark.parametrize("version", [b"2025-11-25", b"", b"2099-01-01"])
+async def test_a_listen_method_header_outside_the_modern_era_still_takes_a_slot(version: bytes) -> None:
+    """Only the modern edge checks `Mcp-Method` against the body: elsewhere the header proves nothing."""
+    gate = Gate()
+    posing = [(b"mcp-method", b"subscriptions/listen"), (b"mcp-protocol-version", version)]
+    app = limiter(gate, burst=100, concurrent=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, app, "POST", ALICE, posing)
+        await gate.wait_entered(1)
+        assert_rate_limited(await call(app, "POST", ALICE, posing), retry_after=1)
         gate.release.set()
 
 
