@@ -20,7 +20,7 @@ from aql_mcp.sessions import SessionManager
 from aql_mcp.store.base import Signal, Store
 from aql_mcp.store.factory import open_store
 from aql_mcp.subscription import PROMPTS_CHANGED, RESOURCE_UPDATED, TOOLS_CHANGED, Change, SubscriptionFilter
-from tests.support.engines import Backend
+from tests.support.engines import Backend, write_lock
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +121,16 @@ async def test_signals_other_than_broadcasts_still_reach_the_sessions(backend: B
     await here.notifier.on_signal(Signal("session_ended", session.id))
 
     assert here.sessions.live_count() == 0
+
+
+async def test_a_change_the_store_cannot_publish_still_reaches_this_replicas_streams(backend: Backend) -> None:
+    """A store that cannot write the signal (its table locked past `store.lock_timeout_seconds`) is
+    logged, never raised into the tool that made the change."""
+    with only_postgres(backend):
+        here = await replica(backend)
+        listening = here.listener()
+
+        async with write_lock(backend, "signals"):
+            await here.notifier.list_changed(TOOLS_CHANGED)
+
+        assert await received(listening, 1) == [Change(TOOLS_CHANGED)]
