@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from aql_mcp.exceptions import RateLimited
-from aql_mcp.listeners import Listener, Listeners, ListenLimitReached
+from aql_mcp.exceptions import ListenLimitReached, RateLimited
+from aql_mcp.listeners import Listener, Listeners
 from aql_mcp.subscription import PROMPTS_CHANGED, RESOURCE_UPDATED, TOOLS_CHANGED, Change, SubscriptionFilter
 
 pytestmark = pytest.mark.anyio

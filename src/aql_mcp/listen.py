@@ -39,7 +39,7 @@ from aql_mcp.listeners import Listener, Listeners
 from aql_mcp.logging import bind_log_context
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.resources import readable
-from aql_mcp.protocol.versions import META_SERVER_INFO
+from aql_mcp.protocol.versions import META_SERVER_INFO, Era
 from aql_mcp.registry import Registry
 from aql_mcp.scope import principal_of
 from aql_mcp.subscription import ACKNOWLEDGED, META_SUBSCRIPTION_ID, Change, parse_filter
@@ -80,7 +80,7 @@ class ListenEndpoint:
             readable(self._registry, self._rules, uri, principal)
         listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
         self._listeners.admit(listener)
-        bind_log_context(mcp_method=LISTEN, mcp_era="modern")
+        bind_log_context(mcp_method=LISTEN, mcp_era=Era.MODERN.value)
         try:
             await self._stream(receive, Connection(send), listener, _lifetime(principal))
         finally:

@@ -16,17 +16,11 @@ from collections.abc import Callable
 
 import anyio
 
-from aql_mcp.exceptions import RateLimited, RetryLater
+from aql_mcp.exceptions import ListenLimitReached, RateLimited
 from aql_mcp.jsonrpc.messages import RequestId
 from aql_mcp.subscription import Change, SubscriptionFilter
 
 RETRY_AFTER = 1
-
-
-class ListenLimitReached(RetryLater):
-    """Every listen slot of this replica is taken (`streams.max_listens`); another replica may have one."""
-
-    message = "Service unavailable: too many open subscription streams; retry later"
 
 
 class Listener:
