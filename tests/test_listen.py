@@ -295,6 +295,7 @@ async def test_a_caller_past_its_listen_cap_is_429_rate_limited_with_retry_after
 
     error = assert_refused(response, 429, -32003)
     assert response.headers["retry-after"] == str(error["data"]["retryAfter"])
+    assert await metric(http, capped_server, 'aql_mcp_limit_events_total{kind="listens"}') >= 1
 
 
 async def test_a_replica_past_its_listen_cap_is_503_with_retry_after(
@@ -313,6 +314,20 @@ async def test_a_replica_past_its_listen_cap_is_503_with_retry_after(
 
     error = assert_refused(response, 503, -32006)
     assert response.headers["retry-after"] == str(error["data"]["retryAfter"])
+    assert await metric(http, capped_server, 'aql_mcp_limit_events_total{kind="listen_table"}') >= 1
+
+
+async def metric(http: httpx.AsyncClient, server: ServerProcess, series: str) -> float:
+    text = (await http.get(f"{server.base}/metrics")).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(series + " "))
+
+
+async def test_an_open_listen_stream_counts_among_the_open_sse_streams(
+    capped_server: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    async with open_listen(http, capped_server.url, capped_server.token(subject="counted"), {}) as stream:
+        await acknowledged(stream)
+        assert await metric(http, capped_server, "aql_mcp_open_sse_streams") >= 1
 
 
 async def test_closing_a_stream_gives_its_slot_back(capped_server: ServerProcess, http: httpx.AsyncClient) -> None:
