@@ -9,6 +9,7 @@ from aql_mcp.exceptions import (
     UPSTREAM_UNAVAILABLE,
     ConnectionLimitReached,
     IntrospectionBudgetSpent,
+    ListenLimitReached,
     RateLimited,
     RetryableError,
     RetryLater,
@@ -28,6 +29,7 @@ RETRYABLE = {
     "connections": (ConnectionLimitReached(), 503, UPSTREAM_UNAVAILABLE, ConnectionLimitReached.RETRY_AFTER),
     "introspection_budget": (IntrospectionBudgetSpent(retry_after=4), 503, UPSTREAM_UNAVAILABLE, 4),
     "shutting_down": (ShuttingDown(retry_ms=2500), 503, UPSTREAM_UNAVAILABLE, 3),
+    "listen_table": (ListenLimitReached(retry_after=1), 503, UPSTREAM_UNAVAILABLE, 1),
 }
 
 

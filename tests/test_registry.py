@@ -236,6 +236,18 @@ def test_removed_tool_name_can_be_registered_again() -> None:
     assert registry.tool("do_thing") is not None
 
 
+def test_a_removed_prompt_is_gone_can_come_back_and_is_heard_once() -> None:
+    registry = Registry()
+    heard: list[Kind] = []
+    registry.add_prompt(Prompt("p", "Prompt", prompt_text))
+    registry.on_change(heard.append)
+    registry.remove_prompt("p")
+    registry.remove_prompt("p")
+    assert registry.prompt("p") is None
+    registry.add_prompt(Prompt("p", "Prompt", prompt_text))
+    assert heard == ["prompt", "prompt"]
+
+
 def test_listeners_hear_each_kind_of_change() -> None:
     registry = Registry()
     heard: list[Kind] = []

@@ -29,6 +29,8 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication, build_authentication
 from aql_mcp.eras import EraRouter
+from aql_mcp.listen import ListenEndpoint
+from aql_mcp.listeners import Listeners
 from aql_mcp.metrics import Metrics, MetricsEndpoint
 from aql_mcp.middleware.access import AccessMiddleware
 from aql_mcp.middleware.auth import AuthMiddleware
@@ -41,12 +43,14 @@ from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.modern import ModernEndpoint
+from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
+from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Kind, Registry
 from aql_mcp.request_state import RequestStateSealer
 from aql_mcp.sessions import SessionManager
@@ -83,6 +87,8 @@ class Services:
     authentication: Authentication
     telemetry: Telemetry
     share: ReplicaShare
+    listeners: Listeners
+    notifier: Notifier
 
 
 def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
@@ -109,6 +115,12 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         on_limit=metrics.limit_event,
     )
     dispatcher = build_dispatcher(registry, settings, telemetry)
+    streams = settings.streams
+    listeners = Listeners(
+        max_open=streams.max_listens, max_per_owner=streams.max_listens_per_principal, on_limit=metrics.limit_event
+    )
+    # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
+    notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )
@@ -117,7 +129,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         sessions=sessions,
         dispatcher=dispatcher,
         telemetry=telemetry,
-        hub=sessions,
+        hub=notifier,
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
         retry_ms=settings.streams.retry_ms,
@@ -128,9 +140,17 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         handshake_limits=handshake_limits,
     )
     # The same dispatcher, handlers and plugins serve the modern era (docs/eras.md).
+    listen = ListenEndpoint(
+        listeners=listeners,
+        registry=registry,
+        rules=ScopeRules(resources=settings.auth.policy.resources),
+        server_info={"name": settings.server.name, "title": settings.server.name, "version": __version__},
+        keepalive_seconds=streams.keepalive_seconds,
+        max_uris=streams.max_listen_resources,
+    )
     modern = ModernEndpoint(
         dispatcher=dispatcher,
-        hub=sessions,
+        hub=notifier,
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
         telemetry=telemetry,
@@ -139,6 +159,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
         param_headers=registry.param_headers,
+        listen=listen,
     )
     router = EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
     issuer = (
@@ -154,7 +175,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         on_limit=metrics.limit_event,
     )
     metrics.track(
-        sessions=sessions.live_count, streams=lambda: len(endpoint.connections), replicas=lambda: share.replicas
+        sessions=sessions.live_count,
+        streams=lambda: len(endpoint.connections) + len(listeners),
+        replicas=lambda: share.replicas,
     )
     services = Services(
         settings,
@@ -166,6 +189,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         authentication,
         telemetry,
         share,
+        listeners,
+        notifier,
     )
     mcp_middleware = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
@@ -275,7 +300,7 @@ def jwks(issuer: DevIssuer) -> Endpoint:
 def lifespan(services: Services, store: Store) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
-        store.bus.listen(services.sessions.on_signal)
+        store.bus.listen(services.notifier.on_signal)
         await store.open()
         services.share.replicas = await store.bus.heartbeat(time.time())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
@@ -312,7 +337,7 @@ def _offer(stream: MemoryObjectSendStream[Kind], kind: Kind) -> None:
 async def _announce_changes(services: Services, changes: MemoryObjectReceiveStream[Kind]) -> None:
     async for kind in changes:
         method = LIST_CHANGED.get(kind, "notifications/resources/list_changed")
-        await services.sessions.broadcast(method)
+        await services.notifier.list_changed(method)
 
 
 async def _housekeeping(services: Services) -> None:

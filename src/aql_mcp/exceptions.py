@@ -32,6 +32,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         │       ├── SessionLimitReached       (the session table is full)
         │       ├── ConnectionLimitReached    (data.limit "connections"; refused before reading anything)
         │       ├── IntrospectionBudgetSpent  (an unknown opaque token while the IdP budget is spent)
+        │       ├── ListenLimitReached        (this replica holds `streams.max_listens` listen streams)
         │       └── ShuttingDown              (a wait for the client's answer ended by SIGTERM)
         ├── ToolTimeout                 504  -32004
         ├── InsufficientScope           403  -32000   (WWW-Authenticate error="insufficient_scope")
@@ -272,6 +273,13 @@ class IntrospectionBudgetSpent(RetryLater):
     would throw it away and fetch another from the IdP (RFC 6750 §3.1), the load this budget holds off."""
 
     message = "Service unavailable: the token cannot be checked right now; retry later"
+
+
+class ListenLimitReached(RetryLater):
+    """This replica holds `streams.max_listens` `subscriptions/listen` streams, or is shutting down;
+    another replica may have room."""
+
+    message = "Service unavailable: too many open subscription streams; retry later"
 
 
 class ShuttingDown(RetryLater):

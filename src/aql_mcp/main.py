@@ -126,6 +126,7 @@ def serve(args: argparse.Namespace) -> int:
         drain_seconds=settings.shutdown.drain_seconds,
         retry_ms=settings.streams.retry_ms,
         companions=companions,
+        listeners=services.listeners,
     )
     server.run()
     return 0

@@ -53,6 +53,8 @@ LIMIT_KINDS = (
     "evicted",
     "pipeline",
     "write_timeout",
+    "listens",
+    "listen_table",
 )
 INTROSPECTION_RESULTS = ("active", "inactive", "failed")
 ROUTES = (

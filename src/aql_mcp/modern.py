@@ -34,6 +34,7 @@ from aql_mcp.exceptions import (
 )
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import Request, encode_error, encode_result, parse_message, peek_id
+from aql_mcp.listen import LISTEN, ListenEndpoint
 from aql_mcp.logging import bind_log_context
 from aql_mcp.media import check_accept, check_content_type, read_body
 from aql_mcp.param_headers import ToolHeaders, check_call_headers, decode_header_value
@@ -62,8 +63,9 @@ VERSION_HEADER = b"mcp-protocol-version"
 METHOD_HEADER = b"mcp-method"
 NAME_HEADER = b"mcp-name"
 ALLOW = [(b"allow", b"POST")]
-# The methods the modern edge serves in this slice; anything else is 404 -32601. `ping` and
-# `logging/setLevel` no longer exist in 2026-07-28 (changelog, SEP-2575), nor do subscriptions.
+# The methods the modern edge serves in this slice; anything else is 404 -32601. `ping`,
+# `logging/setLevel` and `resources/subscribe` no longer exist in 2026-07-28 (changelog, SEP-2575):
+# `subscriptions/listen` replaces the subscriptions (listen.py).
 SERVED = frozenset(
     {
         "server/discover",
@@ -75,6 +77,7 @@ SERVED = frozenset(
         "prompts/list",
         "prompts/get",
         "completion/complete",
+        LISTEN,
     }
 )
 # Which body field `Mcp-Name` mirrors (2026-07-28 Streamable HTTP, "Standard Request Headers").
@@ -125,8 +128,10 @@ class ModernEndpoint:
         anonymous_methods: frozenset[str] = frozenset(),
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
         param_headers: ToolHeaders = lambda _name: (),
+        listen: ListenEndpoint | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._listen = listen
         self._hub = hub
         self._server_info = {"name": server_name, "title": server_name, "version": __version__}
         self._instructions = instructions
@@ -166,6 +171,9 @@ class ModernEndpoint:
             raise  # answered by the auth middleware, with its challenge
         except WireError as exc:
             await _send_wire(send, exc, scope, message.id)
+            return
+        if self._listen is not None and message.method == LISTEN:
+            await _serve_listen(self._listen, scope, receive, send, message)
             return
         await self._run(scope, receive, send, message, peer)
 
@@ -281,10 +289,12 @@ class ModernEndpoint:
     def _discover(self) -> dict[str, Any]:
         """`server/discover` (2026-07-28 server/discover): versions, capabilities, identity."""
         caps = lifecycle.capabilities()
-        # Subscriptions and per-session log levels are not served in the modern era yet.
-        caps["resources"] = {}
-        caps["tools"] = {}
-        caps["prompts"] = {}
+        # Per-session log levels do not exist in this era; change notifications are delivered
+        # only on `subscriptions/listen`, so they are advertised only where it is served.
+        if self._listen is None:
+            caps["resources"] = {}
+            caps["tools"] = {}
+            caps["prompts"] = {}
         caps.pop("logging", None)
         return {
             "supportedVersions": supported_versions(modern_enabled=True),
@@ -328,6 +338,16 @@ def _mirrored(scope: Scope, name: bytes) -> str | None:
     """A header's value without the optional whitespace around it (RFC 9110 §5.5)."""
     value = header(scope, name)
     return value.strip(" \t") if value is not None else None
+
+
+async def _serve_listen(listen: ListenEndpoint, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
+    """A long-lived stream (listen.py); it raises only before the stream starts."""
+    try:
+        await listen.serve(scope, receive, send, request)
+    except AuthError:
+        raise  # answered by the auth middleware, with its challenge
+    except WireError as exc:
+        await _send_wire(send, exc, scope, request.id, dispatched=True)
 
 
 async def _send_wire(

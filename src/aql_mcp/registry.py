@@ -229,6 +229,11 @@ class Registry:
             self._owners.pop(("tool", name), None)
             self._changed("tool")
 
+    def remove_prompt(self, name: str) -> None:
+        if self._prompts.pop(name, None) is not None:
+            self._owners.pop(("prompt", name), None)
+            self._changed("prompt")
+
     def on_change(self, listener: Callable[[Kind], None]) -> None:
         self._listeners.append(listener)
 

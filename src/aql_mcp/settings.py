@@ -231,6 +231,10 @@ class StreamSettings(_Section):
     keepalive_seconds: float = Field(default=15.0, gt=0)
     event_retention_seconds: int = Field(default=600, ge=10)
     page_size: int = Field(default=100, ge=1, le=1000)
+    # `subscriptions/listen` streams (modern era), per replica: in all, per caller, URIs per stream.
+    max_listens: int = Field(default=512, ge=1, le=1_000_000)
+    max_listens_per_principal: int = Field(default=8, ge=1, le=10_000)
+    max_listen_resources: int = Field(default=100, ge=1, le=10_000)
 
 
 class AqlSettings(_Section):

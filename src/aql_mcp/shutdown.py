@@ -1,14 +1,15 @@
 """Graceful shutdown for Kubernetes: drain, then stop accepting, then let calls finish.
 
-On SIGTERM `/ready` turns 503 at once while the service keeps serving for
-`shutdown.drain_seconds`, so the endpoints controller takes the pod out of rotation before
-connections are refused. Then uvicorn stops accepting, open GET streams end with a `retry` hint
-(clients reconnect elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before
-the process exits 0. A call waiting for the client's answer to a server request (elicitation,
-sampling) is the exception: that answer comes as a new POST, which this replica no longer accepts,
-so it would only hold the exit until the grace period ends. It is answered at once instead, in its
-SSE stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also
-carries the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
+On SIGTERM `/ready` turns 503 at once while the service keeps serving for `shutdown.drain_seconds`,
+so the endpoints controller takes the pod out of rotation before connections are refused. Then
+uvicorn stops accepting, open GET streams end with a `retry` hint (clients reconnect elsewhere),
+`subscriptions/listen` streams with their response (the modern era's graceful closure: the client
+listens again elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before the
+process exits 0. A call waiting for the client's answer to a server request (elicitation, sampling)
+is the exception: that answer comes as a new POST, which this replica no longer accepts, so it
+would only hold the exit until the grace period ends. It is answered at once instead, in its SSE
+stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also carries
+the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
 
 Companion servers (the `metrics.port` listener) run on the same loop: they start after the main
 server and stop after it, so Prometheus can scrape a replica through its whole drain. Their sockets
@@ -28,6 +29,7 @@ from types import FrameType
 import structlog
 import uvicorn
 
+from aql_mcp.listeners import Listeners
 from aql_mcp.probes import Probes
 from aql_mcp.transport import StreamableHTTPEndpoint
 
@@ -52,8 +54,10 @@ class DrainingServer(uvicorn.Server):
         drain_seconds: float,
         retry_ms: int,
         companions: list[Companion] | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
         super().__init__(config)
+        self._listeners = listeners
         self._companions = companions or []
         self._probes = probes
         self._endpoint = endpoint
@@ -93,6 +97,9 @@ class DrainingServer(uvicorn.Server):
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(lambda: loop.create_task(self._endpoint.end_streams(self._retry_ms)))
+            if self._listeners is not None:
+                # Each `subscriptions/listen` stream ends with its response (listen.py, Graceful Closure).
+                loop.call_soon_threadsafe(self._listeners.stop_all)
         # Not `super().handle_exit`: uvicorn would re-raise the signal after its shutdown, and a
         # drained, completed shutdown is a clean exit (0), not death by SIGTERM.
         if self.should_exit and sig == signal.SIGINT:

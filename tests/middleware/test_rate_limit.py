@@ -79,8 +79,19 @@ def limiter(
     )
 
 
-async def call(app: ASGIApp, method: str = "POST", principal: Principal | None = ALICE) -> Reply:
-    scope: Scope = {"type": "http", "method": method, "path": "/mcp", "headers": [], REQUEST_ID_KEY: REQUEST_ID}
+async def call(
+    app: ASGIApp,
+    method: str = "POST",
+    principal: Principal | None = ALICE,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> Reply:
+    scope: Scope = {
+        "type": "http",
+        "method": method,
+        "path": "/mcp",
+        "headers": headers or [],
+        REQUEST_ID_KEY: REQUEST_ID,
+    }
     if principal is not None:
         scope[PRINCIPAL_KEY] = principal
     sent: list[Message] = []
@@ -261,6 +272,40 @@ async def test_get_streams_hold_no_concurrency_slot() -> None:
         await gate.wait_entered(2)
         assert (await call(app, "POST")).status == 200
         assert (await call(app, "POST")).status == 200
+        gate.release.set()
+
+
+async def test_listen_streams_hold_no_concurrency_slot() -> None:
+    """A modern `subscriptions/listen` POST (told by its `Mcp-Method`) is a stream too: it pays a
+    token but never blocks a call; listeners.py caps those streams instead."""
+    gate = Gate()
+    listen = [(b"mcp-method", b"subscriptions/listen"), (b"mcp-protocol-version", b"2026-07-28")]
+
+    async def streams_wait(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["headers"] == listen:
+            await gate(scope, receive, send)
+            return
+        await ok(scope, receive, send)
+
+    app = limiter(streams_wait, burst=100, concurrent=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, app, "POST", ALICE, listen)
+        tg.start_soon(call, app, "POST", ALICE, listen)
+        await gate.wait_entered(2)
+        assert (await call(app, "POST", ALICE, [(b"mcp-method", b"tools/call")])).status == 200
+        gate.release.set()
+
+
+@pytest.mark.parametrize("version", [b"2025-11-25", b"", b"2099-01-01"])
+async def test_a_listen_method_header_outside_the_modern_era_still_takes_a_slot(version: bytes) -> None:
+    """Only the modern edge checks `Mcp-Method` against the body: elsewhere the header proves nothing."""
+    gate = Gate()
+    posing = [(b"mcp-method", b"subscriptions/listen"), (b"mcp-protocol-version", version)]
+    app = limiter(gate, burst=100, concurrent=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, app, "POST", ALICE, posing)
+        await gate.wait_entered(1)
+        assert_rate_limited(await call(app, "POST", ALICE, posing), retry_after=1)
         gate.release.set()
 
 

@@ -45,6 +45,8 @@ TOOLS = (
     "test_missing_capability",
     "test_streaming_elicitation",
     "test_logging_tool",
+    "test_trigger_tool_change",
+    "test_trigger_prompt_change",
 )
 PROMPTS = (
     "test_simple_prompt",

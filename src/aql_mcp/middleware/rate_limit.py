@@ -4,12 +4,15 @@ Route middleware on `/mcp`, after authentication, so the verified principal is i
 without a token share the one key `anonymous`. Every request, whatever its method, takes one token
 from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an empty bucket is 429
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
-slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
-`Retry-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot. The
-buckets live in process: a database round trip per request would cost more than the request. With
-several replicas each one enforces its share of the budget: `rate / n` and `ceil(burst / n)` for
-`n` live replicas (`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over
-all of them by the gateway gets the configured budget, plus at most `n - 1` for the rounding
+slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with `Retry-
+After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot; so does a
+modern `subscriptions/listen` POST, whose streams listeners.py caps instead. It is told by its `Mcp-
+Method` header and a modern `MCP-Protocol-Version`: only the modern edge checks that header against
+the body (and refuses a mismatch), so a legacy request naming it still takes a slot. The buckets
+live in process: a database round trip per request would cost more than the request. With several
+replicas each one enforces its share of the budget: `rate / n` and `ceil(burst / n)` for `n` live
+replicas (`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over all of
+them by the gateway gets the configured budget, plus at most `n - 1` for the rounding
 (docs/store.md, "Rate limits with several replicas").
 """
 
@@ -24,10 +27,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.bucket import TokenBucket
 from aql_mcp.exceptions import RateLimited
+from aql_mcp.protocol.versions import Era, era_of
 from aql_mcp.responses import send_error
 from aql_mcp.scope import principal_of, request_id_of
 
 ANONYMOUS = "anonymous"
+METHOD_HEADER = b"mcp-method"
+VERSION_HEADER = b"mcp-protocol-version"
+LISTEN = b"subscriptions/listen"
 # The bucket table is swept when it reaches this many keys (and again each time it doubles).
 SWEEP_AT = 10_000
 
@@ -80,7 +87,7 @@ class RateLimitMiddleware:
         if wait > 0:
             await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait))))
             return
-        if scope["method"] != "POST":
+        if scope["method"] != "POST" or _is_listen(scope):
             await self.app(scope, receive, send)
             return
         if self.in_flight.get(key, 0) >= self.max_concurrent:
@@ -133,3 +140,10 @@ class RateLimitMiddleware:
         if self.on_refusal is not None:
             self.on_refusal(reason)
         await send_error(send, error, request_id=request_id)
+
+
+def _is_listen(scope: Scope) -> bool:
+    """A modern `subscriptions/listen` request, by its headers (the body is not read here)."""
+    fields = {key: value for key, value in scope["headers"] if key in (METHOD_HEADER, VERSION_HEADER)}
+    version = fields.get(VERSION_HEADER, b"").strip().decode("latin-1")
+    return fields.get(METHOD_HEADER, b"").strip() == LISTEN and era_of(version) is Era.MODERN

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InsufficientScope, InvalidParams, ResourceNotFound
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.registry import Registry, Resource
+from aql_mcp.registry import Registry, Resource, ResourceTemplate
 
 # Control characters and lone surrogates: in no URI (RFC 3986 §2), and not storable as text everywhere.
 NOT_IN_URI = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+MAX_URI_LENGTH = 2048
 
 
 class ResourceMethods:
@@ -39,14 +41,7 @@ class ResourceMethods:
 
     async def read(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         uri = _uri(params)
-        found = self._registry.resolve(uri)
-        if found is None:
-            # -32002 in the legacy era (docs/errors.md); the URI is the caller's own, safe to return.
-            raise ResourceNotFound(data={"uri": uri})
-        missing = self._rules.missing_for_resource(uri, ctx.principal)
-        if missing:
-            raise InsufficientScope(missing)
-        target, variables = found
+        target, variables = readable(self._registry, self._rules, uri, ctx.principal)
         if isinstance(target, Resource):
             contents = await target.reader(uri, ctx)
         else:
@@ -68,12 +63,31 @@ class ResourceMethods:
         return {}
 
 
+def readable(
+    registry: Registry, rules: ScopeRules, uri: str, principal: Principal | None
+) -> tuple[Resource | ResourceTemplate, dict[str, str]]:
+    """What serves `uri`, if `principal` may read it; also the check a `subscriptions/listen` for
+    `uri` passes (listen.py), so a caller hears of changes only to what it may read."""
+    found = registry.resolve(uri)
+    if found is None:
+        # -32002 in the legacy era (docs/errors.md); the URI is the caller's own, safe to return.
+        raise ResourceNotFound(data={"uri": uri})
+    missing = rules.missing_for_resource(uri, principal)
+    if missing:
+        raise InsufficientScope(missing)
+    return found
+
+
 def _uri(params: dict[str, Any]) -> str:
-    uri = params.get("uri")
-    if not isinstance(uri, str) or not uri or len(uri) > 2048:
-        raise InvalidParams(data={"field": "uri", "reason": "required"})
+    return check_uri(params.get("uri"), "uri")
+
+
+def check_uri(uri: Any, field: str) -> str:
+    """`uri` if it is a URI this server can name, else InvalidParams naming `field`."""
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+        raise InvalidParams(data={"field": field, "reason": "required"})
     if NOT_IN_URI.search(uri):
         # RFC 3986 §2: no URI holds a control character; a NUL would also reach the store, whose
         # PostgreSQL text columns refuse it (issue 12: unsubscribing from one was a 503).
-        raise InvalidParams("Invalid params: uri holds a control character", data={"field": "uri", "reason": "format"})
+        raise InvalidParams("Invalid params: uri holds a control character", data={"field": field, "reason": "format"})
     return uri

@@ -16,8 +16,8 @@ The contract every engine keeps (docs/store.md):
 - `is_writable()` commits one tiny write within `PROBE_SECONDS`: `/ready` uses it, so a replica
   that cannot write (full disk, read-only file or database, a lock held elsewhere) leaves the rotation;
 - `bus` carries signals between the replicas sharing the engine (a cancellation, a client's
-  answer, a session's end, new events on a stream); the tables stay the truth and a lost wake-up
-  is made good by `Signal.RESYNC` after the bus reconnects.
+  answer, a session's end, new events on a stream, a change for the listen streams); the tables
+  stay the truth and a lost wake-up is made good by `Signal.RESYNC` after the bus reconnects.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class StoredEvent:
     data: bytes
 
 
-SignalKind = Literal["events", "cancel", "response", "session_ended", "resync"]
+SignalKind = Literal["events", "cancel", "response", "session_ended", "broadcast", "resync"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,9 @@ class Signal:
     - `cancel`: stop request `target` (its JSON-RPC id as JSON) wherever it runs;
     - `response`: the client answered server request `target`; `payload` is the JSON-RPC response;
     - `session_ended`: the session was deleted or expired: forget it;
+    - `broadcast`: for every replica, no session: notification `target` (a list changed, or with
+      `payload` the UTF-8 URI of a resource updated) for the `subscriptions/listen` streams each
+      holds (notifier.py);
     - `resync`: the bus reconnected and may have missed wake-ups: catch up every open stream.
     """
 

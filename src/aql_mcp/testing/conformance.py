@@ -24,6 +24,7 @@ from aql_mcp.exceptions import InvalidParams, ToolError
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool
 from aql_mcp.testing import rounds
+from aql_mcp.testing.list_changes import register_list_changes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEP_DELAY = 0.05  # the suite's reference servers space log and progress messages ~50 ms apart
@@ -445,6 +446,7 @@ class ConformancePlugin:
         for prompt in _prompts():
             registry.add_prompt(prompt)
         rounds.register(registry)
+        register_list_changes(registry)
 
 
 plugin = ConformancePlugin()
