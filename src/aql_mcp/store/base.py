@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.records import RecordStore
+from aql_mcp.store.tasks import TaskStore
 
 
 @dataclass(slots=True)
@@ -104,12 +105,14 @@ class Bus(Protocol):
 
 class Store(Protocol):
     """Sessions and the SSE event log, and the facets the built-in operations use (records,
-    confirmation tokens). Every write is atomic; a failed write changes nothing."""
+    confirmation tokens, tasks). Every write is atomic; a failed write changes nothing."""
 
     @property
     def records(self) -> RecordStore: ...
     @property
     def confirmations(self) -> ConfirmationStore: ...
+    @property
+    def tasks(self) -> TaskStore: ...
     @property
     def bus(self) -> Bus: ...
 

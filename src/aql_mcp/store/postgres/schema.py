@@ -114,6 +114,28 @@ MIGRATIONS: tuple[str, ...] = (
         seen_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # 2: tasks of the io.modelcontextprotocol/tasks extension (store/tasks.py), counted per owner for
+    # the cap on live tasks and deleted once expired
+    """
+    CREATE TABLE tasks (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        owner TEXT COLLATE "C" NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        ttl_ms BIGINT NOT NULL,
+        poll_ms BIGINT NOT NULL,
+        status_message TEXT,
+        input_requests BYTEA NOT NULL,
+        answers BYTEA NOT NULL,
+        result BYTEA,
+        error BYTEA
+    );
+    CREATE INDEX tasks_owner ON tasks (owner, status);
+    CREATE INDEX tasks_expiry ON tasks (expires_at);
+    """,
 )
 
 

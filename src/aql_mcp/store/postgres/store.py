@@ -15,6 +15,7 @@ from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.records import PostgresRecordStore
+from aql_mcp.store.postgres.tasks import PostgresTaskStore
 
 READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
@@ -30,6 +31,7 @@ class PostgresStore:
         self.engine = PostgresEngine(options)
         self.records = PostgresRecordStore(self.engine)
         self.confirmations = PostgresConfirmationStore(self.engine)
+        self.tasks = PostgresTaskStore(self.engine)
         self.bus = PostgresBus(self.engine)
 
     async def open(self) -> None:

@@ -126,6 +126,28 @@ MIGRATIONS: tuple[str, ...] = (
         seen_at REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 7: tasks of the io.modelcontextprotocol/tasks extension (store/tasks.py), counted per owner for
+    # the cap on live tasks and deleted once expired
+    """
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        ttl_ms INTEGER NOT NULL,
+        poll_ms INTEGER NOT NULL,
+        status_message TEXT,
+        input_requests BLOB NOT NULL,
+        answers BLOB NOT NULL,
+        result BLOB,
+        error BLOB
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_owner ON tasks (owner, status);
+    CREATE INDEX tasks_expiry ON tasks (expires_at);
+    """,
 )
 
 

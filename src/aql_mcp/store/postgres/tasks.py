@@ -1,0 +1,184 @@
+"""`TaskStore` on PostgreSQL: each method one transaction; `tasks/update` locks the row it changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+
+from aql_mcp.store.postgres.engine import PostgresEngine
+from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus
+
+COLUMNS = (
+    "id, owner, tool, status, created_at, updated_at, expires_at, ttl_ms, poll_ms, status_message, "
+    "input_requests, answers, result, error"
+)
+SELECT = f"SELECT {COLUMNS} FROM tasks"  # noqa: S608 - constant columns
+LIVE_SQL = "('working', 'input_required')"
+# A task that ended asks nothing any more.
+NONE_PENDING = b"{}"
+# Creations by one owner take turns (transaction-scoped advisory lock on the owner), so two replicas
+# racing for the owner's last slot cannot both count below the cap.
+OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.tasks:' || $1, 0))"
+
+
+class PostgresTaskStore:
+    def __init__(self, engine: PostgresEngine) -> None:
+        self._engine = engine
+
+    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
+        async def admit(db: asyncpg.Connection) -> bool:
+            await db.execute("DELETE FROM tasks WHERE expires_at < $1", now)
+            await db.execute(OWNER_LOCK, record.owner)
+            live = await db.fetchval(
+                f"SELECT count(*) FROM tasks WHERE owner = $1 AND status IN {LIVE_SQL}",  # noqa: S608
+                record.owner,
+            )
+            if live >= max_live_per_owner:
+                return False
+            await db.execute(
+                f"INSERT INTO tasks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",  # noqa: S608
+                *_row(record),
+            )
+            return True
+
+        return await self._engine.run(admit)
+
+    async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:
+        row = await self._engine.fetchrow(
+            f"{SELECT} WHERE id = $1 AND owner = $2 AND expires_at >= $3", task_id, owner, now
+        )
+        return _record(row) if row else None
+
+    async def load_task(self, task_id: str) -> TaskRecord | None:
+        row = await self._engine.fetchrow(f"{SELECT} WHERE id = $1", task_id)
+        return _record(row) if row else None
+
+    async def park_task(self, task_id: str, requests: dict[str, Any], now: float) -> bool:
+        status = await self._engine.execute(
+            "UPDATE tasks SET status = 'input_required', input_requests = $2, updated_at = $3 "  # noqa: S608
+            f"WHERE id = $1 AND status IN {LIVE_SQL}",
+            task_id,
+            orjson.dumps(requests),
+            now,
+        )
+        return bool(status == "UPDATE 1")
+
+    async def answer_task(self, task_id: str, owner: str, responses: dict[str, Any], now: float) -> Answered:
+        async def answer(db: asyncpg.Connection) -> Answered:
+            row = await db.fetchrow(
+                "SELECT status, input_requests, answers FROM tasks "
+                "WHERE id = $1 AND owner = $2 AND expires_at >= $3 FOR UPDATE",
+                task_id,
+                owner,
+                now,
+            )
+            if row is None:
+                return "unknown"
+            if row[0] != "input_required":
+                return "ignored"
+            pending, answers = orjson.loads(row[1]), orjson.loads(row[2])
+            taken = [key for key in responses if key in pending]
+            if not taken:
+                return "ignored"
+            for key in taken:
+                answers[key] = responses[key]
+                del pending[key]
+            await db.execute(
+                "UPDATE tasks SET status = $2, input_requests = $3, answers = $4, updated_at = $5 WHERE id = $1",
+                task_id,
+                "input_required" if pending else "working",
+                orjson.dumps(pending),
+                orjson.dumps(answers),
+                now,
+            )
+            return "stored"
+
+        return await self._engine.run(answer)
+
+    async def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        now: float,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE tasks SET status = $2, result = $3, error = $4, status_message = $5, input_requests = $6, "  # noqa: S608
+            f"updated_at = $7 WHERE id = $1 AND status IN {LIVE_SQL}",
+            task_id,
+            status,
+            _json(result),
+            _json(error),
+            message,
+            NONE_PENDING,
+            now,
+        )
+        return bool(outcome == "UPDATE 1")
+
+    async def cancel_task(self, task_id: str, owner: str, now: float) -> bool:
+        async def cancel(db: asyncpg.Connection) -> bool:
+            found = await db.fetchval(
+                "SELECT status FROM tasks WHERE id = $1 AND owner = $2 AND expires_at >= $3 FOR UPDATE",
+                task_id,
+                owner,
+                now,
+            )
+            if found is None:
+                return False
+            if found in LIVE:
+                await db.execute(
+                    "UPDATE tasks SET status = 'cancelled', input_requests = $2, updated_at = $3 WHERE id = $1",
+                    task_id,
+                    NONE_PENDING,
+                    now,
+                )
+            return True
+
+        return await self._engine.run(cancel)
+
+
+def _json(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
+def _row(record: TaskRecord) -> tuple[Any, ...]:
+    return (
+        record.id,
+        record.owner,
+        record.tool,
+        record.status,
+        record.created_at,
+        record.updated_at,
+        record.expires_at,
+        record.ttl_ms,
+        record.poll_ms,
+        record.status_message,
+        orjson.dumps(record.input_requests),
+        orjson.dumps(record.answers),
+        _json(record.result),
+        _json(record.error),
+    )
+
+
+def _record(row: Any) -> TaskRecord:
+    return TaskRecord(
+        id=row[0],
+        owner=row[1],
+        tool=row[2],
+        status=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        expires_at=row[6],
+        ttl_ms=row[7],
+        poll_ms=row[8],
+        status_message=row[9],
+        input_requests=orjson.loads(row[10]),
+        answers=orjson.loads(row[11]),
+        result=orjson.loads(row[12]) if row[12] is not None else None,
+        error=orjson.loads(row[13]) if row[13] is not None else None,
+    )

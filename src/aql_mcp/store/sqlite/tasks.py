@@ -1,0 +1,171 @@
+"""`TaskStore` on SQLite: each method one transaction on the writer (or one read)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+
+from aql_mcp.store.sqlite.engine import SqliteEngine
+from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus
+
+COLUMNS = (
+    "id, owner, tool, status, created_at, updated_at, expires_at, ttl_ms, poll_ms, status_message, "
+    "input_requests, answers, result, error"
+)
+SELECT = f"SELECT {COLUMNS} FROM tasks"  # noqa: S608 - constant columns
+LIVE_SQL = "('working', 'input_required')"
+# A task that ended asks nothing any more.
+NONE_PENDING = b"{}"
+
+
+class SqliteTaskStore:
+    """`TaskStore` on the service's SQLite engine."""
+
+    def __init__(self, engine: SqliteEngine) -> None:
+        self._engine = engine
+
+    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
+        def admit(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM tasks WHERE expires_at < ?", (now,))
+            live = db.execute(
+                f"SELECT count(*) FROM tasks WHERE owner = ? AND status IN {LIVE_SQL}",  # noqa: S608
+                (record.owner,),
+            ).fetchone()[0]
+            if live >= max_live_per_owner:
+                return False
+            db.execute(f"INSERT INTO tasks ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(record))  # noqa: S608
+            return True
+
+        return await self._engine.write(admit)
+
+    async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:
+        row = await self._engine.read(
+            lambda db: db.execute(
+                f"{SELECT} WHERE id = ? AND owner = ? AND expires_at >= ?", (task_id, owner, now)
+            ).fetchone()
+        )
+        return _record(row) if row else None
+
+    async def load_task(self, task_id: str) -> TaskRecord | None:
+        row = await self._engine.read(lambda db: db.execute(f"{SELECT} WHERE id = ?", (task_id,)).fetchone())
+        return _record(row) if row else None
+
+    async def park_task(self, task_id: str, requests: dict[str, Any], now: float) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE tasks SET status = 'input_required', input_requests = ?, updated_at = ? "  # noqa: S608
+                    f"WHERE id = ? AND status IN {LIVE_SQL}",
+                    (orjson.dumps(requests), now, task_id),
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def answer_task(self, task_id: str, owner: str, responses: dict[str, Any], now: float) -> Answered:
+        def answer(db: sqlite3.Connection) -> Answered:
+            row = db.execute(
+                "SELECT status, input_requests, answers FROM tasks WHERE id = ? AND owner = ? AND expires_at >= ?",
+                (task_id, owner, now),
+            ).fetchone()
+            if row is None:
+                return "unknown"
+            if row[0] != "input_required":
+                return "ignored"
+            pending, answers = orjson.loads(row[1]), orjson.loads(row[2])
+            taken = [key for key in responses if key in pending]
+            if not taken:
+                return "ignored"
+            for key in taken:
+                answers[key] = responses[key]
+                del pending[key]
+            status = "input_required" if pending else "working"
+            db.execute(
+                "UPDATE tasks SET status = ?, input_requests = ?, answers = ?, updated_at = ? WHERE id = ?",
+                (status, orjson.dumps(pending), orjson.dumps(answers), now, task_id),
+            )
+            return "stored"
+
+        return await self._engine.write(answer)
+
+    async def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        now: float,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        values = (status, _json(result), _json(error), message, NONE_PENDING, now, task_id)
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE tasks SET status = ?, result = ?, error = ?, status_message = ?, input_requests = ?, "  # noqa: S608
+                    f"updated_at = ? WHERE id = ? AND status IN {LIVE_SQL}",
+                    values,
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def cancel_task(self, task_id: str, owner: str, now: float) -> bool:
+        def cancel(db: sqlite3.Connection) -> bool:
+            found = db.execute(
+                "SELECT status FROM tasks WHERE id = ? AND owner = ? AND expires_at >= ?", (task_id, owner, now)
+            ).fetchone()
+            if found is None:
+                return False
+            if found[0] in LIVE:
+                db.execute(
+                    "UPDATE tasks SET status = 'cancelled', input_requests = ?, updated_at = ? WHERE id = ?",
+                    (NONE_PENDING, now, task_id),
+                )
+            return True
+
+        return await self._engine.write(cancel)
+
+
+def _json(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
+def _row(record: TaskRecord) -> tuple[Any, ...]:
+    return (
+        record.id,
+        record.owner,
+        record.tool,
+        record.status,
+        record.created_at,
+        record.updated_at,
+        record.expires_at,
+        record.ttl_ms,
+        record.poll_ms,
+        record.status_message,
+        orjson.dumps(record.input_requests),
+        orjson.dumps(record.answers),
+        _json(record.result),
+        _json(record.error),
+    )
+
+
+def _record(row: Any) -> TaskRecord:
+    return TaskRecord(
+        id=row[0],
+        owner=row[1],
+        tool=row[2],
+        status=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        expires_at=row[6],
+        ttl_ms=row[7],
+        poll_ms=row[8],
+        status_message=row[9],
+        input_requests=orjson.loads(row[10]),
+        answers=orjson.loads(row[11]),
+        result=orjson.loads(row[12]) if row[12] is not None else None,
+        error=orjson.loads(row[13]) if row[13] is not None else None,
+    )

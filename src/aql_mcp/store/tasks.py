@@ -1,0 +1,87 @@
+"""Tasks of the `io.modelcontextprotocol/tasks` extension, kept in the store (docs/eras.md, "Tasks").
+
+A task is created by the replica that runs its tool, but any replica may be asked about it: the
+row is the truth, so `tasks/get`, `tasks/update` and `tasks/cancel` work wherever they land, and
+the running replica learns of answers and cancellation by reading the row (tasks.py).
+
+Every method is one transaction. A task belongs to its caller (`owner`, the Principal digest):
+every read and write a client drives names the owner, and another caller's task is simply not
+found. A task is gone once `expires_at` has passed (its `ttlMs` after creation); expired rows are
+deleted by the next `create`. Terminal statuses never change again, so a cancellation and a
+completion racing each other leave whichever committed first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+LIVE: tuple[TaskStatus, ...] = ("working", "input_required")
+TERMINAL: tuple[TaskStatus, ...] = ("completed", "failed", "cancelled")
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """A task as stored. `input_requests` are the questions still unanswered (input_required);
+    `answers` every answer the client gave, by key, for the running replica to take."""
+
+    id: str
+    owner: str
+    tool: str
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    expires_at: float
+    ttl_ms: int
+    poll_ms: int
+    status_message: str | None = None
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+Answered = Literal["unknown", "ignored", "stored"]
+
+
+class TaskStore(Protocol):
+    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
+        """Insert unless the owner already has `max_live_per_owner` live (working or input_required,
+        unexpired) tasks; counted and inserted atomically. Expired tasks are deleted first."""
+        ...
+
+    async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:
+        """The owner's unexpired task, or None."""
+        ...
+
+    async def load_task(self, task_id: str) -> TaskRecord | None:
+        """The task whoever owns it: for the replica running it, never for a client's request."""
+        ...
+
+    async def park_task(self, task_id: str, requests: dict[str, Any], now: float) -> bool:
+        """The running tool asks: `input_required` with these questions, unless the task ended."""
+        ...
+
+    async def answer_task(self, task_id: str, owner: str, responses: dict[str, Any], now: float) -> Answered:
+        """`tasks/update`: store the answers to questions still pending and drop those questions;
+        with none left the task is `working` again. Answers to anything not pending are ignored."""
+        ...
+
+    async def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        now: float,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """Move a live task to a terminal status; False if it had ended already."""
+        ...
+
+    async def cancel_task(self, task_id: str, owner: str, now: float) -> bool:
+        """`tasks/cancel`: a live task becomes `cancelled`, a terminal one stays as it is; False
+        only when the owner has no such task."""
+        ...
