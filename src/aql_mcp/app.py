@@ -57,6 +57,7 @@ from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
+from aql_mcp.tasks import TaskMethods, TaskRunner
 from aql_mcp.telemetry import Telemetry
 from aql_mcp.tracing import Tracing
 from aql_mcp.transport import StreamableHTTPEndpoint
@@ -89,6 +90,7 @@ class Services:
     share: ReplicaShare
     listeners: Listeners
     notifier: Notifier
+    tasks: TaskRunner
 
 
 def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
@@ -114,13 +116,20 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         retry_after=settings.sessions.retry_after_seconds,
         on_limit=metrics.limit_event,
     )
-    dispatcher = build_dispatcher(registry, settings, telemetry)
     streams = settings.streams
     listeners = Listeners(
         max_open=streams.max_listens, max_per_owner=streams.max_listens_per_principal, on_limit=metrics.limit_event
     )
     # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
     notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
+    tasks = TaskRunner(
+        store.tasks,
+        hub=notifier,
+        ttl_seconds=settings.mcp.task_ttl_seconds,
+        max_per_owner=settings.mcp.max_tasks_per_principal,
+        max_result_bytes=settings.limits.max_result_bytes,
+    )
+    dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )
@@ -149,7 +158,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         max_uris=streams.max_listen_resources,
     )
     modern = ModernEndpoint(
-        dispatcher=dispatcher,
+        # The Tasks extension's methods exist in the modern era only (tasks.py).
+        dispatcher=dispatcher.extended(TaskMethods(store.tasks, tasks).table()),
         hub=notifier,
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
@@ -191,6 +201,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         share,
         listeners,
         notifier,
+        tasks,
     )
     mcp_middleware = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
@@ -321,6 +332,7 @@ def lifespan(services: Services, store: Store) -> Callable[[Starlette], Abstract
             finally:
                 group.cancel_scope.cancel()
         await services.sessions.close_all()
+        await services.tasks.close()
         await services.authentication.client.aclose()
         services.telemetry.tracing.shutdown()
         await store.close()

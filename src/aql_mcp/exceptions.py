@@ -140,6 +140,14 @@ class MissingClientCapability(WireError):
         super().__init__(data={"requiredCapabilities": {capability: {}}})
 
 
+class MissingClientExtension(MissingClientCapability):
+    """A modern request needs an extension its `_meta` capabilities do not declare, such as the Tasks
+    extension for a tool that only runs as a task: `data.requiredCapabilities.extensions` names it."""
+
+    def __init__(self, extension: str) -> None:
+        WireError.__init__(self, data={"requiredCapabilities": {"extensions": {extension: {}}}})
+
+
 class UnsupportedModernVersion(WireError):
     """The modern `UnsupportedProtocolVersionError`: `data` names `supported` and `requested`."""
 
@@ -213,6 +221,12 @@ class RateLimited(RetryableError):
     """Too many calls, concurrent calls or sessions for one principal (corporate §14)."""
 
     status, code, message = 429, RATE_LIMITED, "Rate limited; retry later"
+
+
+class TaskLimitReached(RateLimited):
+    """The caller already has `mcp.max_tasks_per_principal` tasks working or waiting for input."""
+
+    message = "Too many tasks in progress for this caller; retry when one has finished"
 
 
 class ToolTimeout(WireError):

@@ -57,6 +57,7 @@ from aql_mcp.responses import error_object, send_body, send_empty
 from aql_mcp.rounds import ASKING_METHODS, InputRound
 from aql_mcp.scope import header, principal_of, request_id_of
 from aql_mcp.statuses import dispatched_status, wire_code
+from aql_mcp.tasks import EXTENSION as TASKS_EXTENSION
 from aql_mcp.telemetry import Telemetry
 
 VERSION_HEADER = b"mcp-protocol-version"
@@ -78,10 +79,22 @@ SERVED = frozenset(
         "prompts/get",
         "completion/complete",
         LISTEN,
+        # The Tasks extension (tasks.py); `tasks/result` and `tasks/list` were removed by SEP-2663.
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
     }
 )
 # Which body field `Mcp-Name` mirrors (2026-07-28 Streamable HTTP, "Standard Request Headers").
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# SEP-2663 ("Routing Headers") adds the task methods, whose name is the task id.
+NAMED = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 # Results a client may cache, and for how long (2026-07-28 server/utilities/caching). Lists and
 # reads depend on the caller's scopes, hence "private"; discovery is the same for everyone.
 CACHED = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"})
@@ -296,6 +309,7 @@ class ModernEndpoint:
             caps["tools"] = {}
             caps["prompts"] = {}
         caps.pop("logging", None)
+        caps["extensions"] = {TASKS_EXTENSION: {}}
         return {
             "supportedVersions": supported_versions(modern_enabled=True),
             "capabilities": caps,
@@ -308,7 +322,9 @@ class ModernEndpoint:
         """Every modern result says it is complete and who answered (2026-07-28 basic, "Per-response
         protocol fields"); lists and reads say how long they may be cached."""
         out: dict[str, Any] = dict(result) if isinstance(result, dict) else {}
-        out["resultType"] = "complete"
+        # A `CreateTaskResult` keeps its own (tasks.py); every other result is complete.
+        if out.get("resultType") != "task":
+            out["resultType"] = "complete"
         meta = out.get("_meta")
         out["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: self._server_info}
         if request.method in CACHED:

@@ -71,6 +71,13 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] | None = None
     deprecated_until: str | None = None
+    # Whether a modern request that declares the Tasks extension gets a task instead of waiting for
+    # the result: "optional" (a task for such a request, a plain call otherwise) or "required"
+    # (-32021 for a request without the extension). None: always a plain call (docs/eras.md, "Tasks").
+    task_support: Literal["optional", "required"] | None = None
+    # Runs in the request before the task is created, so its questions are `input_required` rounds
+    # (MRTR); what it learns it leaves in `ctx.memo`, which the task's handler starts with.
+    before_task: Callable[[dict[str, Any], Context], Awaitable[None]] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -279,6 +279,10 @@ class McpSettings(_Section):
     request_state_previous_key: SecretStr | None = None
     # How long a client may take to answer (a human reading an elicitation), in seconds.
     request_state_ttl_seconds: int = Field(default=600, ge=30, le=3600)
+    # How long a task of the Tasks extension may run and stays readable after its creation (its ttlMs).
+    task_ttl_seconds: int = Field(default=3600, ge=60, le=86_400)
+    # Tasks one caller may have working or waiting for input at once; one more is 429 (docs/eras.md).
+    max_tasks_per_principal: int = Field(default=32, ge=1, le=10_000)
 
     @field_validator("request_state_key", "request_state_previous_key")
     @classmethod

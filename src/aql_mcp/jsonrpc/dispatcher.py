@@ -28,6 +28,10 @@ class Dispatcher(Generic[C]):
         self._methods = dict(methods)
         self._notifications = dict(notifications or {})
 
+    def extended(self, methods: Mapping[str, Handler[C]]) -> Dispatcher[C]:
+        """A dispatcher with these methods as well (an era that serves more than another)."""
+        return Dispatcher({**self._methods, **methods}, self._notifications)
+
     def has_method(self, method: str) -> bool:
         return method in self._methods
 

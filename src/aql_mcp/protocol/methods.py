@@ -11,7 +11,7 @@ from aql_mcp.protocol.context import LOG_LEVELS, Context
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
-from aql_mcp.protocol.tools import ToolMethods
+from aql_mcp.protocol.tools import TaskLauncher, ToolMethods
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.telemetry import Telemetry
@@ -34,8 +34,11 @@ async def initialized(params: dict[str, Any], ctx: Context) -> None:
     return None
 
 
-def build_dispatcher(registry: Registry, settings: Settings, telemetry: Telemetry) -> Dispatcher[Context]:
-    """Every MCP method the server declares in its capabilities, and nothing else."""
+def build_dispatcher(
+    registry: Registry, settings: Settings, telemetry: Telemetry, tasks: TaskLauncher | None = None
+) -> Dispatcher[Context]:
+    """Every MCP method the server declares in its capabilities, and nothing else; `tasks` turns
+    calls of task-supporting tools into tasks where the request allows (tasks.py)."""
     policy = settings.auth.policy
     rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
     page_size = settings.streams.page_size
@@ -46,6 +49,7 @@ def build_dispatcher(registry: Registry, settings: Settings, telemetry: Telemetr
         max_result_bytes=settings.limits.max_result_bytes,
         rules=rules,
         telemetry=telemetry,
+        tasks=tasks,
     )
     prompts = PromptMethods(registry, page_size=page_size, rules=rules)
     resources = ResourceMethods(registry, page_size=page_size, rules=rules)

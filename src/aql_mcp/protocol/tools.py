@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from jsonschema.exceptions import ValidationError
@@ -20,6 +20,12 @@ from aql_mcp.telemetry import AUTH_ERROR, CLIENT_ERROR, INTERNAL, OK, TIMEOUT, C
 log = structlog.get_logger("aql_mcp.tools")
 
 
+class TaskLauncher(Protocol):
+    """Turns a call into a task when the tool and the request allow it (tasks.py); None: a plain call."""
+
+    async def launch(self, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None: ...
+
+
 class ToolMethods:
     """The tools family, over the registry; the wire list is built once per registry change."""
 
@@ -32,8 +38,10 @@ class ToolMethods:
         max_result_bytes: int,
         rules: ScopeRules,
         telemetry: Telemetry,
+        tasks: TaskLauncher | None = None,
     ) -> None:
         self._registry = registry
+        self._tasks = tasks
         self._page_size = page_size
         self._timeout = timeout
         self._max_result_bytes = max_result_bytes
@@ -86,6 +94,10 @@ class ToolMethods:
             record.outcome = CLIENT_ERROR
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
             return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
+        if self._tasks is not None and entry.tool.task_support is not None:
+            created = await self._tasks.launch(entry, arguments, ctx)
+            if created is not None:
+                return created
         try:
             # asyncio's own timeout: the service runs on asyncio, and anyio's deadline scope costs more
             # per call (it looks up the backend and keeps per-task state).

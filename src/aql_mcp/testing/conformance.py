@@ -23,7 +23,7 @@ from aql_mcp.content import Content, audio, blob_contents, embedded, image, mess
 from aql_mcp.exceptions import InvalidParams, ToolError
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool
-from aql_mcp.testing import rounds
+from aql_mcp.testing import rounds, tasks
 from aql_mcp.testing.list_changes import register_list_changes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -447,6 +447,7 @@ class ConformancePlugin:
             registry.add_prompt(prompt)
         rounds.register(registry)
         register_list_changes(registry)
+        tasks.register(registry)
 
 
 plugin = ConformancePlugin()

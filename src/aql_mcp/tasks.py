@@ -1,0 +1,378 @@
+"""The Tasks extension (`io.modelcontextprotocol/tasks`, MCP 2026-07-28; docs/eras.md, "Tasks").
+
+A tool registered with `task_support` and called by a modern request that declares the extension
+in its `_meta` capabilities does not make the client wait: the call is answered at once with a
+`CreateTaskResult` (`resultType: "task"`), and the handler runs on in the background of the replica
+that took the call. The client polls `tasks/get`, answers questions with `tasks/update` and may
+stop the work with `tasks/cancel`, on any replica: the task's row in the store is the truth
+(store/tasks.py), so those methods only read and write it, and the replica running the task reads
+it back to learn what they did (the `_watch` loop, woken at once when the method landed on the
+same replica).
+
+A handler asks the client exactly as it does in a plain call (`ctx.elicit`, `ctx.ask`): in a task
+the question parks the task in `input_required` with the question stored, the handler waits, and
+it resumes with the answers once `tasks/update` has brought them all. The handler therefore runs
+once, unlike an MRTR round. A tool error is `completed` with `result.isError`; anything else that
+stops the handler (a crash, a protocol error, the task's time running out, this replica shutting
+down) is `failed` with a JSON-RPC `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from aql_mcp.exceptions import (
+    InternalError,
+    InvalidParams,
+    MissingClientCapability,
+    MissingClientExtension,
+    ShuttingDown,
+    StoreError,
+    TaskLimitReached,
+    ToolTimeout,
+    WireError,
+)
+from aql_mcp.protocol.context import Context, ResourceHub
+from aql_mcp.protocol.results import limit_result
+from aql_mcp.protocol.tools import run_tool
+from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
+from aql_mcp.registry import RegisteredTool
+from aql_mcp.request_state import RoundState
+from aql_mcp.responses import error_object
+from aql_mcp.rounds import FIELD as RESPONSES_FIELD
+from aql_mcp.rounds import InputRound
+from aql_mcp.statuses import wire_code
+from aql_mcp.store.tasks import TERMINAL, TaskRecord, TaskStatus, TaskStore
+from aql_mcp.telemetry import INTERNAL
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+# How often a client is told to poll `tasks/get` (a hint; SEP-2663 `pollIntervalMs`).
+POLL_INTERVAL_MS = 1000
+# How often the running replica rereads a task's row: soon while it waits for answers, less often
+# while it works (only a cancellation can come then). A request on this replica wakes it at once.
+PARKED_POLL_SECONDS = 0.2
+WORKING_POLL_SECONDS = 1.0
+# Retry-After of a caller over its cap of live tasks: a task usually ends within seconds.
+LIMIT_RETRY_AFTER = 5
+# A task the replica's shutdown stopped fails with -32006 and this retry hint (the call may be retried).
+SHUTDOWN_RETRY_MS = 1000
+
+log = structlog.get_logger("aql_mcp.tasks")
+
+
+def declares_tasks(ctx: Context) -> bool:
+    """Whether this is a modern request whose `_meta` capabilities declare the extension."""
+    peer = ctx.peer
+    if peer is None or peer.protocol_version not in MODERN_VERSIONS:
+        return False
+    extensions = peer.client_capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and EXTENSION in extensions
+
+
+def owner_of(ctx: Context) -> str:
+    return ctx.principal.digest if ctx.principal else "anonymous"
+
+
+def timestamp(seconds: float) -> str:
+    """ISO 8601 in UTC with milliseconds, as `createdAt` and `lastUpdatedAt` are sent."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_fields(record: TaskRecord) -> dict[str, Any]:
+    """The `Task` fields (SEP-2663): no `requestState`, durations in integer milliseconds."""
+    out: dict[str, Any] = {
+        "taskId": record.id,
+        "status": record.status,
+        "createdAt": timestamp(record.created_at),
+        "lastUpdatedAt": timestamp(record.updated_at),
+        "ttlMs": record.ttl_ms,
+        "pollIntervalMs": record.poll_ms,
+    }
+    if record.status_message:
+        out["statusMessage"] = record.status_message
+    return out
+
+
+def detailed(record: TaskRecord) -> dict[str, Any]:
+    """`tasks/get`'s DetailedTask: the questions while it waits, the result or error once it ended."""
+    out = task_fields(record)
+    if record.status == "input_required":
+        out["inputRequests"] = record.input_requests
+    elif record.status == "completed" and record.result is not None:
+        out["result"] = record.result
+    elif record.status == "failed" and record.error is not None:
+        out["error"] = record.error
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class LiveTask:
+    """A task running on this replica: its handler, and the questions it waits on."""
+
+    id: str
+    runner: asyncio.Task[None] | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    finishing: bool = False
+    stopping: bool = False
+
+
+class TaskOutbound:
+    """The `Outbound` of a task's handler: no stream to talk on, and questions park the task."""
+
+    def __init__(self, live: LiveTask, store: TaskStore, clock: Callable[[], float]) -> None:
+        self._live = live
+        self._store = store
+        self._clock = clock
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        # Progress and log messages have no request stream to travel on once the call was answered
+        # (task status notifications belong to `subscriptions/listen`, not served yet).
+        return None
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        live = self._live
+        missing = {key: request for key, request in requests.items() if key not in live.answers}
+        if missing:
+            live.waiting = missing
+            live.answered.clear()
+            await self._store.park_task(live.id, missing, self._clock())
+            live.wake.set()  # a task cancelled meanwhile is noticed now rather than at the next poll
+            await live.answered.wait()
+        return {key: live.answers[key] for key in requests}
+
+    def missing_capability(self, capability: str) -> Exception:
+        return MissingClientCapability(capability)
+
+    async def close_connection(self) -> None:
+        return None
+
+
+class TaskRunner:
+    """Creates tasks for task-supporting tools and runs them on this replica (`ToolMethods` calls
+    `launch`); `close` fails the tasks still running when the replica stops."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        hub: ResourceHub,
+        ttl_seconds: int,
+        max_per_owner: int,
+        max_result_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._hub = hub
+        self._ttl = ttl_seconds
+        self._max_per_owner = max_per_owner
+        self._max_result_bytes = max_result_bytes
+        self._clock = clock
+        self._live: dict[str, LiveTask] = {}
+
+    @property
+    def running(self) -> int:
+        return len(self._live)
+
+    async def launch(self, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+        """A `CreateTaskResult` once the task is stored (a `tasks/get` right after it finds it), or
+        None when this call is a plain one (the tool supports no tasks, or the request cannot have one)."""
+        tool = entry.tool
+        if tool.task_support is None:
+            return None
+        if not declares_tasks(ctx):
+            if tool.task_support == "required" and _modern(ctx):
+                # SEP-2663 "Required Capabilities": it cannot be served without a task.
+                raise MissingClientExtension(EXTENSION)
+            return None
+        if tool.before_task is not None:
+            await tool.before_task(arguments, ctx)  # may end this attempt with input_required
+        record = await self._create(tool.name, ctx)
+        live = LiveTask(record.id)
+        task_ctx = Context(
+            request_id=ctx.request_id,
+            message_id=None,
+            peer=ctx.peer,
+            principal=ctx.principal,
+            outbound=TaskOutbound(live, self._store, self._clock),
+            hub=self._hub,
+            memo=dict(ctx.memo),
+        )
+        self._live[record.id] = live
+        live.runner = asyncio.create_task(self._execute(live, entry, arguments, task_ctx))
+        log.info("task_created", task_id=record.id, tool=tool.name)
+        return {"resultType": "task", **task_fields(record)}
+
+    def wake(self, task_id: str) -> None:
+        """A request on this replica changed the task's row: let its runner look now."""
+        live = self._live.get(task_id)
+        if live is not None:
+            live.wake.set()
+
+    async def close(self) -> None:
+        """Fail every task still running here (a stopped replica cannot finish them)."""
+        lives = list(self._live.values())
+        for live in lives:
+            live.stopping = True
+            if live.runner is not None:
+                live.runner.cancel()
+        await asyncio.gather(*(live.runner for live in lives if live.runner is not None), return_exceptions=True)
+
+    async def _create(self, tool: str, ctx: Context) -> TaskRecord:
+        now = self._clock()
+        record = TaskRecord(
+            id=secrets.token_hex(16),
+            owner=owner_of(ctx),
+            tool=tool,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            expires_at=now + self._ttl,
+            ttl_ms=self._ttl * 1000,
+            poll_ms=POLL_INTERVAL_MS,
+        )
+        if not await self._store.create_task(record, max_live_per_owner=self._max_per_owner, now=now):
+            raise TaskLimitReached(retry_after=LIMIT_RETRY_AFTER, data={"limit": self._max_per_owner})
+        return record
+
+    async def _execute(self, live: LiveTask, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> None:
+        watcher = asyncio.create_task(self._watch(live))
+        name = entry.tool.name
+        try:
+            async with asyncio.timeout(self._ttl):
+                result, outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
+        except asyncio.CancelledError:
+            if live.stopping:
+                await self._fail(live, ctx, ShuttingDown(retry_ms=SHUTDOWN_RETRY_MS), "shutdown")
+            # Otherwise `tasks/cancel` ended it: the row already says `cancelled`.
+        except TimeoutError:
+            await self._fail(live, ctx, ToolTimeout(data={"timeoutSeconds": self._ttl}))
+        except Exception as exc:  # a protocol error (WireError) or a crash: the task failed
+            await self._fail(live, ctx, exc)
+        else:
+            if outcome == INTERNAL:
+                # `run_tool` logged the crash and made it a tool error; a task reports it as failed.
+                await self._fail(live, ctx, InternalError())
+            else:
+                await self._finish(live, "completed", result=limit_result(result, self._max_result_bytes))
+        finally:
+            watcher.cancel()
+            self._live.pop(live.id, None)
+
+    async def _watch(self, live: LiveTask) -> None:
+        """Reread the row: a cancellation stops the handler, answers wake the question it waits on."""
+        while not live.finishing:
+            interval = PARKED_POLL_SECONDS if live.waiting else WORKING_POLL_SECONDS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(live.wake.wait(), interval)
+            live.wake.clear()
+            try:
+                record = await self._store.load_task(live.id)
+            except StoreError:
+                continue  # logged by the engine; the next turn tries again
+            if live.finishing:
+                return
+            if record is None or record.status in TERMINAL:
+                if live.runner is not None:
+                    live.runner.cancel()
+                return
+            if live.waiting and all(key in record.answers for key in live.waiting):
+                live.answers.update({key: record.answers[key] for key in live.waiting})
+                live.waiting = {}
+                live.answered.set()
+
+    async def _fail(self, live: LiveTask, ctx: Context, exc: BaseException, message: str | None = None) -> None:
+        """`failed` with the JSON-RPC error `exc` answers as (a crash: -32603, nothing internal)."""
+        wire, error = error_object(exc, ctx.request_id)
+        error["code"] = wire_code(Era.MODERN, wire.code)
+        await self._finish(live, "failed", error=error, message=message)
+
+    async def _finish(
+        self,
+        live: LiveTask,
+        status: TaskStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> None:
+        live.finishing = True
+        try:
+            await self._store.finish_task(live.id, status, self._clock(), result=result, error=error, message=message)
+        except StoreError:
+            log.warning("task_not_recorded", task_id=live.id, status=status)
+        log.info("task_finished", task_id=live.id, status=status)
+
+
+def _modern(ctx: Context) -> bool:
+    return ctx.peer is not None and ctx.peer.protocol_version in MODERN_VERSIONS
+
+
+class TaskMethods:
+    """`tasks/get`, `tasks/update` and `tasks/cancel`, served in the modern era only. Each needs the
+    extension declared in the request (-32021 otherwise) and a task of the caller's (-32602)."""
+
+    def __init__(self, store: TaskStore, runner: TaskRunner, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._runner = runner
+        self._clock = clock
+
+    def table(self) -> dict[str, Any]:
+        return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
+
+    async def get(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return detailed(await self._task(params, ctx))
+
+    async def update(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        task_id = _task_id(params, ctx)
+        record = await self._found(task_id, ctx)
+        # The same rules as an MRTR retry's answers (rounds.py): a map of result objects, and an
+        # answer to a pending question has the shape of what that question asks for.
+        pending = {key: ["", str(q.get("method"))] for key, q in record.input_requests.items() if isinstance(q, dict)}
+        InputRound.parse(params, RoundState(asked=pending))
+        responses: dict[str, Any] = params.get(RESPONSES_FIELD, {})
+        if await self._store.answer_task(task_id, owner_of(ctx), responses, self._clock()) == "unknown":
+            raise _unknown()
+        self._runner.wake(task_id)
+        return {}
+
+    async def cancel(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        task_id = _task_id(params, ctx)
+        if not await self._store.cancel_task(task_id, owner_of(ctx), self._clock()):
+            raise _unknown()
+        self._runner.wake(task_id)
+        return {}
+
+    async def _task(self, params: dict[str, Any], ctx: Context) -> TaskRecord:
+        return await self._found(_task_id(params, ctx), ctx)
+
+    async def _found(self, task_id: str, ctx: Context) -> TaskRecord:
+        record = await self._store.get_task(task_id, owner_of(ctx), self._clock())
+        if record is None:
+            raise _unknown()
+        return record
+
+
+def _task_id(params: dict[str, Any], ctx: Context) -> str:
+    if not declares_tasks(ctx):
+        raise MissingClientExtension(EXTENSION)
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidParams(data={"field": "taskId", "reason": "required"})
+    return task_id
+
+
+def _unknown() -> WireError:
+    # Another caller's task is not found either: ids are not a way to learn what others run.
+    return InvalidParams("Invalid params: no such task", data={"field": "taskId", "reason": "unknown"})
