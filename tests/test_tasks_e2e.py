@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -34,6 +34,14 @@ def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
         yield process
 
 
+class Endpoint(Protocol):
+    """Where a request goes and who may send it: a server, or one replica of several."""
+
+    @property
+    def url(self) -> str: ...
+    def token(self, subject: str) -> str: ...
+
+
 def meta(caps: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -43,7 +51,7 @@ def meta(caps: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def post(
-    server: ServerProcess,
+    server: Endpoint,
     method: str,
     params: dict[str, Any],
     *,
@@ -73,15 +81,15 @@ def error_of(response: httpx.Response, status: int, code: int) -> dict[str, Any]
     return error
 
 
-def call(server: ServerProcess, tool: str, arguments: dict[str, Any], caller: str, **kw: Any) -> dict[str, Any]:
+def call(server: Endpoint, tool: str, arguments: dict[str, Any], caller: str, **kw: Any) -> dict[str, Any]:
     return result_of(post(server, "tools/call", {"name": tool, "arguments": arguments}, caller=caller, **kw))
 
 
-def get(server: ServerProcess, task_id: str, caller: str) -> dict[str, Any]:
+def get(server: Endpoint, task_id: str, caller: str) -> dict[str, Any]:
     return result_of(post(server, "tasks/get", {"taskId": task_id}, caller=caller))
 
 
-def settled(server: ServerProcess, task_id: str, caller: str, status: str | None = None) -> dict[str, Any]:
+def settled(server: Endpoint, task_id: str, caller: str, status: str | None = None) -> dict[str, Any]:
     """Poll `tasks/get` until the task ended (or reached `status`), as a client does."""
     seen: dict[str, Any] = {}
 

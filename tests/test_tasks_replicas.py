@@ -1,0 +1,76 @@
+"""Tasks across replicas sharing one PostgreSQL (docs/eras.md, "Tasks"): a task created on one
+replica is read, answered and cancelled through another, as behind a gateway without affinity.
+
+The replica that runs the task learns of answers and cancellation from the store alone (it is
+not the replica those requests reached), so these tests pin the cross-replica path of tasks.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.support.replicas import Replicas, start_replicas
+from tests.support.server import ServerProcess
+from tests.test_tasks_e2e import call, get, post, result_of, settled
+
+MODERN = {"AQL_MCP_MCP__MODERN_ERA": "true"}
+
+
+@pytest.fixture(scope="module")
+def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    with start_replicas(tmp_path_factory.mktemp("task-replicas"), database, count=2, env=MODERN) as started:
+        yield started
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica, with tokens every replica accepts (the shared development key)."""
+
+    server: ServerProcess
+    replicas: Replicas
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def token(self, subject: str) -> str:
+        return self.replicas.token(subject)
+
+
+def pair(replicas: Replicas) -> tuple[Replica, Replica]:
+    return Replica(replicas.servers[0], replicas), Replica(replicas.servers[1], replicas)
+
+
+def test_a_task_created_on_one_replica_is_answered_through_another_and_completes(replicas: Replicas) -> None:
+    a, b = pair(replicas)
+    task_id = call(a, "confirm_delete", {"filename": "shared.txt"}, "alice")["taskId"]
+    parked = settled(b, task_id, "alice", "input_required")
+    assert list(parked["inputRequests"]) == ["confirm_delete"]
+    answer = {"confirm_delete": {"action": "accept", "content": {"confirm": True}}}
+    result_of(post(b, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caller="alice"))
+    done = settled(b, task_id, "alice")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "Deleted shared.txt"
+    assert get(a, task_id, "alice") == done
+
+
+def test_a_task_running_on_one_replica_is_cancelled_through_another(replicas: Replicas) -> None:
+    a, b = pair(replicas)
+    task_id = call(a, "slow_compute", {"seconds": 60}, "bob")["taskId"]
+    assert get(b, task_id, "bob")["status"] == "working"
+    result_of(post(b, "tasks/cancel", {"taskId": task_id}, caller="bob"))
+    assert settled(a, task_id, "bob")["status"] == "cancelled"
+    # The replica running it stopped the handler: a new task is admitted in its place at once.
+    assert call(a, "slow_compute", {"seconds": 0}, "bob")["resultType"] == "task"
+
+
+def test_another_caller_finds_no_task_on_any_replica(replicas: Replicas) -> None:
+    a, b = pair(replicas)
+    task_id = call(a, "slow_compute", {"seconds": 0}, "carol")["taskId"]
+    for server in (a, b):
+        response = post(server, "tasks/get", {"taskId": task_id}, caller="mallory")
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32602
