@@ -119,6 +119,7 @@ class LiveTask:
     """A task running on this replica: its handler, and the questions it waits on."""
 
     id: str
+    request_id: str
     runner: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -199,7 +200,7 @@ class TaskRunner:
         if tool.before_task is not None:
             await tool.before_task(arguments, ctx)  # may end this attempt with input_required
         record = await self._create(tool.name, ctx)
-        live = LiveTask(record.id)
+        live = LiveTask(record.id, ctx.request_id)
         task_ctx = Context(
             request_id=ctx.request_id,
             message_id=None,
@@ -221,13 +222,18 @@ class TaskRunner:
             live.wake.set()
 
     async def close(self) -> None:
-        """Fail every task still running here (a stopped replica cannot finish them)."""
+        """Fail every task still running here (a stopped replica cannot finish them); the client
+        may call again (-32006, `ShuttingDown`)."""
         lives = list(self._live.values())
         for live in lives:
             live.stopping = True
             if live.runner is not None:
                 live.runner.cancel()
         await asyncio.gather(*(live.runner for live in lives if live.runner is not None), return_exceptions=True)
+        for live in lives:
+            # Also a task whose handler had not started yet: cancelling it ran none of its code.
+            if not live.finishing:
+                await self._fail(live, ShuttingDown(retry_ms=SHUTDOWN_RETRY_MS), "shutdown")
 
     async def _create(self, tool: str, ctx: Context) -> TaskRecord:
         now = self._clock()
@@ -253,17 +259,16 @@ class TaskRunner:
             async with asyncio.timeout(self._ttl):
                 result, outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
         except asyncio.CancelledError:
-            if live.stopping:
-                await self._fail(live, ctx, ShuttingDown(retry_ms=SHUTDOWN_RETRY_MS), "shutdown")
-            # Otherwise `tasks/cancel` ended it: the row already says `cancelled`.
+            # `tasks/cancel` ended it (the row already says `cancelled`), or `close` records the shutdown.
+            pass
         except TimeoutError:
-            await self._fail(live, ctx, ToolTimeout(data={"timeoutSeconds": self._ttl}))
+            await self._fail(live, ToolTimeout(data={"timeoutSeconds": self._ttl}))
         except Exception as exc:  # a protocol error (WireError) or a crash: the task failed
-            await self._fail(live, ctx, exc)
+            await self._fail(live, exc)
         else:
             if outcome == INTERNAL:
                 # `run_tool` logged the crash and made it a tool error; a task reports it as failed.
-                await self._fail(live, ctx, InternalError())
+                await self._fail(live, InternalError())
             else:
                 await self._finish(live, "completed", result=limit_result(result, self._max_result_bytes))
         finally:
@@ -292,9 +297,9 @@ class TaskRunner:
                 live.waiting = {}
                 live.answered.set()
 
-    async def _fail(self, live: LiveTask, ctx: Context, exc: BaseException, message: str | None = None) -> None:
+    async def _fail(self, live: LiveTask, exc: BaseException, message: str | None = None) -> None:
         """`failed` with the JSON-RPC error `exc` answers as (a crash: -32603, nothing internal)."""
-        wire, error = error_object(exc, ctx.request_id)
+        wire, error = error_object(exc, live.request_id)
         error["code"] = wire_code(Era.MODERN, wire.code)
         await self._finish(live, "failed", error=error, message=message)
 
