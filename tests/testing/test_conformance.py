@@ -47,6 +47,14 @@ TOOLS = (
     "test_logging_tool",
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
+    # The Tasks extension (src/aql_mcp/testing/tasks.py)
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
 )
 PROMPTS = (
     "test_simple_prompt",
