@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import httpx
 import pytest
 
+from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
 from tests.support.modern import MODERN, modern_body, modern_headers
 from tests.support.server import ServerProcess, start_server
 from tests.support.wait import until
@@ -285,3 +286,21 @@ def test_a_replica_that_stops_with_running_tasks_marks_them_failed(tmp_path: Pat
     assert stopped["status"] == "failed"
     assert stopped["error"]["code"] == -32006
     assert stopped["statusMessage"] == "shutdown"
+
+
+def test_a_legacy_session_gets_plain_calls_and_no_task_methods(tasks_server: ServerProcess) -> None:
+    """The extension belongs to 2026-07-28: a 2025-11-25 session declaring it changes nothing."""
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {tasks_server.token('legacy')}"}
+    init = rpc("initialize", initialize_params(capabilities={"extensions": {EXTENSION: {}}}))
+    opened = httpx.post(tasks_server.url, json=init, headers=headers, timeout=DEADLINE)
+    assert opened.status_code == 200
+    session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    httpx.post(tasks_server.url, json=rpc("notifications/initialized", None, None), headers=session)
+    called = rpc("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}}, 2)
+    plain = httpx.post(tasks_server.url, json=called, headers=session, timeout=DEADLINE)
+    assert plain.status_code == 200
+    assert '"taskId"' not in plain.text
+    assert "Computed" in plain.text
+    missing = httpx.post(tasks_server.url, json=rpc("tasks/get", {"taskId": "x"}, 3), headers=session)
+    assert missing.status_code == 200
+    assert missing.json()["error"]["code"] == -32601
