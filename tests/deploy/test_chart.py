@@ -577,7 +577,12 @@ def test_the_key_never_reaches_the_config_map_or_the_pod_spec(default_docs: list
     assert key not in text
     assert encoded not in text
     config = rendered_config(default_docs)
-    assert set(config["mcp"]) == {"modern_era", "request_state_ttl_seconds"}
+    assert set(config["mcp"]) == {
+        "modern_era",
+        "request_state_ttl_seconds",
+        "task_ttl_seconds",
+        "max_tasks_per_principal",
+    }
     assert "request_state_key" not in only(default_docs, "ConfigMap")["data"]["config.yaml"]
     # No checksum of the key on the pod either: a hash of the secret would sit in every pod spec.
     annotations = only(default_docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
