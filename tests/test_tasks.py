@@ -35,7 +35,7 @@ async def _discard(message: Message) -> None:
 
 def context(store: Store, caps: dict[str, Any], version: str = "2026-07-28") -> Context:
     peer = RequestPeer(version=version, info={}, caps=caps, log_level="off")
-    reply = Reply(_discard, method="tools/call", inputs=InputRound(RoundState(), {}))
+    reply = Reply(_discard, method="tools/call", inputs=InputRound(RoundState(), {}), keepalive_seconds=15)
     hub = SessionManager(store, idle_seconds=60, max_open=10, retry_after=1)
     return Context(request_id="r1", message_id=1, peer=peer, principal=None, outbound=reply, hub=hub)
 
