@@ -260,7 +260,7 @@ class TaskRunner:
                 result, outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
         except asyncio.CancelledError:
             # `tasks/cancel` ended it (the row already says `cancelled`), or `close` records the shutdown.
-            pass
+            log.info("task_stopped", task_id=live.id, reason="shutdown" if live.stopping else "cancelled")
         except TimeoutError:
             await self._fail(live, ToolTimeout(data={"timeoutSeconds": self._ttl}))
         except Exception as exc:  # a protocol error (WireError) or a crash: the task failed
