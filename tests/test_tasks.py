@@ -5,16 +5,18 @@ The wire is pinned end to end in tests/test_tasks_e2e.py; here the runner's own 
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import anyio
 import pytest
 from starlette.types import Message
 
+from aql_mcp.content import text
 from aql_mcp.exceptions import InvalidParams, MissingClientExtension, TaskLimitReached, ToolError
 from aql_mcp.modern import RequestPeer
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import RegisteredTool, Registry, Tool
+from aql_mcp.registry import RegisteredTool, Registry, Tool, ToolResult
 from aql_mcp.reply import Reply
 from aql_mcp.request_state import RoundState
 from aql_mcp.rounds import InputRound
@@ -131,6 +133,57 @@ async def test_a_question_parks_the_task_and_the_answers_resume_the_same_run(sto
     finished = await settled(store, task_id)
     assert finished.result == {"content": [{"type": "text", "text": "accept decline"}]}
     assert runs == ["run"]
+
+
+async def test_an_answer_counts_only_for_the_question_it_was_given_to(store: Store) -> None:
+    """A key asked again with another question (a loop over files, say) is asked anew: the consent
+    given for the first never stands for the second."""
+
+    async def deleting(arguments: dict[str, Any], ctx: Context) -> str:
+        said = []
+        for name in ("alpha.txt", "beta.txt"):
+            question = {**QUESTION, "params": {**QUESTION["params"], "message": f"Delete {name}?"}}
+            said.append((await ctx.ask({"confirm": question}))["confirm"]["action"])
+        return " ".join(said)
+
+    runner = runner_for(store)
+    ctx = context(store, WITH_TASKS)
+    created = await runner.launch(entry(Tool("deleting", "asks twice", deleting, task_support="optional")), {}, ctx)
+    assert created is not None
+    methods = TaskMethods(store.tasks, runner)
+    first = await settled(store, created["taskId"], "input_required")
+    await methods.update({"taskId": created["taskId"], "inputResponses": {"confirm": {"action": "accept"}}}, ctx)
+
+    async def asked_about_beta() -> TaskRecord:
+        while True:
+            record = await store.tasks.load_task(created["taskId"])
+            assert record is not None
+            if record.status == "input_required" and "beta" in str(record.input_requests):
+                return record
+            await anyio.sleep(0.02)
+
+    with anyio.fail_after(10):
+        second = await asked_about_beta()
+    (key,) = second.input_requests
+    assert key not in first.input_requests
+    await methods.update({"taskId": created["taskId"], "inputResponses": {key: {"action": "decline"}}}, ctx)
+    finished = await settled(store, created["taskId"])
+    assert finished.result == {"content": [{"type": "text", "text": "accept decline"}]}
+
+
+async def test_a_result_that_cannot_be_stored_fails_the_task_instead_of_leaving_it_working(store: Store) -> None:
+    async def odd(arguments: dict[str, Any], ctx: Context) -> ToolResult:
+        return ToolResult([text("priced")], structured={"amount": Decimal("1.5")})
+
+    runner = runner_for(store)
+    created = await runner.launch(
+        entry(Tool("odd", "odd result", odd, task_support="optional")), {}, context(store, WITH_TASKS)
+    )
+    assert created is not None
+    finished = await settled(store, created["taskId"])
+    assert finished.status == "failed"
+    assert finished.error is not None
+    assert finished.error["code"] == -32603
 
 
 async def test_an_answer_of_the_wrong_shape_is_refused_before_it_is_stored(store: Store) -> None:

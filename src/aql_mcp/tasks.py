@@ -46,7 +46,7 @@ from aql_mcp.protocol.results import limit_result
 from aql_mcp.protocol.tools import run_tool
 from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
 from aql_mcp.registry import RegisteredTool
-from aql_mcp.request_state import RoundState
+from aql_mcp.request_state import RoundState, digest
 from aql_mcp.responses import error_object
 from aql_mcp.rounds import FIELD as RESPONSES_FIELD
 from aql_mcp.rounds import InputRound
@@ -65,6 +65,13 @@ WORKING_POLL_SECONDS = 1.0
 LIMIT_RETRY_AFTER = 5
 # A task the replica's shutdown stopped fails with -32006 and this retry hint (the call may be retried).
 SHUTDOWN_RETRY_MS = 1000
+# Ended tasks are kept, results and all, until they expire: a caller may hold this many times its
+# cap of live tasks in all, so finished rows cannot pile up without bound.
+STORED_PER_LIVE = 4
+# A handler's time runs out this long before its task expires, so the failure can still be read.
+FAILURE_VISIBLE_SECONDS = 60
+# Writing a task's end retries a failing store, with growing pauses up to this, until it expires.
+FINISH_RETRY_MAX_SECONDS = 5.0
 
 log = structlog.get_logger("aql_mcp.tasks")
 
@@ -120,11 +127,14 @@ class LiveTask:
 
     id: str
     request_id: str
+    expires_at: float
     runner: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: dict[str, Any] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
+    # The handler's key -> (digest of the question, key it is stored and answered under).
+    questions: dict[str, tuple[str, str]] = field(default_factory=dict)
     finishing: bool = False
     stopping: bool = False
 
@@ -143,15 +153,27 @@ class TaskOutbound:
         return None
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """An answer counts only for the question it was given to: a key asked again with another
+        question is put to the client under a new key (keys are the server's to choose)."""
         live = self._live
-        missing = {key: request for key, request in requests.items() if key not in live.answers}
+        stored: dict[str, str] = {}
+        missing: dict[str, dict[str, Any]] = {}
+        for key, request in requests.items():
+            question = digest(request)
+            known = live.questions.get(key)
+            if known is None or known[0] != question:
+                known = (question, key if known is None else f"{key}.{len(live.answers) + len(live.questions)}")
+                live.questions[key] = known
+            stored[key] = known[1]
+            if known[1] not in live.answers:
+                missing[known[1]] = request
         if missing:
             live.waiting = missing
             live.answered.clear()
             await self._store.park_task(live.id, missing, self._clock())
             live.wake.set()  # a task cancelled meanwhile is noticed now rather than at the next poll
             await live.answered.wait()
-        return {key: live.answers[key] for key in requests}
+        return {key: live.answers[stored[key]] for key in requests}
 
     def missing_capability(self, capability: str) -> Exception:
         return MissingClientCapability(capability)
@@ -200,7 +222,7 @@ class TaskRunner:
         if tool.before_task is not None:
             await tool.before_task(arguments, ctx)  # may end this attempt with input_required
         record = await self._create(tool.name, ctx)
-        live = LiveTask(record.id, ctx.request_id)
+        live = LiveTask(record.id, ctx.request_id, record.expires_at)
         task_ctx = Context(
             request_id=ctx.request_id,
             message_id=None,
@@ -248,21 +270,28 @@ class TaskRunner:
             ttl_ms=self._ttl * 1000,
             poll_ms=POLL_INTERVAL_MS,
         )
-        if not await self._store.create_task(record, max_live_per_owner=self._max_per_owner, now=now):
+        admitted = await self._store.create_task(
+            record,
+            max_live_per_owner=self._max_per_owner,
+            max_stored_per_owner=self._max_per_owner * STORED_PER_LIVE,
+            now=now,
+        )
+        if not admitted:
             raise TaskLimitReached(retry_after=LIMIT_RETRY_AFTER, data={"limit": self._max_per_owner})
         return record
 
     async def _execute(self, live: LiveTask, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> None:
         watcher = asyncio.create_task(self._watch(live))
         name = entry.tool.name
+        run_seconds = max(self._ttl - FAILURE_VISIBLE_SECONDS, self._ttl / 2)
         try:
-            async with asyncio.timeout(self._ttl):
+            async with asyncio.timeout(run_seconds):
                 result, outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
         except asyncio.CancelledError:
             # `tasks/cancel` ended it (the row already says `cancelled`), or `close` records the shutdown.
             log.info("task_stopped", task_id=live.id, reason="shutdown" if live.stopping else "cancelled")
         except TimeoutError:
-            await self._fail(live, ToolTimeout(data={"timeoutSeconds": self._ttl}))
+            await self._fail(live, ToolTimeout(data={"timeoutSeconds": round(run_seconds)}))
         except Exception as exc:  # a protocol error (WireError) or a crash: the task failed
             await self._fail(live, exc)
         else:
@@ -270,7 +299,7 @@ class TaskRunner:
                 # `run_tool` logged the crash and made it a tool error; a task reports it as failed.
                 await self._fail(live, InternalError())
             else:
-                await self._finish(live, "completed", result=limit_result(result, self._max_result_bytes))
+                await self._finish(live, "completed", result=result)
         finally:
             watcher.cancel()
             self._live.pop(live.id, None)
@@ -313,10 +342,34 @@ class TaskRunner:
         message: str | None = None,
     ) -> None:
         live.finishing = True
-        try:
-            await self._store.finish_task(live.id, status, self._clock(), result=result, error=error, message=message)
-        except StoreError:
-            log.warning("task_not_recorded", task_id=live.id, status=status)
+        pause = PARKED_POLL_SECONDS
+        if result is not None:
+            try:
+                result = limit_result(result, self._max_result_bytes)
+            except Exception:  # a value that is no JSON: caught below as a result that cannot be stored
+                log.debug("task_result_not_measured", task_id=live.id)
+        while True:
+            try:
+                await self._store.finish_task(
+                    live.id, status, self._clock(), result=result, error=error, message=message
+                )
+                break
+            except StoreError:
+                # The work is done: keep trying to record it while the task lives, or the client
+                # would poll `working` until it expires.
+                if self._clock() + pause > live.expires_at:
+                    log.warning("task_not_recorded", task_id=live.id, status=status)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, FINISH_RETRY_MAX_SECONDS)
+            except Exception:
+                if status == "failed":
+                    log.exception("task_not_recorded", task_id=live.id, status=status)
+                    return
+                # The result cannot be stored (a value that is no JSON): the task failed instead.
+                log.exception("task_result_not_stored", task_id=live.id)
+                _, error = error_object(InternalError(), live.request_id)
+                status, result, message = "failed", None, None
         log.info("task_finished", task_id=live.id, status=status)
 
 

@@ -30,7 +30,7 @@ def _task(task_id: str, owner: str = "alice", *, ttl: float = 60.0) -> TaskRecor
 
 
 async def test_a_task_is_found_by_its_owner_only_and_not_after_it_expired(store: Store) -> None:
-    assert await store.tasks.create_task(_task("t1"), max_live_per_owner=5, now=NOW)
+    assert await store.tasks.create_task(_task("t1"), max_live_per_owner=5, max_stored_per_owner=100, now=NOW)
     found = await store.tasks.get_task("t1", "alice", NOW + 1)
     assert found is not None
     assert found.status == "working"
@@ -43,25 +43,25 @@ async def test_a_task_is_found_by_its_owner_only_and_not_after_it_expired(store:
 
 async def test_live_tasks_per_owner_are_capped_and_a_finished_one_frees_its_slot(store: Store) -> None:
     tasks = store.tasks
-    assert await tasks.create_task(_task("a1"), max_live_per_owner=2, now=NOW)
-    assert await tasks.create_task(_task("a2"), max_live_per_owner=2, now=NOW)
-    assert not await tasks.create_task(_task("a3"), max_live_per_owner=2, now=NOW)
-    assert await tasks.create_task(_task("b1", owner="bob"), max_live_per_owner=2, now=NOW)
+    assert await tasks.create_task(_task("a1"), max_live_per_owner=2, max_stored_per_owner=100, now=NOW)
+    assert await tasks.create_task(_task("a2"), max_live_per_owner=2, max_stored_per_owner=100, now=NOW)
+    assert not await tasks.create_task(_task("a3"), max_live_per_owner=2, max_stored_per_owner=100, now=NOW)
+    assert await tasks.create_task(_task("b1", owner="bob"), max_live_per_owner=2, max_stored_per_owner=100, now=NOW)
     assert await tasks.finish_task("a1", "completed", NOW, result={"content": []})
-    assert await tasks.create_task(_task("a3"), max_live_per_owner=2, now=NOW)
+    assert await tasks.create_task(_task("a3"), max_live_per_owner=2, max_stored_per_owner=100, now=NOW)
     assert await tasks.get_task("a3", "alice", NOW) is not None
 
 
 async def test_expired_tasks_are_deleted_by_the_next_creation(store: Store) -> None:
     tasks = store.tasks
-    assert await tasks.create_task(_task("old", ttl=1), max_live_per_owner=1, now=NOW)
-    assert await tasks.create_task(_task("new"), max_live_per_owner=1, now=NOW + 5)
+    assert await tasks.create_task(_task("old", ttl=1), max_live_per_owner=1, max_stored_per_owner=100, now=NOW)
+    assert await tasks.create_task(_task("new"), max_live_per_owner=1, max_stored_per_owner=100, now=NOW + 5)
     assert await tasks.load_task("old") is None
 
 
 async def test_answers_remove_only_the_questions_they_answer_and_the_last_resumes_the_task(store: Store) -> None:
     tasks = store.tasks
-    await tasks.create_task(_task("t1"), max_live_per_owner=5, now=NOW)
+    await tasks.create_task(_task("t1"), max_live_per_owner=5, max_stored_per_owner=100, now=NOW)
     assert await tasks.park_task("t1", {"a": ASK, "b": ASK}, NOW)
     assert await tasks.answer_task("t1", "alice", {"a": {"action": "accept"}, "zz": {}}, NOW) == "stored"
     parked = await tasks.get_task("t1", "alice", NOW)
@@ -80,7 +80,7 @@ async def test_answers_remove_only_the_questions_they_answer_and_the_last_resume
 
 async def test_a_terminal_status_never_changes_and_cancelling_it_is_acknowledged(store: Store) -> None:
     tasks = store.tasks
-    await tasks.create_task(_task("t1"), max_live_per_owner=5, now=NOW)
+    await tasks.create_task(_task("t1"), max_live_per_owner=5, max_stored_per_owner=100, now=NOW)
     assert await tasks.cancel_task("t1", "alice", NOW)
     assert not await tasks.finish_task("t1", "completed", NOW, result={"content": []})
     assert not await tasks.park_task("t1", {"a": ASK}, NOW)
@@ -93,7 +93,7 @@ async def test_a_terminal_status_never_changes_and_cancelling_it_is_acknowledged
 
 async def test_a_failed_task_keeps_its_error_and_message(store: Store) -> None:
     tasks = store.tasks
-    await tasks.create_task(_task("t1"), max_live_per_owner=5, now=NOW)
+    await tasks.create_task(_task("t1"), max_live_per_owner=5, max_stored_per_owner=100, now=NOW)
     error = {"code": -32603, "message": "Internal error"}
     assert await tasks.finish_task("t1", "failed", NOW + 2, error=error, message="boom")
     failed = await tasks.get_task("t1", "alice", NOW + 2)
@@ -110,9 +110,22 @@ async def test_replicas_racing_for_the_last_slot_of_an_owner_cannot_both_win(bac
     outcomes: list[bool] = []
 
     async def create(n: int) -> None:
-        outcomes.append(await replicas[n % 2].tasks.create_task(_task(f"r{n}"), max_live_per_owner=1, now=NOW))
+        outcomes.append(
+            await replicas[n % 2].tasks.create_task(
+                _task(f"r{n}"), max_live_per_owner=1, max_stored_per_owner=100, now=NOW
+            )
+        )
 
     async with anyio.create_task_group() as group:
         for n in range(6):
             group.start_soon(create, n)
     assert outcomes.count(True) == 1
+
+
+async def test_ended_tasks_count_against_the_owners_stored_cap_until_they_expire(store: Store) -> None:
+    """Finished tasks keep their results until they expire; the stored cap bounds how many."""
+    tasks = store.tasks
+    assert await tasks.create_task(_task("s1"), max_live_per_owner=5, max_stored_per_owner=2, now=NOW)
+    assert await tasks.finish_task("s1", "completed", NOW + 1, result={"content": []})
+    assert await tasks.create_task(_task("s2"), max_live_per_owner=5, max_stored_per_owner=2, now=NOW)
+    assert not await tasks.create_task(_task("s3"), max_live_per_owner=5, max_stored_per_owner=2, now=NOW)

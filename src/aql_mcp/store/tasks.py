@@ -46,9 +46,12 @@ Answered = Literal["unknown", "ignored", "stored"]
 
 
 class TaskStore(Protocol):
-    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
-        """Insert unless the owner already has `max_live_per_owner` live (working or input_required,
-        unexpired) tasks; counted and inserted atomically. Expired tasks are deleted first."""
+    async def create_task(
+        self, record: TaskRecord, *, max_live_per_owner: int, max_stored_per_owner: int, now: float
+    ) -> bool:
+        """Insert unless the owner already has `max_live_per_owner` live (working or input_required)
+        tasks or `max_stored_per_owner` tasks in all (ended ones are kept, with their results, until
+        they expire); counted and inserted atomically. Expired tasks are deleted first."""
         ...
 
     async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:

@@ -27,15 +27,17 @@ class PostgresTaskStore:
     def __init__(self, engine: PostgresEngine) -> None:
         self._engine = engine
 
-    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
+    async def create_task(
+        self, record: TaskRecord, *, max_live_per_owner: int, max_stored_per_owner: int, now: float
+    ) -> bool:
         async def admit(db: asyncpg.Connection) -> bool:
             await db.execute("DELETE FROM tasks WHERE expires_at < $1", now)
             await db.execute(OWNER_LOCK, record.owner)
-            live = await db.fetchval(
-                f"SELECT count(*) FROM tasks WHERE owner = $1 AND status IN {LIVE_SQL}",  # noqa: S608
+            counts = await db.fetchrow(
+                f"SELECT count(*) FILTER (WHERE status IN {LIVE_SQL}), count(*) FROM tasks WHERE owner = $1",  # noqa: S608
                 record.owner,
             )
-            if live >= max_live_per_owner:
+            if counts[0] >= max_live_per_owner or counts[1] >= max_stored_per_owner:
                 return False
             await db.execute(
                 f"INSERT INTO tasks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",  # noqa: S608

@@ -26,14 +26,16 @@ class SqliteTaskStore:
     def __init__(self, engine: SqliteEngine) -> None:
         self._engine = engine
 
-    async def create_task(self, record: TaskRecord, *, max_live_per_owner: int, now: float) -> bool:
+    async def create_task(
+        self, record: TaskRecord, *, max_live_per_owner: int, max_stored_per_owner: int, now: float
+    ) -> bool:
         def admit(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM tasks WHERE expires_at < ?", (now,))
-            live = db.execute(
-                f"SELECT count(*) FROM tasks WHERE owner = ? AND status IN {LIVE_SQL}",  # noqa: S608
+            live, stored = db.execute(
+                f"SELECT coalesce(sum(status IN {LIVE_SQL}), 0), count(*) FROM tasks WHERE owner = ?",  # noqa: S608
                 (record.owner,),
-            ).fetchone()[0]
-            if live >= max_live_per_owner:
+            ).fetchone()
+            if live >= max_live_per_owner or stored >= max_stored_per_owner:
                 return False
             db.execute(f"INSERT INTO tasks ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(record))  # noqa: S608
             return True
