@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp import __version__
+from aql_mcp.disconnect import DisconnectWatch
 from aql_mcp.exceptions import (
     AuthError,
     HeaderMismatch,
@@ -251,26 +251,11 @@ class ModernEndpoint:
             memo=earlier.memo,
         )
         outcome: dict[str, Any] | BaseException | None = None
-        async with anyio.create_task_group() as group:
-            reply.attach(group)
-            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
-            try:
-                with self._telemetry.method(request.method, ctx, meta):
-                    if request.method == "server/discover":
-                        outcome = self._discover()
-                    else:
-                        outcome = await self._dispatcher.call(request, ctx)
-            except InputRequired as asked:
-                outcome = asked
-            except Exception as exc:
-                outcome = exc
-            if isinstance(outcome, InputRequired):
-                try:
-                    state = await self._sealer.seal(inputs.next_state(outcome.requests, ctx.memo), binding)
-                    outcome = self._input_required(outcome, state)
-                except Exception as exc:
-                    outcome = exc
-            group.cancel_scope.cancel()
+        try:
+            with DisconnectWatch(receive):
+                outcome = await self._answer(request, ctx, meta, inputs, binding)
+        finally:
+            reply.stop_keepalive()
         if outcome is None:
             log.info("request_cancelled", reason="client disconnected")
             return
@@ -280,6 +265,24 @@ class ModernEndpoint:
         if outcome.get("resultType") != "input_required":
             outcome = self._complete(request, outcome)
         await reply.finish(encode_result(request.id, outcome), 200)
+
+    async def _answer(
+        self, request: Request, ctx: Context, meta: Any, inputs: InputRound, binding: Binding
+    ) -> dict[str, Any] | BaseException:
+        """The request's result, its `input_required` answer, or the exception to answer with."""
+        try:
+            with self._telemetry.method(request.method, ctx, meta):
+                if request.method == "server/discover":
+                    return self._discover()
+                return await self._dispatcher.call(request, ctx)
+        except InputRequired as asked:
+            try:
+                state = await self._sealer.seal(inputs.next_state(asked.requests, ctx.memo), binding)
+            except Exception as exc:
+                return exc
+            return self._input_required(asked, state)
+        except Exception as exc:
+            return exc
 
     async def _round(self, request: Request, binding: Binding) -> tuple[RoundState, InputRound]:
         """What earlier rounds of this request left (checked) and the answers this attempt brings."""
@@ -385,11 +388,3 @@ async def _send_wire(
         await reply.finish(body, status, headers)
         return
     await send_body(send, status, body, headers)
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    """Cancel the request when its client goes away (2026-07-28 cancellation: closing the HTTP
-    request is how a client cancels). The body has been read, so the next message is the disconnect."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()

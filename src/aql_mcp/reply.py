@@ -9,10 +9,9 @@ client never travel on it as requests: they end the attempt with `input_required
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-import anyio
-from anyio.abc import TaskGroup
 from starlette.types import Send
 
 from aql_mcp.events import format_event
@@ -30,32 +29,34 @@ class Reply:
     an idle connection: in this era a closed connection cancels the request.
     """
 
-    __slots__ = ("_group", "_keepalive", "_method", "_round", "_send", "streaming")
+    __slots__ = ("_keepalive", "_keeping", "_method", "_round", "_send", "streaming")
 
     def __init__(self, send: Send, *, method: str, inputs: InputRound, keepalive_seconds: float) -> None:
         self._send = send
         self._method = method
         self._round = inputs
         self._keepalive = keepalive_seconds
-        self._group: TaskGroup | None = None
+        self._keeping: asyncio.Task[None] | None = None
         self.streaming = False
 
-    def attach(self, group: TaskGroup) -> None:
-        """The request's task group, which runs the keep-alive once the answer streams."""
-        self._group = group
+    def stop_keepalive(self) -> None:
+        """End the keep-alive, before the last event is written (or when nothing more will be)."""
+        if self._keeping is not None:
+            self._keeping.cancel()
+            self._keeping = None
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if not self.streaming:
             self.streaming = True
             await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            if self._group is not None and self._keepalive > 0:
-                self._group.start_soon(self._keep_alive)
+            if self._keepalive > 0:
+                self._keeping = asyncio.get_running_loop().create_task(self._keep_alive())
         await self._write(format_event(None, encode_notification(method, params)), more=True)
 
     async def _keep_alive(self) -> None:
-        # Cancelled with the request's task group, before `finish` writes the last event.
+        # Cancelled by `stop_keepalive` before `finish` writes the last event.
         while True:
-            await anyio.sleep(self._keepalive)
+            await asyncio.sleep(self._keepalive)
             await self._write(KEEPALIVE, more=True)
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
