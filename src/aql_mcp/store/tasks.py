@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 LIVE: tuple[TaskStatus, ...] = ("working", "input_required")
 TERMINAL: tuple[TaskStatus, ...] = ("completed", "failed", "cancelled")
@@ -88,3 +90,47 @@ class TaskStore(Protocol):
         """`tasks/cancel`: a live task becomes `cancelled`, a terminal one stays as it is; False
         only when the owner has no such task."""
         ...
+
+
+def json_or_none(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
+def task_row(record: TaskRecord) -> tuple[Any, ...]:
+    """A task as the engines store it, in the column order both use (JSON as bytes)."""
+    return (
+        record.id,
+        record.owner,
+        record.tool,
+        record.status,
+        record.created_at,
+        record.updated_at,
+        record.expires_at,
+        record.ttl_ms,
+        record.poll_ms,
+        record.status_message,
+        orjson.dumps(record.input_requests),
+        orjson.dumps(record.answers),
+        json_or_none(record.result),
+        json_or_none(record.error),
+    )
+
+
+def task_record(row: Any) -> TaskRecord:
+    """A stored row (that column order) back as a task."""
+    return TaskRecord(
+        id=row[0],
+        owner=row[1],
+        tool=row[2],
+        status=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        expires_at=row[6],
+        ttl_ms=row[7],
+        poll_ms=row[8],
+        status_message=row[9],
+        input_requests=orjson.loads(row[10]),
+        answers=orjson.loads(row[11]),
+        result=orjson.loads(row[12]) if row[12] is not None else None,
+        error=orjson.loads(row[13]) if row[13] is not None else None,
+    )

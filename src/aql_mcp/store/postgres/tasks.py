@@ -8,7 +8,7 @@ import asyncpg
 import orjson
 
 from aql_mcp.store.postgres.engine import PostgresEngine
-from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus
+from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus, json_or_none, task_record, task_row
 
 COLUMNS = (
     "id, owner, tool, status, created_at, updated_at, expires_at, ttl_ms, poll_ms, status_message, "
@@ -41,7 +41,7 @@ class PostgresTaskStore:
                 return False
             await db.execute(
                 f"INSERT INTO tasks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",  # noqa: S608
-                *_row(record),
+                *task_row(record),
             )
             return True
 
@@ -51,11 +51,11 @@ class PostgresTaskStore:
         row = await self._engine.fetchrow(
             f"{SELECT} WHERE id = $1 AND owner = $2 AND expires_at >= $3", task_id, owner, now
         )
-        return _record(row) if row else None
+        return task_record(row) if row else None
 
     async def load_task(self, task_id: str) -> TaskRecord | None:
         row = await self._engine.fetchrow(f"{SELECT} WHERE id = $1", task_id)
-        return _record(row) if row else None
+        return task_record(row) if row else None
 
     async def park_task(self, task_id: str, requests: dict[str, Any], now: float) -> bool:
         status = await self._engine.execute(
@@ -114,8 +114,8 @@ class PostgresTaskStore:
             f"updated_at = $7 WHERE id = $1 AND status IN {LIVE_SQL}",
             task_id,
             status,
-            _json(result),
-            _json(error),
+            json_or_none(result),
+            json_or_none(error),
             message,
             NONE_PENDING,
             now,
@@ -142,45 +142,3 @@ class PostgresTaskStore:
             return True
 
         return await self._engine.run(cancel)
-
-
-def _json(value: dict[str, Any] | None) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
-
-
-def _row(record: TaskRecord) -> tuple[Any, ...]:
-    return (
-        record.id,
-        record.owner,
-        record.tool,
-        record.status,
-        record.created_at,
-        record.updated_at,
-        record.expires_at,
-        record.ttl_ms,
-        record.poll_ms,
-        record.status_message,
-        orjson.dumps(record.input_requests),
-        orjson.dumps(record.answers),
-        _json(record.result),
-        _json(record.error),
-    )
-
-
-def _record(row: Any) -> TaskRecord:
-    return TaskRecord(
-        id=row[0],
-        owner=row[1],
-        tool=row[2],
-        status=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        expires_at=row[6],
-        ttl_ms=row[7],
-        poll_ms=row[8],
-        status_message=row[9],
-        input_requests=orjson.loads(row[10]),
-        answers=orjson.loads(row[11]),
-        result=orjson.loads(row[12]) if row[12] is not None else None,
-        error=orjson.loads(row[13]) if row[13] is not None else None,
-    )

@@ -8,13 +8,14 @@ from typing import Any
 import orjson
 
 from aql_mcp.store.sqlite.engine import SqliteEngine
-from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus
+from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus, json_or_none, task_record, task_row
 
 COLUMNS = (
     "id, owner, tool, status, created_at, updated_at, expires_at, ttl_ms, poll_ms, status_message, "
     "input_requests, answers, result, error"
 )
 SELECT = f"SELECT {COLUMNS} FROM tasks"  # noqa: S608 - constant columns
+INSERT = f"INSERT INTO tasks ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608 - constant columns
 LIVE_SQL = "('working', 'input_required')"
 # A task that ended asks nothing any more.
 NONE_PENDING = b"{}"
@@ -37,7 +38,7 @@ class SqliteTaskStore:
             ).fetchone()
             if live >= max_live_per_owner or stored >= max_stored_per_owner:
                 return False
-            db.execute(f"INSERT INTO tasks ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(record))  # noqa: S608
+            db.execute(INSERT, task_row(record))
             return True
 
         return await self._engine.write(admit)
@@ -48,11 +49,11 @@ class SqliteTaskStore:
                 f"{SELECT} WHERE id = ? AND owner = ? AND expires_at >= ?", (task_id, owner, now)
             ).fetchone()
         )
-        return _record(row) if row else None
+        return task_record(row) if row else None
 
     async def load_task(self, task_id: str) -> TaskRecord | None:
         row = await self._engine.read(lambda db: db.execute(f"{SELECT} WHERE id = ?", (task_id,)).fetchone())
-        return _record(row) if row else None
+        return task_record(row) if row else None
 
     async def park_task(self, task_id: str, requests: dict[str, Any], now: float) -> bool:
         changed = await self._engine.write(
@@ -102,7 +103,7 @@ class SqliteTaskStore:
         error: dict[str, Any] | None = None,
         message: str | None = None,
     ) -> bool:
-        values = (status, _json(result), _json(error), message, NONE_PENDING, now, task_id)
+        values = (status, json_or_none(result), json_or_none(error), message, NONE_PENDING, now, task_id)
         changed = await self._engine.write(
             lambda db: (
                 db.execute(
@@ -129,45 +130,3 @@ class SqliteTaskStore:
             return True
 
         return await self._engine.write(cancel)
-
-
-def _json(value: dict[str, Any] | None) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
-
-
-def _row(record: TaskRecord) -> tuple[Any, ...]:
-    return (
-        record.id,
-        record.owner,
-        record.tool,
-        record.status,
-        record.created_at,
-        record.updated_at,
-        record.expires_at,
-        record.ttl_ms,
-        record.poll_ms,
-        record.status_message,
-        orjson.dumps(record.input_requests),
-        orjson.dumps(record.answers),
-        _json(record.result),
-        _json(record.error),
-    )
-
-
-def _record(row: Any) -> TaskRecord:
-    return TaskRecord(
-        id=row[0],
-        owner=row[1],
-        tool=row[2],
-        status=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        expires_at=row[6],
-        ttl_ms=row[7],
-        poll_ms=row[8],
-        status_message=row[9],
-        input_requests=orjson.loads(row[10]),
-        answers=orjson.loads(row[11]),
-        result=orjson.loads(row[12]) if row[12] is not None else None,
-        error=orjson.loads(row[13]) if row[13] is not None else None,
-    )
