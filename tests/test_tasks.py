@@ -23,7 +23,8 @@ from aql_mcp.rounds import InputRound
 from aql_mcp.sessions import SessionManager
 from aql_mcp.store.base import Store
 from aql_mcp.store.tasks import TaskRecord
-from aql_mcp.tasks import EXTENSION, TaskMethods, TaskRunner
+from aql_mcp.task_methods import TaskMethods
+from aql_mcp.tasks import EXTENSION, TaskRunner
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio

@@ -57,7 +57,8 @@ from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
-from aql_mcp.tasks import TaskMethods, TaskRunner
+from aql_mcp.task_methods import TaskMethods
+from aql_mcp.tasks import TaskRunner
 from aql_mcp.telemetry import Telemetry
 from aql_mcp.tracing import Tracing
 from aql_mcp.transport import StreamableHTTPEndpoint

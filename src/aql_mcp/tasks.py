@@ -5,8 +5,8 @@ in its `_meta` capabilities does not make the client wait: the call is answered 
 `CreateTaskResult` (`resultType: "task"`), and the handler runs on in the background of the replica
 that took the call. The client polls `tasks/get`, answers questions with `tasks/update` and may
 stop the work with `tasks/cancel`, on any replica: the task's row in the store is the truth
-(store/tasks.py), so those methods only read and write it, and the replica running the task reads
-it back to learn what they did (the `_watch` loop, woken at once when the method landed on the
+(store/tasks.py), so those methods (task_methods.py) only read and write it, and the replica
+running the task reads it back to learn what they did (the `_watch` loop, woken at once when the method landed on the
 same replica).
 
 A handler asks the client exactly as it does in a plain call (`ctx.elicit`, `ctx.ask`): in a task
@@ -32,24 +32,20 @@ import structlog
 
 from aql_mcp.exceptions import (
     InternalError,
-    InvalidParams,
     MissingClientCapability,
     MissingClientExtension,
     ShuttingDown,
     StoreError,
     TaskLimitReached,
     ToolTimeout,
-    WireError,
 )
 from aql_mcp.protocol.context import Context, ResourceHub
 from aql_mcp.protocol.results import limit_result
 from aql_mcp.protocol.tools import run_tool
 from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
 from aql_mcp.registry import RegisteredTool
-from aql_mcp.request_state import RoundState, digest
+from aql_mcp.request_state import digest
 from aql_mcp.responses import error_object
-from aql_mcp.rounds import FIELD as RESPONSES_FIELD
-from aql_mcp.rounds import InputRound
 from aql_mcp.statuses import wire_code
 from aql_mcp.store.tasks import TERMINAL, TaskRecord, TaskStatus, TaskStore
 from aql_mcp.telemetry import INTERNAL
@@ -106,18 +102,6 @@ def task_fields(record: TaskRecord) -> dict[str, Any]:
     }
     if record.status_message:
         out["statusMessage"] = record.status_message
-    return out
-
-
-def detailed(record: TaskRecord) -> dict[str, Any]:
-    """`tasks/get`'s DetailedTask: the questions while it waits, the result or error once it ended."""
-    out = task_fields(record)
-    if record.status == "input_required":
-        out["inputRequests"] = record.input_requests
-    elif record.status == "completed" and record.result is not None:
-        out["result"] = record.result
-    elif record.status == "failed" and record.error is not None:
-        out["error"] = record.error
     return out
 
 
@@ -375,62 +359,3 @@ class TaskRunner:
 
 def _modern(ctx: Context) -> bool:
     return ctx.peer is not None and ctx.peer.protocol_version in MODERN_VERSIONS
-
-
-class TaskMethods:
-    """`tasks/get`, `tasks/update` and `tasks/cancel`, served in the modern era only. Each needs the
-    extension declared in the request (-32021 otherwise) and a task of the caller's (-32602)."""
-
-    def __init__(self, store: TaskStore, runner: TaskRunner, clock: Callable[[], float] = time.time) -> None:
-        self._store = store
-        self._runner = runner
-        self._clock = clock
-
-    def table(self) -> dict[str, Any]:
-        return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
-
-    async def get(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return detailed(await self._task(params, ctx))
-
-    async def update(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        task_id = _task_id(params, ctx)
-        record = await self._found(task_id, ctx)
-        # The same rules as an MRTR retry's answers (rounds.py): a map of result objects, and an
-        # answer to a pending question has the shape of what that question asks for.
-        pending = {key: ["", str(q.get("method"))] for key, q in record.input_requests.items() if isinstance(q, dict)}
-        InputRound.parse(params, RoundState(asked=pending))
-        responses: dict[str, Any] = params.get(RESPONSES_FIELD, {})
-        if await self._store.answer_task(task_id, owner_of(ctx), responses, self._clock()) == "unknown":
-            raise _unknown()
-        self._runner.wake(task_id)
-        return {}
-
-    async def cancel(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        task_id = _task_id(params, ctx)
-        if not await self._store.cancel_task(task_id, owner_of(ctx), self._clock()):
-            raise _unknown()
-        self._runner.wake(task_id)
-        return {}
-
-    async def _task(self, params: dict[str, Any], ctx: Context) -> TaskRecord:
-        return await self._found(_task_id(params, ctx), ctx)
-
-    async def _found(self, task_id: str, ctx: Context) -> TaskRecord:
-        record = await self._store.get_task(task_id, owner_of(ctx), self._clock())
-        if record is None:
-            raise _unknown()
-        return record
-
-
-def _task_id(params: dict[str, Any], ctx: Context) -> str:
-    if not declares_tasks(ctx):
-        raise MissingClientExtension(EXTENSION)
-    task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidParams(data={"field": "taskId", "reason": "required"})
-    return task_id
-
-
-def _unknown() -> WireError:
-    # Another caller's task is not found either: ids are not a way to learn what others run.
-    return InvalidParams("Invalid params: no such task", data={"field": "taskId", "reason": "unknown"})
