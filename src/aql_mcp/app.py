@@ -165,7 +165,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         server_name=settings.server.name,
         instructions=instructions(settings, registry),
         telemetry=telemetry,
-        sealer=request_state_sealer(settings, store),
+        sealer=RequestStateSealer.for_settings(settings, store),
         keepalive_seconds=settings.streams.keepalive_seconds,
         anonymous_methods=anonymous_methods,
         handshake_limits=handshake_limits,
@@ -395,17 +395,3 @@ async def _keepalive(services: Services) -> None:
     while True:
         await anyio.sleep(idle / 2)
         await services.endpoint.keepalive(idle)
-
-
-def request_state_sealer(settings: Settings, store: Store) -> RequestStateSealer:
-    """The sealer of modern `requestState`s, with the key every replica shares (docs/eras.md); a
-    state must fit in half a request body, leaving room for the answers that travel beside it."""
-    mcp = settings.mcp
-    key, previous = mcp.request_state_key, mcp.request_state_previous_key
-    return RequestStateSealer(
-        key.get_secret_value().encode() if key else None,
-        grants=store.confirmations,
-        previous=previous.get_secret_value().encode() if previous else None,
-        ttl_seconds=mcp.request_state_ttl_seconds,
-        max_bytes=settings.http.max_body_bytes // 2,
-    )

@@ -15,7 +15,7 @@ import anyio
 from starlette.types import Send
 
 from aql_mcp.events import EventStream, new_stream_id
-from aql_mcp.exceptions import CapabilityNotDeclared, ShuttingDown, ToolError
+from aql_mcp.exceptions import CapabilityNotDeclared, InvalidRequest, ShuttingDown, ToolError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result
 from aql_mcp.responses import send_body
 from aql_mcp.sessions import PendingRequest, Session
@@ -166,3 +166,19 @@ class PostExchange:
             self.session.streams.pop(self.stream.id, None)
         if self.connection is not None:
             self._connections.discard(self.connection)
+
+
+class NoOutbound:
+    """The `Outbound` of a notification: nothing may be sent in answer to it."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        raise InvalidRequest()
+
+    async def close_connection(self) -> None:
+        return None
+
+    def missing_capability(self, capability: str) -> Exception:
+        return InvalidRequest()

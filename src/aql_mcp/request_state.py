@@ -36,6 +36,8 @@ from typing import Any
 import orjson
 
 from aql_mcp.exceptions import InternalError, InvalidParams
+from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
 from aql_mcp.store.confirmations import ConfirmationStore, Grant
 
 VERSION = 2
@@ -98,6 +100,20 @@ class RequestStateSealer:
         self._ttl = ttl_seconds
         self._max_bytes = max_bytes
         self._clock = clock
+
+    @classmethod
+    def for_settings(cls, settings: Settings, store: Store) -> RequestStateSealer:
+        """The service's sealer: the key every replica shares (docs/eras.md); a state must fit in half
+        a request body, leaving room for the answers that travel beside it."""
+        mcp = settings.mcp
+        key, previous = mcp.request_state_key, mcp.request_state_previous_key
+        return cls(
+            key.get_secret_value().encode() if key else None,
+            grants=store.confirmations,
+            previous=previous.get_secret_value().encode() if previous else None,
+            ttl_seconds=mcp.request_state_ttl_seconds,
+            max_bytes=settings.http.max_body_bytes // 2,
+        )
 
     async def seal(self, state: RoundState, binding: Binding) -> str:
         nonce = secrets.token_urlsafe(16)

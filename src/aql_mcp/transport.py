@@ -29,7 +29,7 @@ from aql_mcp.exceptions import (
     StreamGone,
     WireError,
 )
-from aql_mcp.exchange import Connection, PostExchange
+from aql_mcp.exchange import Connection, NoOutbound, PostExchange
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import (
     Message,
@@ -173,7 +173,7 @@ class StreamableHTTPEndpoint:
         elif message.method == "notifications/cancelled":
             await _cancel(session, message)
         else:
-            await self._dispatcher.notify(message, self._context(scope, None, session, _NoOutbound()))
+            await self._dispatcher.notify(message, self._context(scope, None, session, NoOutbound()))
         await send_empty(send, 202)
 
     async def _initialize(self, scope: Scope, send: Send, message: Request, principal: Principal | None) -> None:
@@ -340,22 +340,6 @@ class StreamableHTTPEndpoint:
         await self._sessions.delete(session)
         log.info("session_deleted", session_id=session_id[:8])
         await send_empty(send, 204)
-
-
-class _NoOutbound:
-    """Notifications get no stream: nothing may be sent in answer to them."""
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        raise InvalidRequest()
-
-    async def close_connection(self) -> None:
-        return None
-
-    def missing_capability(self, capability: str) -> Exception:
-        return InvalidRequest()
 
 
 class RunningRequest:
