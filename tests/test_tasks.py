@@ -272,7 +272,7 @@ async def test_a_tool_error_completes_and_a_crash_fails_without_internals(store:
 
 async def test_a_task_still_running_at_the_end_of_its_time_fails_with_a_timeout(store: Store) -> None:
     async def slow(arguments: dict[str, Any], ctx: Context) -> str:
-        await anyio.sleep(30)
+        await anyio.sleep_forever()
         return "late"
 
     runner = runner_for(store, ttl=1)
