@@ -19,6 +19,7 @@ from aql_mcp.param_headers import decode_header_value
 from aql_mcp.settings import Settings
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
 from tests.support.modern import MODERN, modern_body, modern_headers
+from tests.support.modern import modern_error as error_of
 
 pytestmark = pytest.mark.anyio
 
@@ -60,16 +61,6 @@ async def call(
     body = modern_body(method, params, META if meta is None else meta, message_id)
     sent = headers if headers is not None else modern_headers(token, method, name)
     return await client.post("/mcp", json=body, headers=sent)
-
-
-def error_of(response: httpx.Response, status: int, code: int, message_id: int | str = 41) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["id"] == message_id
-    assert body["error"]["code"] == code
-    assert "traceback" not in response.text.lower()
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 async def test_server_discover_names_the_versions_capabilities_and_server(

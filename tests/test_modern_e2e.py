@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.asgi import CONFORMANCE, MCP_HEADERS, initialize_params, rpc
-from tests.support.modern import MODERN, modern_body, modern_headers
+from tests.support.modern import MODERN, modern_body, modern_error, modern_headers
 from tests.support.replicas import SLOW
 from tests.support.server import ServerProcess, start_server
 from tests.support.wait import until
@@ -60,13 +60,7 @@ def post(
 
 
 def assert_error(response: httpx.Response, status: int, code: int, message_id: int | str = 9) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["id"] == message_id
-    assert body["error"]["code"] == code
-    assert "traceback" not in response.text.lower()
-    error: dict[str, Any] = body["error"]
-    return error
+    return modern_error(response, status, code, message_id)
 
 
 def test_server_discover_answers_without_a_session(modern_server: ServerProcess) -> None:

@@ -20,8 +20,8 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.settings import Settings
 from tests.support.asgi import CONFORMANCE, asgi_client, dev_settings
 from tests.support.modern import MODERN, modern_body, modern_headers
+from tests.support.modern import modern_error as error_of
 from tests.support.replicas import SLOW
-from tests.test_modern import error_of
 
 pytestmark = pytest.mark.anyio
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from tests.support.asgi import MCP_HEADERS, rpc
 
 MODERN = "2026-07-28"
@@ -20,3 +22,15 @@ def modern_headers(token: str, method: str, name: str | None = None, version: st
 
 def modern_body(method: str, params: dict[str, Any] | None, meta: dict[str, Any], message_id: int | str) -> Any:
     return rpc(method, {**(params or {}), "_meta": meta}, message_id)
+
+
+def modern_error(response: httpx.Response, status: int, code: int, message_id: int | str = 41) -> dict[str, Any]:
+    """The JSON-RPC error of a refused modern request: its status, its code, the request's own id
+    echoed, and no trace of internals."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["id"] == message_id
+    assert body["error"]["code"] == code
+    assert "traceback" not in response.text.lower()
+    error: dict[str, Any] = body["error"]
+    return error
