@@ -132,3 +132,63 @@ async def test_a_malformed_url_is_a_configuration_error_that_does_not_repeat_it(
     assert "AQL_MCP_STORE__URL" in str(refused.value)
     assert "hunter2" not in str(refused.value)
     assert refused.value.__cause__ is None
+
+
+async def test_closing_sends_the_last_wake_ups_and_leaves_no_task_behind(postgres: Backend) -> None:
+    """A replica shutting down still sends what it published just before, and its loops end at their
+    next wait instead of being cancelled mid-query (a cancelled asyncpg query leaks the error of its
+    cancel request when the server is going away: MagicStack/asyncpg#1310)."""
+    woken = asyncio.Event()
+
+    async def collect(signal: Signal) -> None:
+        if signal.kind == "events" and signal.target == "stream-1":
+            woken.set()
+
+    def running_for(bus: object) -> list[asyncio.Task[object]]:
+        frames = [(task, task.get_coro().cr_frame) for task in asyncio.all_tasks()]  # type: ignore[union-attr]
+        return [task for task, frame in frames if frame is not None and frame.f_locals.get("self") is bus]
+
+    listener = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    listener.bus.listen(collect)
+    sender = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    await listener.open()
+    await sender.open()
+    try:
+        with anyio.fail_after(10):
+            await listener.bus.connected.wait()
+            await sender.bus.connected.wait()
+            await sender.bus.publish(Signal("events", "session-1", "stream-1"))
+            assert running_for(sender.bus)
+            await sender.close()
+            assert running_for(sender.bus) == []
+            await woken.wait()
+    finally:
+        await listener.close()
+
+
+async def test_closing_lets_the_signal_being_handled_finish(postgres: Backend) -> None:
+    entered, release, finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def slow(signal: Signal) -> None:
+        if signal.kind == "cancel":
+            entered.set()
+            await release.wait()
+            finished.set()
+
+    listener = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    listener.bus.listen(slow)
+    sender = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    await listener.open()
+    await sender.open()
+    try:
+        with anyio.fail_after(10):
+            await listener.bus.connected.wait()
+            await sender.bus.publish(Signal("cancel", "session-1", "1"))
+            await entered.wait()
+            closing = asyncio.create_task(listener.close())
+            await asyncio.sleep(0)  # one turn: close() has begun before the handler is let go
+            release.set()
+            await closing
+        assert finished.is_set()
+    finally:
+        await sender.close()

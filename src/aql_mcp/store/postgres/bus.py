@@ -36,6 +36,9 @@ LIVE_SECONDS = 15.0
 # (database clock) on every wake-up and after every reconnect.
 SIGNAL_RETENTION_SECONDS = 300.0
 RECENT_SECONDS = 60.0
+# How long close() lets the loops finish what they are doing before it cancels them.
+STOP_SECONDS = 5.0
+STOP = "stop"
 RECENT_SIGNALS = (
     "SELECT {columns} FROM signals "  # noqa: S608 - the columns are constants of this module
     f"WHERE created_at > extract(epoch FROM clock_timestamp()) - {RECENT_SECONDS} ORDER BY id"
@@ -57,6 +60,8 @@ class PostgresBus:
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.connected = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._lost = asyncio.Event()
 
     def listen(self, handler: SignalHandler) -> None:
         self._handler = handler
@@ -68,12 +73,19 @@ class PostgresBus:
         self._tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._deliver())]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        """Stop each loop at its next wait rather than cancelling it: asyncpg answers a query
+        cancelled mid-flight by opening another connection to cancel it on the server, and when that
+        one fails its error escapes from a task nobody awaits (MagicStack/asyncpg#1310). What is
+        still running after `STOP_SECONDS` (a connect to a database that went away) is cancelled."""
+        self._stopping.set()
+        self._lost.set()
+        self._inbox.put_nowait(STOP)
+        while self._tasks:
+            running, self._tasks = self._tasks, []
+            _, late = await asyncio.wait(running, timeout=STOP_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         with contextlib.suppress(StoreError):
             await self._engine.execute("DELETE FROM replicas WHERE id = $1", self.replica)
 
@@ -112,9 +124,10 @@ class PostgresBus:
 
     def _wake(self, line: str) -> None:
         self._pending.add(line)
-        if not self._flushing:
+        if not self._flushing and not self._stopping.is_set():
+            # The task first runs on the next turn of the loop: what is published until then goes in one batch.
             self._flushing = True
-            asyncio.get_running_loop().call_soon(lambda: self._tasks.append(asyncio.create_task(self._flush())))
+            self._tasks.append(asyncio.create_task(self._flush()))
 
     async def _flush(self) -> None:
         lines, self._pending, self._flushing = sorted(self._pending), set(), False
@@ -132,7 +145,7 @@ class PostgresBus:
 
     async def _listen(self) -> None:
         attempt = 0
-        while True:
+        while not self._stopping.is_set():
             connection: asyncpg.Connection | None = None
             try:
                 connection = await self._engine.connect(self._engine.options.listen_url or None)
@@ -143,7 +156,8 @@ class PostgresBus:
                 delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
                 attempt += 1
                 log.warning("bus_listener_lost", error=type(exc).__name__, retry_in=delay)
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
             finally:
                 if connection is not None:
                     with contextlib.suppress(Exception):
@@ -151,16 +165,18 @@ class PostgresBus:
 
     async def _hold(self, connection: asyncpg.Connection) -> None:
         """Listen on `connection` until it is lost; the first thing is a resync."""
-        lost = asyncio.Event()
+        lost = self._lost = asyncio.Event()
         connection.add_termination_listener(lambda _connection: lost.set())
         await connection.add_listener(CHANNEL, self._on_notify)
         self.connected.set()
         self._inbox.put_nowait("r")
-        while True:
-            # The server closing the connection ends the wait at once; the ping finds a connection
-            # that died silently (a network partition).
+        while not self._stopping.is_set():
+            # The server closing the connection, or close(), ends the wait at once; the ping finds a
+            # connection that died silently (a network partition).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(lost.wait(), PING_SECONDS)
+            if self._stopping.is_set():
+                return
             if lost.is_set():
                 raise ConnectionResetError("the listener's connection was closed")
             await connection.fetchval("SELECT 1", timeout=PING_SECONDS)
@@ -173,6 +189,8 @@ class PostgresBus:
         """One consumer, so signals reach the service in the order they arrived."""
         while True:
             line = await self._inbox.get()
+            if line == STOP:
+                return
             try:
                 await self._handle(line)
             except Exception:
