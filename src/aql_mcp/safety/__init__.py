@@ -1,0 +1,1 @@
+"""The MCP-AQL execution safety loop: evaluation, out-of-band verification and the operator desk."""
