@@ -192,6 +192,7 @@ class AuthSettings(_Section):
     introspection_rate_per_second: float = Field(default=20.0, gt=0, le=10_000)
     introspection_rate_burst: int = Field(default=40, ge=1, le=100_000)
     allow_insecure_http: bool = False
+    operator_scope: str = Field(default="aql:operator", pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")
 
     @field_validator("jwks_url", "introspection_url")
     @classmethod
