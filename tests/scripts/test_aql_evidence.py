@@ -1,0 +1,82 @@
+"""scripts/aql_evidence.py: the MCP-AQL conformance evidence of a live server holds what the MCP-AQL
+conformance runner checks at Level 1 and 2 (docs/mcp-aql-conformance.md). The runner itself is not
+part of this repository; these tests check the same properties of the same bundle, so a server change
+that would fail it fails here first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripts.aql_evidence import Client, Collector
+
+from tests.support.server import start_server
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    state: Path = tmp_path_factory.mktemp("evidence")
+    with start_server(state, env={"AQL_MCP_AQL__MODE": "all"}, plugins=()) as server:
+        yield Collector(Client(server.url, server.token())).bundle()
+
+
+def path(value: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        value = len(value) if part == "length" and isinstance(value, list) else value[part]
+    return value
+
+
+def test_every_operation_accepts_exactly_the_parameters_introspection_documents(bundle: dict[str, Any]) -> None:
+    """MCP-AQL §7 introspection fidelity: what the router accepts is what introspection says."""
+    details = bundle["introspection"]["operation_details"]
+    assert {d["name"] for d in details} >= {"introspect", "create_record", "list_records"}
+    for detail in details:
+        documented = [p["name"] for p in detail["parameters"]]
+        assert bundle["accepted_parameters"][detail["name"]] == documented, detail["name"]
+
+
+def test_each_missing_required_parameter_fails_and_names_it(bundle: dict[str, Any]) -> None:
+    cases = bundle["parameter_tests"]["missing_required"]
+    required = {(d["name"], p["name"]) for d in bundle["introspection"]["operation_details"] for p in d["parameters"]}
+    required = {pair for pair in required if _required(bundle, *pair)}
+    assert {(c["operation"], c["parameter"]) for c in cases} == required
+    for case in cases:
+        assert case["response"]["success"] is False
+        assert case["response"]["error"]["code"] == "VALIDATION_MISSING_PARAM", case
+        assert case["parameter"] in case["response"]["error"]["message"]
+
+
+def test_an_unknown_parameter_fails_naming_it_without_internals(bundle: dict[str, Any]) -> None:
+    for case in bundle["parameter_tests"]["unknown_parameter"]:
+        error = case["response"]["error"]
+        assert error["code"] == "VALIDATION_UNKNOWN_PARAM"
+        assert case["parameter"] in error["message"]
+        assert "Traceback" not in error["message"]
+        assert "/src/" not in error["message"]
+
+
+def test_round_trips_keep_what_was_written_and_the_page_default_is_observable(bundle: dict[str, Any]) -> None:
+    for case in bundle["round_trip_tests"]:
+        for dotted, expected in case["expected_fields"].items():
+            assert path(case["read_response"], dotted) == expected
+    for case in bundle["update_preservation_tests"]:
+        for dotted, expected in case["preserved_fields"].items():
+            assert path(case["read_response"], dotted) == expected
+    for case in bundle["parameter_tests"]["optional_defaults"]:
+        assert path(case["response"], case["expected_value_path"]) == case["expected_value"]
+    assert all(case["response"]["success"] is False for case in bundle["constraint_tests"])
+
+
+def test_level_two_features_are_advertised_with_evidence(bundle: dict[str, Any]) -> None:
+    assert bundle["endpoint_modes"] == ["crude", "single"]
+    assert bundle["capabilities"] == {"field_selection": True, "batch_operations": True}
+    batch = bundle["batch_example"]
+    assert batch["success"] is True
+    assert [item["result"]["success"] for item in batch["results"]] == [True]
+
+
+def _required(bundle: dict[str, Any], operation: str, parameter: str) -> bool:
+    detail = next(d for d in bundle["introspection"]["operation_details"] if d["name"] == operation)
+    return bool(next(p for p in detail["parameters"] if p["name"] == parameter).get("required"))
