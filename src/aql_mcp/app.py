@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -46,6 +46,7 @@ from aql_mcp.modern import ModernEndpoint
 from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
+from aql_mcp.plugins.base import BackgroundPlugin
 from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
@@ -108,7 +109,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     registry = Registry()
     store = open_store(settings)
     share = ReplicaShare()
-    load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
+    plugins = load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
+    background = [plugin for plugin in plugins if isinstance(plugin, BackgroundPlugin)]
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -256,7 +258,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             ),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],
-        lifespan=lifespan(services, store),
+        lifespan=lifespan(services, store, background),
     )
     app.state.services = services
     return app
@@ -309,7 +311,9 @@ def jwks(issuer: DevIssuer) -> Endpoint:
     return handler
 
 
-def lifespan(services: Services, store: Store) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def lifespan(
+    services: Services, store: Store, background: Sequence[BackgroundPlugin] = ()
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         store.bus.listen(services.notifier.on_signal)
@@ -320,6 +324,8 @@ def lifespan(services: Services, store: Store) -> Callable[[Starlette], Abstract
         jwks = services.authentication.jwks
         if jwks is not None:
             await jwks.refresh()  # not ready until it succeeds; the refresher keeps trying
+        for plugin in background:
+            await plugin.start()
         async with anyio.create_task_group() as group:
             if jwks is not None:
                 group.start_soon(_refresh_keys, jwks)
@@ -332,6 +338,9 @@ def lifespan(services: Services, store: Store) -> Callable[[Starlette], Abstract
                 yield
             finally:
                 group.cancel_scope.cancel()
+        # Background work first: what it stops is failed with a reason before the calls following it end.
+        for plugin in background:
+            await plugin.stop()
         await services.sessions.close_all()
         await services.tasks.close()
         await services.authentication.client.aclose()

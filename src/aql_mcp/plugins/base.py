@@ -30,3 +30,12 @@ class OperationsPlugin(Protocol):
     trust: TrustLevel
 
     def register_operations(self, operations: PluginOperations) -> None: ...
+
+
+@runtime_checkable
+class BackgroundPlugin(Protocol):
+    """Runs work of its own while the service runs: `start` once the store is open, `stop` before
+    it closes (the service's lifespan calls both)."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
