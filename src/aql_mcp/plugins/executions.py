@@ -186,7 +186,8 @@ class Executions:
                 if latest is None:
                     raise _not_found(record.id)
                 progress = latest.progress
-                await ctx.progress(progress.current, progress.total, progress.message)
+                # The message names the execution: a following client learns its id from the first one.
+                await ctx.progress(progress.current, progress.total, f"{latest.id} {latest.status}")
                 left = deadline - time.monotonic()
                 if latest.status in TERMINAL or left <= 0:
                     return execution_wire(latest)
