@@ -47,7 +47,7 @@ from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.base import BackgroundPlugin
-from aql_mcp.plugins.loader import load_plugins
+from aql_mcp.plugins.loader import legacy_dispatcher, load_plugins
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
@@ -133,13 +133,14 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         max_result_bytes=settings.limits.max_result_bytes,
     )
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
+    legacy, task_capability = legacy_dispatcher(dispatcher, plugins)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )
     anonymous_methods = ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset()
     endpoint = StreamableHTTPEndpoint(
         sessions=sessions,
-        dispatcher=dispatcher,
+        dispatcher=legacy,
         telemetry=telemetry,
         hub=notifier,
         server_name=settings.server.name,
@@ -150,6 +151,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         # A request runs at most the tool timeout; a follower waits that long and a little more.
         follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
         handshake_limits=handshake_limits,
+        task_capability=task_capability,
     )
     # The same dispatcher, handlers and plugins serve the modern era (docs/eras.md).
     listen = ListenEndpoint(

@@ -24,8 +24,10 @@ from typing import Any
 from aql_mcp.content import Content, text_contents
 from aql_mcp.exceptions import ResourceNotFound
 from aql_mcp.executions.rows import FORMATS
+from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks
 from aql_mcp.executions.wire import TERMINAL, execution_wire
 from aql_mcp.executions.worker import ExecutionWorker
+from aql_mcp.operations.endpoints import family_of
 from aql_mcp.operations.models import Call, Operation, TrustLevel
 from aql_mcp.operations.results import (
     NOT_FOUND_RESOURCE,
@@ -112,6 +114,13 @@ class Executions:
 
     async def retry_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
         tenant = self.records.tenant(call)
+        current = await self._own(params.execution_id, call)
+        if current.params.get("task"):
+            raise OperationError(
+                CONFLICT_INVALID_STATE,
+                "An execution started as an MCP task is not retried (a task that failed stays failed)",
+                {"resource_id": current.id, "status": current.status, "reason": "task"},
+            )
         if not await self.store.retry(params.execution_id, tenant, time.time()):
             record = await self._own(params.execution_id, call)
             raise OperationError(
@@ -155,6 +164,9 @@ class Executions:
             params=details,
             progress=Progress(0, None, "pending"),
         )
+        if call.ctx.memo.get(AS_TASK):
+            # An MCP task's state machine has no way back from failed: its execution is never retried.
+            details = {**details, "task": True}
         cap = self.settings.executions.max_live_per_principal
         if not await self.store.create(record, payload, max_live_per_owner=cap):
             raise OperationError(
@@ -172,7 +184,7 @@ class Executions:
 
     async def _answer(self, record: ExecutionRecord, ctx: Context) -> dict[str, Any]:
         """At once, or, when the call asked for progress, once the execution ended (docs/executions.md)."""
-        if ctx.progress_token is None:
+        if ctx.progress_token is None or ctx.memo.get(AS_TASK):
             return execution_wire(record, report=False)
         return await self._follow(record, ctx)
 
@@ -247,6 +259,7 @@ class ExecutionsPlugin:
     name: str = "executions"
     trust: TrustLevel = "community_reviewed"
     executions: Executions | None = field(default=None, repr=False)
+    _task_tools: set[str] = field(default_factory=set, repr=False)
 
     def register(self, registry: Registry) -> None:
         async def read(uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
@@ -264,6 +277,19 @@ class ExecutionsPlugin:
             )
         )
 
+    @property
+    def task_capability(self) -> dict[str, Any]:
+        """The `tasks` server capability, declared to legacy clients that declare theirs."""
+        return CAPABILITY
+
+    def legacy_methods(self, tools_call: Handler, tools_list: Handler) -> dict[str, Handler]:
+        """MCP 2025-11-25 tasks over executions (executions/tasks.py); none before the operations exist."""
+        if self.executions is None:
+            return {}
+        return LegacyTasks(
+            self.executions, tools_call=tools_call, tools_list=tools_list, task_tools=lambda: self._task_tools
+        ).table()
+
     def register_operations(self, operations: PluginOperations) -> None:
         settings = operations.settings
         store = operations.store
@@ -278,6 +304,12 @@ class ExecutionsPlugin:
         operations_list: list[Operation] = catalog(self.executions)
         for operation in operations_list:
             operations.add(operation)
+        # The MCP-AQL tools that carry the operations a task may run.
+        surface = operations.service.surface
+        tasked = [op for op in operations_list if op.name in TASK_OPERATIONS]
+        self._task_tools = {surface.tool_name(family_of(op, surface.profile)) for op in tasked if surface.has_families}
+        if surface.has_single:
+            self._task_tools.add(surface.tool_name(None))
 
     async def start(self) -> None:
         if self.executions is not None:
