@@ -32,10 +32,13 @@ from tests.support.aql import HEADERS, VERSION, Session
 from tests.support.replicas import Replicas, start_replicas
 from tests.support.server import ServerProcess
 
+# The replicas split the rate budget between them; these tests poll, several replicas at a time.
+ENV = {**BIG, "AQL_MCP_LIMITS__RATE_PER_SECOND": "1000", "AQL_MCP_LIMITS__RATE_BURST": "2000"}
+
 
 @pytest.fixture(scope="module")
 def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    with start_replicas(tmp_path_factory.mktemp("execution-replicas"), database, count=3, env=BIG) as started:
+    with start_replicas(tmp_path_factory.mktemp("execution-replicas"), database, count=3, env=ENV) as started:
         yield started
 
 
@@ -111,3 +114,28 @@ def test_an_export_started_on_a_is_read_on_c_as_execution_and_resource(replicas:
             headers=stranger.headers,
         ).json()
         assert denied["error"]["code"] == -32002
+
+
+def test_an_import_on_a_replica_that_died_fails_on_another_and_a_retry_there_finishes_it(
+    database: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A replica whose heartbeat stopped is gone: what it ran becomes failed with the reason."""
+    root = tmp_path_factory.mktemp("execution-death")
+    with start_replicas(root, database, count=2, env=ENV) as pair:
+        a, b = pair.servers
+        with on(a, pair, "tenant-4") as on_a:
+            assert on_a.call(CREATE, "create_collection", collection="c")["success"]
+            started = on_a.call(EXECUTE, "execute_import", **import_params("c", ndjson(rows(100_000))))["data"]
+        a.process.kill()
+        a.process.wait()
+        with on(b, pair, "tenant-4") as on_b:
+            failed = settled(on_b, started["execution_id"], 90.0)
+            assert failed["status"] == "failed"
+            assert failed["error"]["details"]["reason"] == "replica_stopped"
+            assert record_count(on_b, "c") == failed["progress"]["current"]
+            assert failed["progress"]["current"] % 1000 == 0
+            resumed = on_b.call(EXECUTE, "retry_execution", execution_id=started["execution_id"])["data"]
+            assert resumed["status"] == "running"
+            done = settled(on_b, started["execution_id"], 120.0)
+            assert (done["status"], done["imported"]) == ("completed", 100_000)
+            assert record_count(on_b, "c") == 100_000
