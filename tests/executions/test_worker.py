@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from aql_mcp.executions.worker import ExecutionWorker
+from aql_mcp.operations.payload import Limits
 from aql_mcp.settings import ExecutionSettings
 from aql_mcp.store.base import Store
 from aql_mcp.store.executions import ExecutionRecord, ExecutionStatus
@@ -17,10 +18,11 @@ from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(100_000, 100_000_000)
+LIMITS = Limits(1_000_000, 10_000, 32)
 
 
 def _worker(store: Store, **settings: float) -> ExecutionWorker:
-    return ExecutionWorker(store.executions, store.records, ExecutionSettings(**settings), lambda: QUOTA)  # type: ignore[arg-type]
+    return ExecutionWorker(store.executions, store.records, ExecutionSettings(**settings), lambda: QUOTA, LIMITS)  # type: ignore[arg-type]
 
 
 async def _started(store: Store, worker: ExecutionWorker, kind: str, payload: bytes | None) -> str:

@@ -1,7 +1,8 @@
 """The rows of an import payload: NDJSON (one JSON object a line) or CSV (a header row naming the
 fields, then one record a row, every value a string). Each row is checked on its own; a bad row is
 rejected with its number (1-based, counting data rows: the CSV header is not one) and a reason,
-and the import goes on with the next (docs/executions.md, "Imports")."""
+and the import goes on with the next (docs/executions.md, "Imports"). A row meets the limits of
+`aql.*` that a record created by `create_record` meets."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any, Literal
 
 import orjson
 
+from aql_mcp.operations.payload import Limits, check_payload
+from aql_mcp.operations.results import OperationError
 from aql_mcp.plugins.records_params import SYSTEM_FIELDS
 
 Format = Literal["ndjson", "csv"]
@@ -38,7 +41,8 @@ class Row:
 class Rows:
     """The rows of one payload, split at once, each parsed and checked when its batch asks for it."""
 
-    def __init__(self, payload: bytes, fmt: Format, allowed: Sequence[str] | None) -> None:
+    def __init__(self, payload: bytes, fmt: Format, allowed: Sequence[str] | None, limits: Limits) -> None:
+        self._limits = limits
         self._allowed = None if allowed is None else frozenset(allowed)
         self._header: list[str] = []
         if fmt == "ndjson":
@@ -81,6 +85,12 @@ class Rows:
             unknown = sorted(name for name in data if name not in self._allowed)
             if unknown:
                 return Row(number, None, f"field(s) not declared by the collection: {', '.join(unknown)[:200]}")
+        try:
+            # The limits a record created one at a time meets (MCP-AQL §4.7.1, §4.7.5): clean text
+            # (no NUL, which PostgreSQL cannot store), string length, array elements, nesting.
+            check_payload(data, self._limits)
+        except OperationError as exc:
+            return Row(number, None, exc.message)
         return Row(number, data)
 
 

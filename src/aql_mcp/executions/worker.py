@@ -24,6 +24,7 @@ import orjson
 import structlog
 
 from aql_mcp.executions.rows import Format, PayloadError, Rows
+from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import INTERNAL_ERROR, NOT_FOUND_RESOURCE, RATE_LIMIT_QUOTA_EXHAUSTED
 from aql_mcp.plugins.records import new_etag, new_id, record_wire
 from aql_mcp.settings import ExecutionSettings
@@ -52,6 +53,7 @@ class ExecutionWorker:
         records: RecordStore,
         settings: ExecutionSettings,
         quota: Callable[[], Quota],
+        limits: Limits,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -59,6 +61,7 @@ class ExecutionWorker:
         self._records = records
         self._settings = settings
         self._quota = quota
+        self._limits = limits
         self._clock = clock
         self._running: dict[str, asyncio.Task[None]] = {}
         self._changed: dict[str, asyncio.Event] = {}
@@ -151,7 +154,7 @@ class ExecutionWorker:
             raise PayloadError("the import's payload is no longer kept")
         params = record.params
         fields = params.get("fields")
-        rows = await asyncio.to_thread(Rows, payload, _format(params), fields)
+        rows = await asyncio.to_thread(Rows, payload, _format(params), fields, self._limits)
         total, done = len(rows), record.progress.current
         size, pause = self._settings.batch_size, self._settings.batch_pause_seconds
         while done < total:

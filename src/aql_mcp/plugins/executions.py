@@ -29,6 +29,7 @@ from aql_mcp.executions.wire import TERMINAL, execution_wire
 from aql_mcp.executions.worker import ExecutionWorker
 from aql_mcp.operations.endpoints import family_of
 from aql_mcp.operations.models import Call, Operation, TrustLevel
+from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import (
     NOT_FOUND_RESOURCE,
     RATE_LIMIT_QUOTA_EXHAUSTED,
@@ -299,6 +300,7 @@ class ExecutionsPlugin:
             store.records,
             settings.executions,
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),
+            Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
         )
         self.executions = Executions(settings, records, worker)
         operations_list: list[Operation] = catalog(self.executions)
