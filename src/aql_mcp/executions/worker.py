@@ -73,8 +73,14 @@ class ExecutionWorker:
         return len(self._running)
 
     async def start(self) -> None:
+        """Recover what dead replicas left, then keep doing so. A store that cannot write now (a
+        read-only file, a lock held elsewhere) does not stop the service from starting: the next
+        sweep tries again, and `/ready` reports the store meanwhile."""
         self.stopping = False
-        await self._sweep()
+        try:
+            await self._sweep()
+        except Exception:
+            log.warning("execution_sweep_failed")
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     async def stop(self) -> None:
