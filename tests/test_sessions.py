@@ -4,6 +4,7 @@ from aql_mcp.events import STANDALONE
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
 from aql_mcp.sessions import Session, SessionManager
 from aql_mcp.store.base import Store
+from aql_mcp.store.executions import ExecutionRecord
 from tests.support.engines import Backend, write_lock
 
 pytestmark = pytest.mark.anyio
@@ -259,3 +260,21 @@ async def test_a_session_busy_on_another_replica_is_not_expired_by_one_that_has_
     assert await first.sweep() == 1
     with pytest.raises(SessionNotFound):
         await second.get(session.id, owner="owner-a")
+
+
+async def test_a_session_that_expires_or_is_deleted_cancels_its_live_executions(
+    manager: SessionManager, store: Store, clock: Clock
+) -> None:
+    """MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md)."""
+    idle, deleted = await create(manager), await create(manager)
+    now = clock()
+    for execution_id, session in (("e-idle", idle), ("e-deleted", deleted)):
+        record = ExecutionRecord(execution_id, "owner-a", "import", "pending", now, now, session_id=session.id)
+        assert await store.executions.create(record, None, max_live_per_owner=10)
+    await manager.delete(deleted)
+    clock.advance(IDLE + 1)
+    assert await manager.sweep() == 1
+    for execution_id in ("e-idle", "e-deleted"):
+        found = await store.executions.load(execution_id)
+        assert found is not None
+        assert found.status == "cancelled"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -46,7 +46,8 @@ from aql_mcp.modern import ModernEndpoint
 from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
-from aql_mcp.plugins.loader import load_plugins
+from aql_mcp.plugins.base import BackgroundPlugin
+from aql_mcp.plugins.loader import legacy_dispatcher, load_plugins
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
@@ -108,7 +109,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     registry = Registry()
     store = open_store(settings)
     share = ReplicaShare()
-    load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
+    plugins = load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
+    background = [plugin for plugin in plugins if isinstance(plugin, BackgroundPlugin)]
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -131,13 +133,14 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         max_result_bytes=settings.limits.max_result_bytes,
     )
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
+    legacy, task_capability = legacy_dispatcher(dispatcher, plugins)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )
     anonymous_methods = ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset()
     endpoint = StreamableHTTPEndpoint(
         sessions=sessions,
-        dispatcher=dispatcher,
+        dispatcher=legacy,
         telemetry=telemetry,
         hub=notifier,
         server_name=settings.server.name,
@@ -148,6 +151,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         # A request runs at most the tool timeout; a follower waits that long and a little more.
         follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
         handshake_limits=handshake_limits,
+        task_capability=task_capability,
     )
     # The same dispatcher, handlers and plugins serve the modern era (docs/eras.md).
     listen = ListenEndpoint(
@@ -256,7 +260,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             ),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],
-        lifespan=lifespan(services, store),
+        lifespan=lifespan(services, store, background),
     )
     app.state.services = services
     return app
@@ -309,7 +313,9 @@ def jwks(issuer: DevIssuer) -> Endpoint:
     return handler
 
 
-def lifespan(services: Services, store: Store) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def lifespan(
+    services: Services, store: Store, background: Sequence[BackgroundPlugin] = ()
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         store.bus.listen(services.notifier.on_signal)
@@ -320,6 +326,8 @@ def lifespan(services: Services, store: Store) -> Callable[[Starlette], Abstract
         jwks = services.authentication.jwks
         if jwks is not None:
             await jwks.refresh()  # not ready until it succeeds; the refresher keeps trying
+        for plugin in background:
+            await plugin.start()
         async with anyio.create_task_group() as group:
             if jwks is not None:
                 group.start_soon(_refresh_keys, jwks)
@@ -332,6 +340,9 @@ def lifespan(services: Services, store: Store) -> Callable[[Starlette], Abstract
                 yield
             finally:
                 group.cancel_scope.cancel()
+        # Background work first: what it stops is failed with a reason before the calls following it end.
+        for plugin in background:
+            await plugin.stop()
         await services.sessions.close_all()
         await services.tasks.close()
         await services.authentication.client.aclose()

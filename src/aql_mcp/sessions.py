@@ -275,6 +275,8 @@ class SessionManager:
         self._live.pop(session.id, None)
         await session.close()
         await self.store.delete_session(session.id)
+        # MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md).
+        await self.store.executions.cancel_session(session.id, self._clock())
         await self.store.bus.publish(Signal("session_ended", session.id))
 
     async def sweep(self) -> int:
@@ -289,6 +291,7 @@ class SessionManager:
         expired = await self.store.expire_sessions(now - self._idle)
         for session_id in expired:
             await self._forget(session_id)
+            await self.store.executions.cancel_session(session_id, now)
             await self.store.bus.publish(Signal("session_ended", session_id))
         return len(expired)
 

@@ -18,7 +18,11 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "AQL_MCP_"
-BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "aql_mcp.plugins.records:plugin",
+    "aql_mcp.plugins.corporate:plugin",
+    "aql_mcp.plugins.executions:plugin",
+)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 # How far a plugin is trusted (MCP-AQL adapter trust levels), in increasing order. Defined here, the
 # lowest layer that names it (`aql.max_trust`), so the settings never import the MCP-AQL layer.
@@ -293,6 +297,18 @@ class McpSettings(_Section):
         return value
 
 
+class ExecutionSettings(_Section):
+    """The `executions` plugin (docs/executions.md): background imports and exports (MCP-AQL §8.4)."""
+
+    batch_size: int = Field(default=1000, ge=1, le=100_000)
+    max_live_per_principal: int = Field(default=4, ge=1, le=1000)
+    max_import_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    report_cap: int = Field(default=100, ge=0, le=10_000)
+    max_export_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    retention_seconds: int = Field(default=86_400, ge=60)
+    batch_pause_seconds: float = Field(default=0.0, ge=0, le=10)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -315,6 +331,7 @@ class Settings(BaseSettings):
     aql: AqlSettings = AqlSettings()
     records: RecordsSettings = RecordsSettings()
     mcp: McpSettings = McpSettings()
+    executions: ExecutionSettings = ExecutionSettings()
 
     @property
     def base_url(self) -> str:

@@ -75,6 +75,7 @@ class StreamableHTTPEndpoint:
         anonymous_methods: frozenset[str] = frozenset(),
         follow_seconds: float = 60.0,
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
+        task_capability: dict[str, Any] | None = None,
     ) -> None:
         self._telemetry = telemetry
         self._sessions = sessions
@@ -87,6 +88,7 @@ class StreamableHTTPEndpoint:
         self._anonymous_methods = anonymous_methods
         self._follow_seconds = follow_seconds
         self._handshake_limits = handshake_limits
+        self._task_capability = task_capability
         self.connections: set[Connection] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -195,6 +197,9 @@ class StreamableHTTPEndpoint:
         result = lifecycle.initialize_result(
             version=version, name=self._name, title=self._name, instructions=self._instructions
         )
+        if self._task_capability is not None and "tasks" in caps:
+            # MCP 2025-11-25 tasks: declared to a client that declared its own (docs/executions.md).
+            result["capabilities"]["tasks"] = self._task_capability
         log.info("session_created", session_id=session.id[:8], protocol_version=version, client=info.get("name"))
         headers = [(SESSION_HEADER, session.id.encode("ascii"))]
         exchange = PostExchange(

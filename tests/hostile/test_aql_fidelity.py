@@ -102,7 +102,8 @@ def test_protocol_families_name_only_tools_that_are_listed(served: ServerProcess
     ).json()["result"]["tools"]
 
     assert {entry["tool"] for entry in families.values()} <= {tool["name"] for tool in listed}
-    assert "execute" not in families  # the records plugin has no EXECUTE operation, so no mcp_aql_execute
+    # The executions plugin's EXECUTE operations are served by mcp_aql_execute, which is listed.
+    assert families["execute"]["tool"] == "mcp_aql_execute"
 
 
 def test_in_single_mode_every_family_names_the_single_tool(tmp_path: Path) -> None:

@@ -3,13 +3,17 @@ operations through `register_operations(operations)`. A plugin implements one or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aql_mcp.registry import Registry
 
 if TYPE_CHECKING:
     from aql_mcp.operations.models import TrustLevel
     from aql_mcp.operations.service import PluginOperations
+    from aql_mcp.protocol.context import Context
+
+LegacyHandler = Callable[[dict[str, Any], "Context"], Awaitable[dict[str, Any]]]
 
 
 @runtime_checkable
@@ -30,3 +34,22 @@ class OperationsPlugin(Protocol):
     trust: TrustLevel
 
     def register_operations(self, operations: PluginOperations) -> None: ...
+
+
+@runtime_checkable
+class BackgroundPlugin(Protocol):
+    """Runs work of its own while the service runs: `start` once the store is open, `stop` before
+    it closes (the service's lifespan calls both)."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class LegacyMethodsPlugin(Protocol):
+    """Adds or wraps methods of the 2025-11-25 era (MCP tasks over executions), and declares
+    `task_capability` to clients that declare `tasks`. The handlers it wraps are given to it."""
+
+    @property
+    def task_capability(self) -> dict[str, Any]: ...
+    def legacy_methods(self, tools_call: LegacyHandler, tools_list: LegacyHandler) -> dict[str, LegacyHandler]: ...

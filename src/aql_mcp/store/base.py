@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
+from aql_mcp.store.executions import ExecutionStore
 from aql_mcp.store.records import RecordStore
 from aql_mcp.store.tasks import TaskStore
 
@@ -113,6 +114,8 @@ class Store(Protocol):
     def confirmations(self) -> ConfirmationStore: ...
     @property
     def tasks(self) -> TaskStore: ...
+    @property
+    def executions(self) -> ExecutionStore: ...
     @property
     def bus(self) -> Bus: ...
 

@@ -132,6 +132,11 @@ class RecordStore(Protocol):
     async def create_record(
         self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
     ) -> tuple[StoredRecord, bool]: ...
+    async def create_records(self, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
+        """Add all `records` to the collection in one transaction, the quota checked for all of them
+        at once: all are written or none. Returns how many."""
+        ...
+
     async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None: ...
     async def list_records(self, tenant: str, collection: str, listing: Listing) -> RecordPage:
         """The window of records matching `listing`, filtered, sorted and paged in the engine."""

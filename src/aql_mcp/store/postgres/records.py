@@ -180,6 +180,12 @@ class PostgresRecordStore:
 
         return await self._engine.run(create)
 
+    async def create_records(self, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
+        async def create(db: asyncpg.Connection) -> int:
+            return await insert_records(db, tenant, collection, records, quota)
+
+        return await self._engine.run(create)
+
     async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None:
         row = await self._engine.fetchrow(
             f"SELECT {COLUMNS} FROM records WHERE tenant = $1 AND collection = $2 AND id = $3",  # noqa: S608
@@ -281,6 +287,38 @@ class PostgresRecordStore:
     async def purge_idempotency(self, before: float) -> int:
         status = await self._engine.execute("DELETE FROM record_idempotency WHERE created_at < $1", timestamp(before))
         return int(status.rsplit(" ", 1)[-1])
+
+
+async def insert_records(
+    db: asyncpg.Connection, tenant: str, collection: str, records: list[NewRecord], quota: Quota
+) -> int:
+    """Insert `records` into the collection inside the caller's transaction, the quota checked for
+    all of them at once: all are written or none (a bulk import's batch). Returns how many."""
+    if not records:
+        return 0
+    bodies = [orjson.dumps(record.data) for record in records]
+    size = sum(len(body) for body in bodies)
+    # The locking order of create_record: the collection, then the usage row.
+    last = await db.fetchval(
+        "UPDATE record_collections SET next_pos = next_pos + $3, record_count = record_count + $3 "
+        "WHERE tenant = $1 AND name = $2 RETURNING next_pos",
+        tenant,
+        collection,
+        len(records),
+    )
+    await _take_quota(db, tenant, len(records), size, quota)
+    if last is None:
+        raise Missing(collection)
+    first = int(last) - len(records) + 1
+    await db.executemany(
+        "INSERT INTO records (tenant, collection, pos, id, data, size, etag, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $8)",
+        [
+            (tenant, collection, first + i, r.id, body.decode(), len(body), r.etag, r.now)
+            for i, (r, body) in enumerate(zip(records, bodies, strict=True))
+        ],
+    )
+    return len(records)
 
 
 async def _take_quota(db: asyncpg.Connection, tenant: str, records: int, size: int, quota: Quota) -> None:

@@ -136,6 +136,37 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_owner ON tasks (owner, status);
     CREATE INDEX tasks_expiry ON tasks (expires_at);
     """,
+    # 3: executions of the `executions` plugin (store/executions.py, MCP-AQL §8.4): the row is the
+    # truth every replica reads; `payload` is kept only while a retry may need it
+    """
+    CREATE TABLE executions (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        owner TEXT COLLATE "C" NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        session_id TEXT,
+        params BYTEA NOT NULL,
+        progress_current BIGINT NOT NULL,
+        progress_total BIGINT,
+        progress_message TEXT,
+        report BYTEA NOT NULL,
+        rejected BIGINT NOT NULL,
+        error BYTEA,
+        result BYTEA,
+        replica TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        started_at DOUBLE PRECISION,
+        finished_at DOUBLE PRECISION,
+        attempts BIGINT NOT NULL,
+        payload BYTEA,
+        output BYTEA
+    );
+    CREATE INDEX executions_owner ON executions (owner, created_at);
+    CREATE INDEX executions_status ON executions (status, replica);
+    CREATE INDEX executions_session ON executions (session_id);
+    CREATE INDEX executions_finished ON executions (finished_at);
+    """,
 )
 
 

@@ -14,6 +14,7 @@ from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, S
 from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
+from aql_mcp.store.postgres.executions import PostgresExecutionStore
 from aql_mcp.store.postgres.records import PostgresRecordStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
 
@@ -33,6 +34,7 @@ class PostgresStore:
         self.confirmations = PostgresConfirmationStore(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
         self.bus = PostgresBus(self.engine)
+        self.executions = PostgresExecutionStore(self.engine, self.bus.replica)
 
     async def open(self) -> None:
         await self.engine.open()

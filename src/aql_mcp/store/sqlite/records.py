@@ -173,6 +173,9 @@ class SqliteRecordStore:
 
         return await self._engine.write(create)
 
+    async def create_records(self, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
+        return await self._engine.write(lambda db: insert_records(db, tenant, collection, records, quota))
+
     async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None:
         row = await self._engine.read(
             lambda db: db.execute(
@@ -266,6 +269,36 @@ class SqliteRecordStore:
         return await self._engine.write(
             lambda db: int(db.execute("DELETE FROM record_idempotency WHERE created_at < ?", (cutoff,)).rowcount)
         )
+
+
+def insert_records(db: sqlite3.Connection, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
+    """Insert `records` into the collection inside the caller's transaction, the quota checked for
+    all of them at once: all are written or none (a bulk import's batch). Returns how many."""
+    if not records:
+        return 0
+    bodies = [orjson.dumps(record.data) for record in records]
+    size = sum(len(body) for body in bodies)
+    exceeded = over_quota(_usage(db, tenant), len(records), size, quota)
+    if exceeded is not None:
+        raise exceeded
+    counted = db.execute(
+        "UPDATE record_collections SET next_pos = next_pos + ?, record_count = record_count + ? "
+        "WHERE tenant = ? AND name = ? RETURNING next_pos",
+        (len(records), len(records), tenant, collection),
+    ).fetchone()
+    if counted is None:
+        raise Missing(collection)
+    first = int(counted[0]) - len(records) + 1
+    db.executemany(
+        "INSERT INTO records (tenant, collection, id, data, size, etag, created_at, updated_at, pos) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (tenant, collection, r.id, body, len(body), r.etag, r.now, r.now, first + i)
+            for i, (r, body) in enumerate(zip(records, bodies, strict=True))
+        ],
+    )
+    _add_usage(db, tenant, len(records), size)
+    return len(records)
 
 
 def _record(row: tuple[Any, ...]) -> StoredRecord:

@@ -148,6 +148,37 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_owner ON tasks (owner, status);
     CREATE INDEX tasks_expiry ON tasks (expires_at);
     """,
+    # 8: executions of the `executions` plugin (store/executions.py, MCP-AQL §8.4): the row is the
+    # truth every replica reads; `payload` is kept only while a retry may need it
+    """
+    CREATE TABLE executions (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        session_id TEXT,
+        params BLOB NOT NULL,
+        progress_current INTEGER NOT NULL,
+        progress_total INTEGER,
+        progress_message TEXT,
+        report BLOB NOT NULL,
+        rejected INTEGER NOT NULL,
+        error BLOB,
+        result BLOB,
+        replica TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        attempts INTEGER NOT NULL,
+        payload BLOB,
+        output BLOB
+    ) WITHOUT ROWID;
+    CREATE INDEX executions_owner ON executions (owner, created_at);
+    CREATE INDEX executions_status ON executions (status, replica);
+    CREATE INDEX executions_session ON executions (session_id);
+    CREATE INDEX executions_finished ON executions (finished_at);
+    """,
 )
 
 

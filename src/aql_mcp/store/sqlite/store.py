@@ -19,6 +19,7 @@ from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, S
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
+from aql_mcp.store.sqlite.executions import SqliteExecutionStore
 from aql_mcp.store.sqlite.records import SqliteRecordStore
 from aql_mcp.store.sqlite.tasks import SqliteTaskStore
 
@@ -40,6 +41,7 @@ class SqliteStore:
         self.records = SqliteRecordStore(self.engine)
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
+        self.executions = SqliteExecutionStore(self.engine)
         self.bus = LocalBus()
 
     async def open(self) -> None:

@@ -1,0 +1,248 @@
+"""Executions of the `executions` plugin (MCP-AQL §8.4), kept in the store (docs/executions.md).
+
+An execution is created by the replica that accepted the call and run there, but any replica may
+be asked about it: the row is the truth. Every state change is one conditional UPDATE in the
+engine that allows only the §8.4.2 transitions:
+
+    pending -> running | cancelled;  running -> completed | failed | cancelled;  failed -> running
+
+so a cancellation and a completion racing each other, on any replicas, leave whichever committed
+first. A client reads and changes only its own executions (`owner`); another's is simply not found.
+
+An import writes its records in batches, each with `import_batch`: the status check, the records
+(quota included), the progress and the rejected rows of the batch commit together or not at all,
+so a cancellation is either before a batch (nothing of it is written) or after it (all of it is
+counted in `progress`). The record count therefore always equals what the execution reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from aql_mcp.store.records import NewRecord, Quota
+
+ExecutionStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+STATUSES: tuple[ExecutionStatus, ...] = ("pending", "running", "completed", "failed", "cancelled")
+LIVE: tuple[ExecutionStatus, ...] = ("pending", "running")
+# §8.4.2, and nothing else: (from, to).
+TRANSITIONS: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
+    {
+        ("pending", "running"),
+        ("pending", "cancelled"),
+        ("running", "completed"),
+        ("running", "failed"),
+        ("running", "cancelled"),
+        ("failed", "running"),
+    }
+)
+Cancelled = Literal["unknown", "cancelled", "ended"]
+
+
+@dataclass(slots=True)
+class Progress:
+    current: int = 0
+    total: int | None = None
+    message: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"current": self.current}
+        if self.total is not None:
+            out["total"] = self.total
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+@dataclass(slots=True)
+class ExecutionRecord:
+    """An execution as stored. `params` are the call's parameters without the payload, which is
+    kept apart (`payload`, loaded only by the worker) while a retry may still need it; `report`
+    holds the first rejected rows (row number and reason), capped."""
+
+    id: str
+    owner: str
+    kind: str
+    status: ExecutionStatus
+    created_at: float
+    updated_at: float
+    session_id: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    progress: Progress = field(default_factory=Progress)
+    report: list[dict[str, Any]] = field(default_factory=list)
+    rejected: int = 0
+    error: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    replica: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One batch of an import: the rows it covers (`done` rows processed so far, including these),
+    the records to write and the rows rejected, each `{"row": n, "reason": "..."}`."""
+
+    tenant: str
+    collection: str
+    records: list[NewRecord]
+    rejected: list[dict[str, Any]]
+    done: int
+    total: int | None
+    quota: Quota
+    report_cap: int
+
+
+BatchOutcome = Literal["written", "stopped"]
+
+
+class ExecutionStore(Protocol):
+    @property
+    def replica(self) -> str:
+        """This process's name among the replicas sharing the store: the one running what it starts."""
+        ...
+
+    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+        """Insert a `pending` execution unless the owner has `max_live_per_owner` live (pending or
+        running) ones; counted and inserted atomically."""
+        ...
+
+    async def get(self, execution_id: str, owner: str) -> ExecutionRecord | None: ...
+    async def load(self, execution_id: str) -> ExecutionRecord | None:
+        """Whoever owns it: for the worker, never for a client's request."""
+        ...
+
+    async def payload(self, execution_id: str) -> bytes | None:
+        """The import's payload, while it is kept (until the execution completes or is cancelled)."""
+        ...
+
+    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
+        """The owner's executions, newest first."""
+        ...
+
+    async def start(self, execution_id: str, now: float) -> bool:
+        """pending -> running on this replica."""
+        ...
+
+    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
+        """failed -> running on this replica, error cleared (progress kept: the import resumes)."""
+        ...
+
+    async def transition(
+        self,
+        execution_id: str,
+        to: ExecutionStatus,
+        now: float,
+        *,
+        error: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """Any §8.4.2 transition into `to` from whichever status allows it; False when the row is
+        in none of them (a forbidden transition changes nothing)."""
+        ...
+
+    async def cancel(self, execution_id: str, owner: str, now: float, message: str) -> Cancelled:
+        """`cancel_execution`: a live execution becomes `cancelled`; `ended` when it already was
+        terminal (unchanged), `unknown` when the owner has no such execution."""
+        ...
+
+    async def cancel_session(self, session_id: str, now: float) -> int:
+        """MCP-AQL §2.3.3: the session ended, its live executions are cancelled."""
+        ...
+
+    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+        """Write one batch while the execution is `running`: its records, progress and rejected
+        rows in one transaction; `stopped` (nothing written) once it is not running any more.
+        A record quota exceeded raises `QuotaExceeded` with nothing written."""
+        ...
+
+    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+        """Record progress while running; False once it is not running (the worker stops)."""
+        ...
+
+    async def store_output(self, execution_id: str, output: bytes) -> None:
+        """An export's NDJSON, kept for `records://exports/{execution_id}`."""
+        ...
+
+    async def output(self, execution_id: str, owner: str) -> bytes | None:
+        """The owner's completed export's NDJSON, or None."""
+        ...
+
+    async def recover(self, now: float, live_seconds: float) -> list[str]:
+        """Executions whose replica is gone (not this one and not heard from within `live_seconds`):
+        a running one becomes `failed`, a pending one `cancelled`, each with the reason; their ids."""
+        ...
+
+    async def purge(self, before: float) -> int:
+        """Delete executions that ended before `before`, with their payloads and outputs."""
+        ...
+
+
+def json_or_none(value: Any) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
+def execution_row(record: ExecutionRecord) -> tuple[Any, ...]:
+    """An execution as the engines store it, in `COLUMNS` order (JSON as bytes)."""
+    return (
+        record.id,
+        record.owner,
+        record.kind,
+        record.status,
+        record.session_id,
+        orjson.dumps(record.params),
+        record.progress.current,
+        record.progress.total,
+        record.progress.message,
+        orjson.dumps(record.report),
+        record.rejected,
+        json_or_none(record.error),
+        json_or_none(record.result),
+        record.replica,
+        record.created_at,
+        record.updated_at,
+        record.started_at,
+        record.finished_at,
+        record.attempts,
+    )
+
+
+COLUMNS = (
+    "id, owner, kind, status, session_id, params, progress_current, progress_total, progress_message, "
+    "report, rejected, error, result, replica, created_at, updated_at, started_at, finished_at, attempts"
+)
+
+
+def execution_record(row: Any) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row[0],
+        owner=row[1],
+        kind=row[2],
+        status=row[3],
+        session_id=row[4],
+        params=orjson.loads(row[5]),
+        progress=Progress(int(row[6]), None if row[7] is None else int(row[7]), row[8]),
+        report=orjson.loads(row[9]),
+        rejected=int(row[10]),
+        error=orjson.loads(row[11]) if row[11] is not None else None,
+        result=orjson.loads(row[12]) if row[12] is not None else None,
+        replica=row[13],
+        created_at=row[14],
+        updated_at=row[15],
+        started_at=row[16],
+        finished_at=row[17],
+        attempts=int(row[18]),
+    )
+
+
+def sources_of(to: ExecutionStatus) -> tuple[ExecutionStatus, ...]:
+    """The statuses §8.4.2 allows to move into `to`."""
+    return tuple(source for source, target in TRANSITIONS if target == to)
+
+
+def extend_report(report: list[dict[str, Any]], rejected: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
+    return report + rejected[: max(0, cap - len(report))]

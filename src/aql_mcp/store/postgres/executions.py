@@ -1,0 +1,239 @@
+"""`ExecutionStore` on PostgreSQL: each method one transaction; a batch locks its execution's row.
+
+A replica is gone when its row in `replicas` (the bus's heartbeat) is older than `live_seconds`:
+what it left live is failed or cancelled by whichever replica runs `recover` next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+
+from aql_mcp.store.executions import (
+    COLUMNS,
+    LIVE,
+    Batch,
+    BatchOutcome,
+    Cancelled,
+    ExecutionRecord,
+    ExecutionStatus,
+    Progress,
+    execution_record,
+    execution_row,
+    extend_report,
+    json_or_none,
+    sources_of,
+)
+from aql_mcp.store.postgres.engine import PostgresEngine
+from aql_mcp.store.postgres.records import insert_records
+from aql_mcp.store.sqlite.executions import ORPHANED, SESSION_ENDED
+
+SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
+LIVE_SQL = "('pending', 'running')"
+# Creations by one owner take turns, so two replicas racing for the owner's last slot cannot both win.
+OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.executions:' || $1, 0))"
+CANCEL = (
+    "UPDATE executions SET status = 'cancelled', progress_message = $2, updated_at = $3, finished_at = $3, "  # noqa: S608
+    "payload = NULL WHERE {where} AND status IN " + LIVE_SQL
+)
+
+
+class PostgresExecutionStore:
+    def __init__(self, engine: PostgresEngine, replica: str) -> None:
+        self._engine = engine
+        self._replica = replica
+
+    @property
+    def replica(self) -> str:
+        return self._replica
+
+    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+        async def admit(db: asyncpg.Connection) -> bool:
+            await db.execute(OWNER_LOCK, record.owner)
+            live = await db.fetchval(
+                f"SELECT count(*) FROM executions WHERE owner = $1 AND status IN {LIVE_SQL}",  # noqa: S608
+                record.owner,
+            )
+            if live >= max_live_per_owner:
+                return False
+            marks = ", ".join(f"${i}" for i in range(1, 21))
+            await db.execute(
+                f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({marks})",  # noqa: S608
+                *execution_row(record),
+                payload,
+            )
+            return True
+
+        return await self._engine.run(admit)
+
+    async def get(self, execution_id: str, owner: str) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(f"{SELECT} WHERE id = $1 AND owner = $2", execution_id, owner)
+        return execution_record(row) if row else None
+
+    async def load(self, execution_id: str) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(f"{SELECT} WHERE id = $1", execution_id)
+        return execution_record(row) if row else None
+
+    async def payload(self, execution_id: str) -> bytes | None:
+        found = await self._engine.fetchval("SELECT payload FROM executions WHERE id = $1", execution_id)
+        return None if found is None else bytes(found)
+
+    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
+        if status is None:
+            rows = await self._engine.fetch(
+                f"{SELECT} WHERE owner = $1 ORDER BY created_at DESC, id LIMIT $2", owner, limit
+            )
+        else:
+            rows = await self._engine.fetch(
+                f"{SELECT} WHERE owner = $1 AND status = $2 ORDER BY created_at DESC, id LIMIT $3",
+                owner,
+                status,
+                limit,
+            )
+        return [execution_record(row) for row in rows]
+
+    async def start(self, execution_id: str, now: float) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "
+            "attempts = attempts + 1 WHERE id = $1 AND status = 'pending'",
+            execution_id,
+            self._replica,
+            now,
+        )
+        return bool(outcome == "UPDATE 1")
+
+    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "
+            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed'",
+            execution_id,
+            owner,
+            self._replica,
+            now,
+        )
+        return bool(outcome == "UPDATE 1")
+
+    async def transition(
+        self,
+        execution_id: str,
+        to: ExecutionStatus,
+        now: float,
+        *,
+        error: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        sources = sources_of(to)
+        if not sources:
+            return False
+        outcome = await self._engine.execute(
+            "UPDATE executions SET status = $2, error = $3, result = coalesce($4, result), "
+            "progress_message = coalesce($5, progress_message), updated_at = $6, "
+            "finished_at = CASE WHEN $7 THEN $6 ELSE finished_at END, "
+            "payload = CASE WHEN $8 THEN NULL ELSE payload END "
+            "WHERE id = $1 AND status = ANY($9::text[])",
+            execution_id,
+            to,
+            json_or_none(error),
+            json_or_none(result),
+            message,
+            now,
+            to != "running",
+            to in ("completed", "cancelled"),
+            list(sources),
+        )
+        return bool(outcome == "UPDATE 1")
+
+    async def cancel(self, execution_id: str, owner: str, now: float, message: str) -> Cancelled:
+        async def cancel(db: asyncpg.Connection) -> Cancelled:
+            found = await db.fetchval(
+                "SELECT status FROM executions WHERE id = $1 AND owner = $2 FOR UPDATE", execution_id, owner
+            )
+            if found is None:
+                return "unknown"
+            if found not in LIVE:
+                return "ended"
+            await db.execute(CANCEL.format(where="id = $1"), execution_id, message, now)
+            return "cancelled"
+
+        return await self._engine.run(cancel)
+
+    async def cancel_session(self, session_id: str, now: float) -> int:
+        outcome = await self._engine.execute(CANCEL.format(where="session_id = $1"), session_id, SESSION_ENDED, now)
+        return int(outcome.rsplit(" ", 1)[-1])
+
+    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+        async def write(db: asyncpg.Connection) -> BatchOutcome:
+            # The row lock makes a cancellation wait for this batch, or this batch see the cancellation.
+            row = await db.fetchrow("SELECT status, report FROM executions WHERE id = $1 FOR UPDATE", execution_id)
+            if row is None or row[0] != "running":
+                return "stopped"
+            await insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
+            report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
+            await db.execute(
+                "UPDATE executions SET progress_current = $2, progress_total = $3, report = $4, "
+                "rejected = rejected + $5, updated_at = $6 WHERE id = $1",
+                execution_id,
+                batch.done,
+                batch.total,
+                orjson.dumps(report),
+                len(batch.rejected),
+                now,
+            )
+            return "written"
+
+        return await self._engine.run(write)
+
+    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE executions SET progress_current = $2, progress_total = $3, "
+            "progress_message = coalesce($4, progress_message), updated_at = $5 WHERE id = $1 AND status = 'running'",
+            execution_id,
+            progress.current,
+            progress.total,
+            progress.message,
+            now,
+        )
+        return bool(outcome == "UPDATE 1")
+
+    async def store_output(self, execution_id: str, output: bytes) -> None:
+        await self._engine.execute("UPDATE executions SET output = $2 WHERE id = $1", execution_id, output)
+
+    async def output(self, execution_id: str, owner: str) -> bytes | None:
+        found = await self._engine.fetchval(
+            "SELECT output FROM executions WHERE id = $1 AND owner = $2 AND status = 'completed'", execution_id, owner
+        )
+        return None if found is None else bytes(found)
+
+    async def recover(self, now: float, live_seconds: float) -> list[str]:
+        async def recover(db: asyncpg.Connection) -> list[str]:
+            rows = await db.fetch(
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica IS DISTINCT FROM $1 "  # noqa: S608
+                "AND (replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) FOR UPDATE",
+                self._replica,
+                now - live_seconds,
+            )
+            for row in rows:
+                if row[1] == "running":
+                    await db.execute(
+                        "UPDATE executions SET status = 'failed', error = $2, updated_at = $3, finished_at = $3 "
+                        "WHERE id = $1",
+                        row[0],
+                        orjson.dumps(ORPHANED),
+                        now,
+                    )
+                else:
+                    await db.execute(
+                        CANCEL.format(where="id = $1"), row[0], "cancelled: the replica that accepted it stopped", now
+                    )
+            return [row[0] for row in rows]
+
+        return await self._engine.run(recover)
+
+    async def purge(self, before: float) -> int:
+        outcome = await self._engine.execute(
+            f"DELETE FROM executions WHERE status NOT IN {LIVE_SQL} AND finished_at < $1",  # noqa: S608
+            before,
+        )
+        return int(outcome.rsplit(" ", 1)[-1])

@@ -1,0 +1,258 @@
+"""`ExecutionStore` on SQLite: each method one transaction on the writer (or one read).
+
+One process owns the file, so a replica other than this process's is gone: every execution still
+live under another replica name was left by an earlier run of the service (`recover`)."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from typing import Any
+
+import orjson
+
+from aql_mcp.store.executions import (
+    COLUMNS,
+    LIVE,
+    Batch,
+    BatchOutcome,
+    Cancelled,
+    ExecutionRecord,
+    ExecutionStatus,
+    Progress,
+    execution_record,
+    execution_row,
+    extend_report,
+    json_or_none,
+    sources_of,
+)
+from aql_mcp.store.sqlite.engine import SqliteEngine
+from aql_mcp.store.sqlite.records import insert_records
+
+SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
+INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 20)})"  # noqa: S608
+LIVE_SQL = "('pending', 'running')"
+# What `cancel` leaves in the progress message when a session's end cancels an execution.
+SESSION_ENDED = "cancelled: the session ended (MCP-AQL 2.3.3)"
+
+
+def _in(statuses: tuple[ExecutionStatus, ...]) -> str:
+    return "(" + ", ".join(f"'{s}'" for s in statuses) + ")"
+
+
+class SqliteExecutionStore:
+    """`ExecutionStore` on the service's SQLite engine."""
+
+    def __init__(self, engine: SqliteEngine) -> None:
+        self._engine = engine
+        # A new name for every start: what an earlier run left running is recognisably not ours.
+        self._replica = "sqlite-" + secrets.token_hex(6)
+
+    @property
+    def replica(self) -> str:
+        return self._replica
+
+    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+        def admit(db: sqlite3.Connection) -> bool:
+            live = db.execute(
+                f"SELECT count(*) FROM executions WHERE owner = ? AND status IN {LIVE_SQL}",  # noqa: S608
+                (record.owner,),
+            ).fetchone()[0]
+            if live >= max_live_per_owner:
+                return False
+            db.execute(INSERT, (*execution_row(record), payload))
+            return True
+
+        return await self._engine.write(admit)
+
+    async def get(self, execution_id: str, owner: str) -> ExecutionRecord | None:
+        row = await self._engine.read(
+            lambda db: db.execute(f"{SELECT} WHERE id = ? AND owner = ?", (execution_id, owner)).fetchone()
+        )
+        return execution_record(row) if row else None
+
+    async def load(self, execution_id: str) -> ExecutionRecord | None:
+        row = await self._engine.read(lambda db: db.execute(f"{SELECT} WHERE id = ?", (execution_id,)).fetchone())
+        return execution_record(row) if row else None
+
+    async def payload(self, execution_id: str) -> bytes | None:
+        row = await self._engine.read(
+            lambda db: db.execute("SELECT payload FROM executions WHERE id = ?", (execution_id,)).fetchone()
+        )
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
+        where, args = ("owner = ?", [owner]) if status is None else ("owner = ? AND status = ?", [owner, status])
+        rows = await self._engine.read(
+            lambda db: db.execute(
+                f"{SELECT} WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
+                (*args, limit),
+            ).fetchall()
+        )
+        return [execution_record(row) for row in rows]
+
+    async def start(self, execution_id: str, now: float) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE executions SET status = 'running', replica = ?, started_at = ?, updated_at = ?, "
+                    "attempts = attempts + 1 WHERE id = ? AND status = 'pending'",
+                    (self._replica, now, now, execution_id),
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE executions SET status = 'running', replica = ?, error = NULL, finished_at = NULL, "
+                    "updated_at = ?, attempts = attempts + 1 WHERE id = ? AND owner = ? AND status = 'failed'",
+                    (self._replica, now, execution_id, owner),
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def transition(
+        self,
+        execution_id: str,
+        to: ExecutionStatus,
+        now: float,
+        *,
+        error: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> bool:
+        sources = sources_of(to)
+        if not sources:
+            return False
+        ended = to != "running"
+        # A completed or cancelled execution is never retried: its payload is not needed any more.
+        drop_payload = to in ("completed", "cancelled")
+        values = (to, json_or_none(error), json_or_none(result), message, now, ended, now, drop_payload, execution_id)
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE executions SET status = ?, error = ?, result = coalesce(?, result), "  # noqa: S608
+                    "progress_message = coalesce(?, progress_message), updated_at = ?, "
+                    "finished_at = CASE WHEN ? THEN ? ELSE finished_at END, "
+                    "payload = CASE WHEN ? THEN NULL ELSE payload END "
+                    f"WHERE id = ? AND status IN {_in(sources)}",
+                    values,
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def cancel(self, execution_id: str, owner: str, now: float, message: str) -> Cancelled:
+        def cancel(db: sqlite3.Connection) -> Cancelled:
+            found = db.execute(
+                "SELECT status FROM executions WHERE id = ? AND owner = ?", (execution_id, owner)
+            ).fetchone()
+            if found is None:
+                return "unknown"
+            if found[0] not in LIVE:
+                return "ended"
+            _cancel(db, "id = ?", (execution_id,), now, message)
+            return "cancelled"
+
+        return await self._engine.write(cancel)
+
+    async def cancel_session(self, session_id: str, now: float) -> int:
+        return await self._engine.write(lambda db: _cancel(db, "session_id = ?", (session_id,), now, SESSION_ENDED))
+
+    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+        def write(db: sqlite3.Connection) -> BatchOutcome:
+            row = db.execute("SELECT status, report FROM executions WHERE id = ?", (execution_id,)).fetchone()
+            if row is None or row[0] != "running":
+                return "stopped"
+            insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
+            report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
+            db.execute(
+                "UPDATE executions SET progress_current = ?, progress_total = ?, report = ?, "
+                "rejected = rejected + ?, updated_at = ? WHERE id = ?",
+                (batch.done, batch.total, orjson.dumps(report), len(batch.rejected), now, execution_id),
+            )
+            return "written"
+
+        return await self._engine.write(write)
+
+    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE executions SET progress_current = ?, progress_total = ?, "
+                    "progress_message = coalesce(?, progress_message), updated_at = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    (progress.current, progress.total, progress.message, now, execution_id),
+                ).rowcount
+            )
+        )
+        return bool(changed == 1)
+
+    async def store_output(self, execution_id: str, output: bytes) -> None:
+        await self._engine.write(
+            lambda db: db.execute("UPDATE executions SET output = ? WHERE id = ?", (output, execution_id))
+        )
+
+    async def output(self, execution_id: str, owner: str) -> bytes | None:
+        row = await self._engine.read(
+            lambda db: db.execute(
+                "SELECT output FROM executions WHERE id = ? AND owner = ? AND status = 'completed'",
+                (execution_id, owner),
+            ).fetchone()
+        )
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    async def recover(self, now: float, live_seconds: float) -> list[str]:
+        def recover(db: sqlite3.Connection) -> list[str]:
+            found = db.execute(
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica IS NOT ?",  # noqa: S608
+                (self._replica,),
+            ).fetchall()
+            for execution_id, status in found:
+                _orphan(db, execution_id, status, now)
+            return [row[0] for row in found]
+
+        return await self._engine.write(recover)
+
+    async def purge(self, before: float) -> int:
+        return await self._engine.write(
+            lambda db: int(
+                db.execute(
+                    f"DELETE FROM executions WHERE status NOT IN {LIVE_SQL} AND finished_at < ?",  # noqa: S608
+                    (before,),
+                ).rowcount
+            )
+        )
+
+
+def _cancel(db: sqlite3.Connection, where: str, args: tuple[Any, ...], now: float, message: str) -> int:
+    return int(
+        db.execute(
+            "UPDATE executions SET status = 'cancelled', progress_message = ?, updated_at = ?, finished_at = ?, "  # noqa: S608
+            f"payload = NULL WHERE {where} AND status IN {LIVE_SQL}",
+            (message, now, now, *args),
+        ).rowcount
+    )
+
+
+def _orphan(db: sqlite3.Connection, execution_id: str, status: str, now: float) -> None:
+    """§8.4.2 allows a running execution to fail and a pending one only to be cancelled."""
+    if status == "running":
+        error = orjson.dumps(ORPHANED)
+        db.execute(
+            "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? WHERE id = ?",
+            (error, now, now, execution_id),
+        )
+    else:
+        _cancel(db, "id = ?", (execution_id,), now, "cancelled: the replica that accepted it stopped")
+
+
+ORPHANED: dict[str, Any] = {
+    "code": "INTERNAL_ERROR",
+    "message": "The replica running this execution stopped before it ended; retry_execution resumes it",
+    "details": {"reason": "replica_stopped"},
+}

@@ -1,0 +1,220 @@
+"""The `ExecutionStore` contract on every engine: owners, the cap on live executions, the §8.4.2
+transitions and no other, atomic import batches, session end, orphans of a dead replica, retention
+(docs/executions.md)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from aql_mcp.store.base import Store
+from aql_mcp.store.executions import STATUSES, TRANSITIONS, Batch, ExecutionRecord, ExecutionStatus, Progress
+from aql_mcp.store.records import NewRecord, Quota, QuotaExceeded
+from tests.support.engines import Backend
+
+pytestmark = pytest.mark.anyio
+NOW = 1_000_000.0
+QUOTA = Quota(1000, 1_000_000)
+
+
+def _execution(execution_id: str, owner: str = "alice", *, session: str | None = None) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=execution_id,
+        owner=owner,
+        kind="import",
+        status="pending",
+        created_at=NOW,
+        updated_at=NOW,
+        session_id=session,
+        params={"collection": "c"},
+    )
+
+
+def _batch(start: int, count: int, *, rejected: int = 0, quota: Quota = QUOTA) -> Batch:
+    return Batch(
+        tenant="alice",
+        collection="c",
+        records=[NewRecord("c", f"rec_{start + i:020x}", {"n": start + i}, "e", "now") for i in range(count)],
+        rejected=[{"row": start + count + i + 1, "reason": "not a JSON object"} for i in range(rejected)],
+        done=start + count + rejected,
+        total=100,
+        quota=quota,
+        report_cap=3,
+    )
+
+
+async def _in_status(store: Store, execution_id: str, status: ExecutionStatus) -> None:
+    """Drive a new execution into `status` through allowed transitions only."""
+    executions = store.executions
+    assert await executions.create(_execution(execution_id), b"payload", max_live_per_owner=100)
+    if status == "pending":
+        return
+    if status == "cancelled":
+        assert await executions.transition(execution_id, "cancelled", NOW)
+        return
+    assert await executions.start(execution_id, NOW)
+    if status != "running":
+        assert await executions.transition(execution_id, status, NOW, error={"code": "X", "message": "x"})
+
+
+async def test_an_execution_is_found_by_its_owner_only(store: Store) -> None:
+    executions = store.executions
+    assert await executions.create(_execution("e1"), None, max_live_per_owner=5)
+    found = await executions.get("e1", "alice")
+    assert found is not None
+    assert (found.status, found.kind, found.params) == ("pending", "import", {"collection": "c"})
+    assert await executions.get("e1", "mallory") is None
+    assert await executions.cancel("e1", "mallory", NOW, "no") == "unknown"
+    assert not await executions.retry("e1", "mallory", NOW)
+    assert [r.id for r in await executions.list_executions("alice", status=None, limit=10)] == ["e1"]
+    assert await executions.list_executions("mallory", status=None, limit=10) == []
+
+
+async def test_live_executions_per_owner_are_capped_and_an_ended_one_frees_its_slot(store: Store) -> None:
+    executions = store.executions
+    assert await executions.create(_execution("a1"), None, max_live_per_owner=2)
+    assert await executions.create(_execution("a2"), None, max_live_per_owner=2)
+    assert not await executions.create(_execution("a3"), None, max_live_per_owner=2)
+    assert await executions.create(_execution("b1", owner="bob"), None, max_live_per_owner=2)
+    assert await executions.cancel("a1", "alice", NOW, "stop") == "cancelled"
+    assert await executions.create(_execution("a3"), None, max_live_per_owner=2)
+
+
+@pytest.mark.parametrize(("source", "target"), list(itertools.product(STATUSES, STATUSES)))
+async def test_only_the_section_8_4_2_transitions_change_an_execution(
+    store: Store, source: ExecutionStatus, target: ExecutionStatus
+) -> None:
+    """MCP-AQL §8.4.2: every pair of states is tried; only the six listed transitions commit."""
+    await _in_status(store, "x", source)
+    if target == "running" and source == "pending":
+        changed = await store.executions.start("x", NOW + 1)
+    elif target == "running" and source == "failed":
+        changed = await store.executions.retry("x", "alice", NOW + 1)
+    else:
+        changed = await store.executions.transition("x", target, NOW + 1)
+    assert changed == ((source, target) in TRANSITIONS)
+    found = await store.executions.load("x")
+    assert found is not None
+    assert found.status == (target if changed else source)
+
+
+async def test_a_terminal_execution_is_not_cancelled_and_a_pending_one_is(store: Store) -> None:
+    executions = store.executions
+    await _in_status(store, "done", "completed")
+    assert await executions.cancel("done", "alice", NOW, "late") == "ended"
+    assert (await executions.load("done")).status == "completed"  # type: ignore[union-attr]
+    await _in_status(store, "waiting", "pending")
+    assert await executions.cancel("waiting", "alice", NOW, "early") == "cancelled"
+    cancelled = await executions.load("waiting")
+    assert cancelled is not None
+    assert (cancelled.status, cancelled.finished_at) == ("cancelled", NOW)
+    assert await executions.payload("waiting") is None
+
+
+async def test_an_import_batch_writes_records_progress_and_capped_report_together(store: Store) -> None:
+    await store.records.create_collection("alice", "c", "", None, "now")
+    await _in_status(store, "imp", "running")
+    executions = store.executions
+    assert await executions.import_batch("imp", _batch(0, 10, rejected=2), NOW) == "written"
+    assert await executions.import_batch("imp", _batch(12, 5, rejected=2), NOW) == "written"
+    found = await executions.load("imp")
+    assert found is not None
+    assert (found.progress.current, found.progress.total, found.rejected) == (19, 100, 4)
+    assert len(found.report) == 3  # report_cap
+    assert found.report[0] == {"row": 11, "reason": "not a JSON object"}
+    assert (await store.records.usage("alice"))[0] == 15
+    collection = await store.records.get_collection("alice", "c")
+    assert collection is not None
+    assert collection.record_count == 15
+
+
+async def test_a_batch_after_a_cancellation_writes_nothing(store: Store) -> None:
+    await store.records.create_collection("alice", "c", "", None, "now")
+    await _in_status(store, "imp", "running")
+    executions = store.executions
+    assert await executions.import_batch("imp", _batch(0, 10), NOW) == "written"
+    assert await executions.cancel("imp", "alice", NOW, "stop") == "cancelled"
+    assert await executions.import_batch("imp", _batch(10, 10), NOW) == "stopped"
+    found = await executions.load("imp")
+    assert found is not None
+    assert (found.status, found.progress.current) == ("cancelled", 10)
+    assert (await store.records.usage("alice"))[0] == 10
+
+
+async def test_a_batch_over_the_record_quota_writes_nothing_at_all(store: Store) -> None:
+    await store.records.create_collection("alice", "c", "", None, "now")
+    await _in_status(store, "imp", "running")
+    with pytest.raises(QuotaExceeded):
+        await store.executions.import_batch("imp", _batch(0, 10, quota=Quota(5, 1_000_000)), NOW)
+    found = await store.executions.load("imp")
+    assert found is not None
+    assert (found.status, found.progress.current) == ("running", 0)
+    assert (await store.records.usage("alice"))[0] == 0
+
+
+async def test_create_records_adds_all_or_none_within_the_quota(store: Store) -> None:
+    records = store.records
+    await records.create_collection("alice", "c", "", None, "now")
+    batch = [NewRecord("c", f"rec_{i:020x}", {"n": i}, "e", "now") for i in range(4)]
+    assert await records.create_records("alice", "c", batch, QUOTA) == 4
+    with pytest.raises(QuotaExceeded):
+        await records.create_records("alice", "c", batch, Quota(6, 1_000_000))
+    assert (await records.usage("alice"))[0] == 4
+
+
+async def test_a_session_ending_cancels_its_live_executions_only(store: Store) -> None:
+    """MCP-AQL §2.3.3: in-progress executions are session-scoped."""
+    executions = store.executions
+    assert await executions.create(_execution("s1", session="sess"), None, max_live_per_owner=9)
+    assert await executions.create(_execution("s2", session="sess"), None, max_live_per_owner=9)
+    assert await executions.start("s2", NOW)
+    assert await executions.create(_execution("other", session="other"), None, max_live_per_owner=9)
+    assert await executions.cancel_session("sess", NOW) == 2
+    statuses = {r.id: r.status for r in await executions.list_executions("alice", status=None, limit=10)}
+    assert statuses == {"s1": "cancelled", "s2": "cancelled", "other": "pending"}
+
+
+async def test_what_a_gone_replica_left_running_fails_and_pending_is_cancelled(backend: Backend) -> None:
+    first = await backend.open()
+    assert await first.executions.create(_execution("run"), b"p", max_live_per_owner=9)
+    assert await first.executions.start("run", NOW)
+    assert await first.executions.create(_execution("wait"), b"p", max_live_per_owner=9)
+    await first.close()
+    backend.opened.remove(first)
+    # A later run of the service (another replica name) recovers what the first one left.
+    second = await backend.open()
+    assert sorted(await second.executions.recover(NOW + 100, 15.0)) == ["run", "wait"]
+    run, wait = await second.executions.load("run"), await second.executions.load("wait")
+    assert run is not None
+    assert wait is not None
+    assert run.status == "failed"
+    assert run.error is not None
+    assert run.error["details"]["reason"] == "replica_stopped"
+    assert wait.status == "cancelled"
+    # The failed import may be retried: its payload was kept.
+    assert await second.executions.payload("run") == b"p"
+    assert await second.executions.retry("run", "alice", NOW + 101)
+    assert await second.executions.recover(NOW + 102, 15.0) == []
+
+
+async def test_ended_executions_are_purged_after_the_retention_with_their_output(store: Store) -> None:
+    executions = store.executions
+    await _in_status(store, "old", "completed")
+    await executions.store_output("old", b'{"a":1}\n')
+    assert await executions.output("old", "alice") == b'{"a":1}\n'
+    assert await executions.output("old", "mallory") is None
+    await _in_status(store, "live", "running")
+    assert await executions.purge(NOW + 1) == 1
+    assert await executions.load("old") is None
+    assert await executions.load("live") is not None
+
+
+async def test_progress_is_recorded_only_while_running(store: Store) -> None:
+    await _in_status(store, "exp", "running")
+    assert await store.executions.set_progress("exp", Progress(5, 10, "half"), NOW)
+    assert await store.executions.transition("exp", "cancelled", NOW)
+    assert not await store.executions.set_progress("exp", Progress(6, 10), NOW)
+    found = await store.executions.load("exp")
+    assert found is not None
+    assert found.progress == Progress(5, 10, "half")
