@@ -293,6 +293,45 @@ class McpSettings(_Section):
         return value
 
 
+SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]
+RiskTolerance = Literal["conservative", "moderate", "aggressive"]
+
+
+class SafetySettings(_Section):
+    """The MCP-AQL execution safety loop (§8.6-8.8, docs/safety.md): the adapter-wide defaults an
+    agent's `execute_agent` may tighten but never loosen."""
+
+    mode: SafetyMode = "enforcing"
+    max_autonomous_steps: int = Field(default=50, ge=1, le=100_000)
+    risk_tolerance: RiskTolerance = "moderate"
+    deny: tuple[str, ...] = ("drop_*", "delete_all*", "*_production*", "rm -rf*")
+    requires_approval: tuple[str, ...] = ("delete_*", "*force*", "deploy_*", "git push*")
+    auto_approve: tuple[str, ...] = ("read_*", "list_*", "get_*", "search_*")
+    risk_rules: dict[str, int] = Field(
+        default_factory=lambda: {
+            "*write*": 40,
+            "*password*": 70,
+            "*secret*": 70,
+            "*credential*": 70,
+            "*sudo *": 90,
+            "*mkfs*": 95,
+            "*shutdown*": 90,
+        }
+    )
+    default_risk: int = Field(default=10, ge=0, le=100)
+    challenge_ttl_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    max_failed_verifications: int = Field(default=10, ge=1, le=1000)
+    failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)
+
+    @field_validator("risk_rules")
+    @classmethod
+    def _scores_in_range(cls, value: dict[str, int]) -> dict[str, int]:
+        for pattern, score in value.items():
+            if not pattern or not 0 <= score <= 100:
+                raise ValueError(f"rule {pattern!r}: a non-empty glob pattern and a score from 0 to 100")
+        return value
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -315,6 +354,7 @@ class Settings(BaseSettings):
     aql: AqlSettings = AqlSettings()
     records: RecordsSettings = RecordsSettings()
     mcp: McpSettings = McpSettings()
+    safety: SafetySettings = SafetySettings()
 
     @property
     def base_url(self) -> str:

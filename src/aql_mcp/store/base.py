@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.records import RecordStore
+from aql_mcp.store.safety import SafetyStore
 from aql_mcp.store.tasks import TaskStore
 
 
@@ -113,6 +114,8 @@ class Store(Protocol):
     def confirmations(self) -> ConfirmationStore: ...
     @property
     def tasks(self) -> TaskStore: ...
+    @property
+    def safety(self) -> SafetyStore: ...
     @property
     def bus(self) -> Bus: ...
 

@@ -15,6 +15,7 @@ from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.records import PostgresRecordStore
+from aql_mcp.store.postgres.safety import PostgresSafetyStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
 
 READY_SECONDS = 1.0
@@ -32,6 +33,7 @@ class PostgresStore:
         self.records = PostgresRecordStore(self.engine)
         self.confirmations = PostgresConfirmationStore(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
+        self.safety = PostgresSafetyStore(self.engine)
         self.bus = PostgresBus(self.engine)
 
     async def open(self) -> None:

@@ -20,6 +20,7 @@ from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
 from aql_mcp.store.sqlite.records import SqliteRecordStore
+from aql_mcp.store.sqlite.safety import SqliteSafetyStore
 from aql_mcp.store.sqlite.tasks import SqliteTaskStore
 
 # The one replica's row in `replicas`, which the write probe rewrites.
@@ -40,6 +41,7 @@ class SqliteStore:
         self.records = SqliteRecordStore(self.engine)
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
+        self.safety = SqliteSafetyStore(self.engine)
         self.bus = LocalBus()
 
     async def open(self) -> None:
