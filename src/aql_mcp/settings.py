@@ -18,7 +18,11 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "AQL_MCP_"
-BUILTIN_PLUGINS: tuple[str, ...] = ("aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "aql_mcp.plugins.records:plugin",
+    "aql_mcp.plugins.corporate:plugin",
+    "aql_mcp.plugins.safety:plugin",
+)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 # How far a plugin is trusted (MCP-AQL adapter trust levels), in increasing order. Defined here, the
 # lowest layer that names it (`aql.max_trust`), so the settings never import the MCP-AQL layer.

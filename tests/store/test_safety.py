@@ -69,6 +69,8 @@ async def test_a_run_counts_its_steps_while_live_and_stays_ended_once_completed(
     assert await safety.set_run_status("r1", "completed", NOW + 2)
     assert not await safety.set_run_status("r1", "running", NOW + 3)
     assert await safety.count_step("r1", "read_file b", NOW + 3) is None
+    assert await safety.reset_steps("r1", NOW + 3)
+    assert (await safety.get_run("r1")).steps == 0  # type: ignore[union-attr]
     ended = await safety.get_run("r1")
     assert ended is not None
     assert (ended.status, ended.ended_at) == ("completed", NOW + 2)
@@ -163,14 +165,19 @@ async def test_an_approval_is_decided_once_and_used_once(store: Store) -> None:
     assert run.status == "running"
 
 
-async def test_a_gatekeeper_approval_is_found_by_its_token_hash_while_pending(store: Store) -> None:
+async def test_a_gatekeeper_approval_is_found_by_its_token_hash_and_shows_its_decision(store: Store) -> None:
     safety = store.safety
     await safety.open_approval(_approval("g1", token_hash="h" * 64))
     found = await safety.approval_by_token("h" * 64)
     assert found is not None
-    assert found.id == "g1"
-    assert await safety.decide_approval("g1", "approved", "p-agent-itself", NOW)
-    assert await safety.approval_by_token("h" * 64) is None
+    assert (found.id, found.status) == ("g1", "pending")
+    assert [a.id for a in await safety.pending_approvals("p-agent")] == ["g1"]
+    assert await safety.decide_approval("g1", "approved", "p-operator", NOW)
+    assert await safety.pending_approvals("p-agent") == []
+    decided = await safety.approval_by_token("h" * 64)
+    assert decided is not None
+    assert decided.status == "approved"
+    assert await safety.approval_by_token("x" * 64) is None
 
 
 async def test_notices_reach_their_principal_and_broadcasts_reach_everyone_until_cleared(store: Store) -> None:

@@ -160,6 +160,9 @@ class SafetyStore(Protocol):
         ...
 
     async def live_runs(self) -> list[AgentRun]: ...
+    async def reset_steps(self, run_id: str, now: float) -> bool:
+        """An operator let a run past its step limit: its count starts again."""
+        ...
 
     # Challenges and blocks
     async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
@@ -209,8 +212,12 @@ class SafetyStore(Protocol):
         """The principal's newest unused approval for this action, pending or decided."""
         ...
 
+    async def pending_approvals(self, principal: str) -> list[Approval]:
+        """The principal's approvals still waiting for a decision, oldest first."""
+        ...
+
     async def approval_by_token(self, token_hash: str) -> Approval | None:
-        """The pending `permission_pending` approval recorded for a gatekeeper token."""
+        """The `permission_pending` approval recorded for a gatekeeper token, whatever its status."""
         ...
 
     async def decide_approval(

@@ -189,6 +189,12 @@ class PostgresSafetyStore:
         )
         return [_run(r) for r in rows]
 
+    async def reset_steps(self, run_id: str, now: float) -> bool:
+        status = await self._engine.execute(
+            "UPDATE safety_runs SET steps = 0, updated_at = $2 WHERE id = $1", run_id, now
+        )
+        return _count(status) == 1
+
     # Challenges and blocks
 
     async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
@@ -363,9 +369,17 @@ class PostgresSafetyStore:
         )
         return Approval(*row) if row else None
 
+    async def pending_approvals(self, principal: str) -> list[Approval]:
+        rows = await self._engine.fetch(
+            f"SELECT {APPROVAL} FROM safety_approvals WHERE principal = $1 AND status = 'pending' "  # noqa: S608
+            "ORDER BY created_at",
+            principal,
+        )
+        return [Approval(*r) for r in rows]
+
     async def approval_by_token(self, token_hash: str) -> Approval | None:
         row = await self._engine.fetchrow(
-            f"SELECT {APPROVAL} FROM safety_approvals WHERE token_hash = $1 AND status = 'pending'",  # noqa: S608
+            f"SELECT {APPROVAL} FROM safety_approvals WHERE token_hash = $1 ORDER BY created_at DESC LIMIT 1",  # noqa: S608
             token_hash,
         )
         return Approval(*row) if row else None

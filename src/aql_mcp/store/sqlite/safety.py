@@ -179,6 +179,14 @@ class SqliteSafetyStore:
         )
         return [_run(r) for r in rows]
 
+    async def reset_steps(self, run_id: str, now: float) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute("UPDATE safety_runs SET steps = 0, updated_at = ? WHERE id = ?", (now, run_id)).rowcount
+            )
+        )
+        return bool(changed == 1)
+
     # Challenges and blocks
 
     async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
@@ -366,10 +374,20 @@ class SqliteSafetyStore:
         )
         return Approval(*row) if row else None
 
+    async def pending_approvals(self, principal: str) -> list[Approval]:
+        rows = await self._engine.read(
+            lambda db: db.execute(
+                f"SELECT {APPROVAL} FROM safety_approvals WHERE principal = ? AND status = 'pending' "  # noqa: S608
+                "ORDER BY created_at",
+                (principal,),
+            ).fetchall()
+        )
+        return [Approval(*r) for r in rows]
+
     async def approval_by_token(self, token_hash: str) -> Approval | None:
         row = await self._engine.read(
             lambda db: db.execute(
-                f"SELECT {APPROVAL} FROM safety_approvals WHERE token_hash = ? AND status = 'pending'",  # noqa: S608
+                f"SELECT {APPROVAL} FROM safety_approvals WHERE token_hash = ? ORDER BY created_at DESC LIMIT 1",  # noqa: S608
                 (token_hash,),
             ).fetchone()
         )
