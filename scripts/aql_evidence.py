@@ -20,6 +20,7 @@ import itertools
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import orjson
 
 VERSION = "2026-07-28"
 # A value of each parameter type, to get past one missing parameter and find the next.
+RETRIES = 20
 PLACEHOLDERS: dict[str, Any] = {"string": "evidence", "integer": 1, "number": 1, "boolean": False, "object": {}}
 
 
@@ -61,6 +63,12 @@ class Client:
             "mcp-name": tool,
         }
         response = self._http.post(self._url, content=orjson.dumps(body), headers=headers)
+        for _ in range(RETRIES):
+            if response.status_code != 429:
+                break
+            # Over the server's rate limit (limits.rate_per_second): wait as long as it says.
+            time.sleep(min(float(response.headers.get("retry-after", "1")), 5.0))
+            response = self._http.post(self._url, content=orjson.dumps(body), headers=headers)
         answer = response.json()
         if "error" in answer:
             raise SystemExit(f"{tool}: JSON-RPC error {answer['error'].get('code')}: {answer['error'].get('message')}")

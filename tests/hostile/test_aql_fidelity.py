@@ -21,7 +21,11 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    env = {"AQL_MCP_AQL__DEFAULT_PAGE_SIZE": "3"}
+    # The records plugin alone among the built-ins: it has no EXECUTE operation (executions and safety have).
+    env = {
+        "AQL_MCP_AQL__DEFAULT_PAGE_SIZE": "3",
+        "AQL_MCP_SERVER__BUILTIN_PLUGINS": '["aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin"]',
+    }
     with start_server(tmp_path_factory.mktemp("fidelity"), env=env, plugins=()) as server:
         yield server
 
@@ -102,8 +106,8 @@ def test_protocol_families_name_only_tools_that_are_listed(served: ServerProcess
     ).json()["result"]["tools"]
 
     assert {entry["tool"] for entry in families.values()} <= {tool["name"] for tool in listed}
-    # The executions plugin's EXECUTE operations are served by mcp_aql_execute, which is listed.
-    assert families["execute"]["tool"] == "mcp_aql_execute"
+    # With no EXECUTE operation loaded there is no execute family, and no unlisted tool named for it.
+    assert "execute" not in families
 
 
 def test_in_single_mode_every_family_names_the_single_tool(tmp_path: Path) -> None:

@@ -15,10 +15,14 @@ from scripts.aql_evidence import Client, Collector
 from tests.support.server import start_server
 
 
+# The collector makes a few hundred calls in a second or two: more than the default rate limit allows.
+GENEROUS = {"AQL_MCP_LIMITS__RATE_PER_SECOND": "1000", "AQL_MCP_LIMITS__RATE_BURST": "2000"}
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state: Path = tmp_path_factory.mktemp("evidence")
-    with start_server(state, env={"AQL_MCP_AQL__MODE": "all"}, plugins=()) as server:
+    with start_server(state, env={"AQL_MCP_AQL__MODE": "all", **GENEROUS}, plugins=()) as server:
         yield Collector(Client(server.url, server.token())).bundle()
 
 

@@ -48,8 +48,11 @@ class Session:
 
 
 @contextmanager
-def session(server: ServerProcess, scopes: tuple[str, ...] = ("mcp",), subject: str = "mallory") -> Iterator[Session]:
-    token = server.token(subject=subject, scopes=scopes)
+def session(
+    server: ServerProcess, scopes: tuple[str, ...] = ("mcp",), subject: str = "mallory", token: str | None = None
+) -> Iterator[Session]:
+    """A session on `server` with a token of its own issuer, or with `token` (a replica's shared issuer)."""
+    token = token or server.token(subject=subject, scopes=scopes)
     with httpx.Client(base_url=server.base, timeout=20) as http:
         headers = {**HEADERS, "authorization": f"Bearer {token}"}
         init = {

@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -41,6 +41,17 @@ MATRIX: Mapping[DangerLevel, tuple[str, ...]] = {
 TOKEN_PREFIX = "conf_"  # noqa: S105 (a token prefix, not a secret)
 
 
+class GateWatcher(Protocol):
+    """Told of every token issued and asked before any is redeemed: the safety loop (docs/safety.md)
+    records a `permission_pending` approval for a token issued during a monitored run and refuses
+    the redemption until another principal approved it (§8.7.3 self-approval)."""
+
+    async def issued(self, operation: Operation, principal: str, token_hash: str) -> None: ...
+    async def redeeming(self, operation: Operation, principal: str, token_hash: str) -> None:
+        """Raise `OperationError` to refuse the redemption."""
+        ...
+
+
 def behavior(operation: Operation, trust: TrustLevel) -> str:
     """allow, confirm or deny for this operation from a plugin of this trust; the matrix's
     `introspect_only` denies the call (the operation stays visible to `introspect`)."""
@@ -60,6 +71,10 @@ class Gatekeeper:
         self._grants = grants
         self._ttl = ttl_seconds
         self._clock = clock
+        self._watchers: list[GateWatcher] = []
+
+    def watch(self, watcher: GateWatcher) -> None:
+        self._watchers.append(watcher)
 
     def deny(self, operation: Operation, trust: TrustLevel) -> OperationError:
         danger = operation.danger_level
@@ -83,6 +98,8 @@ class Gatekeeper:
         expires = self._clock() + self._ttl
         grant = Grant(operation.name, params_hash(operation, params), principal, session, expires)
         await self._grants.put_grant(token_digest(token), grant)
+        for watcher in self._watchers:
+            await watcher.issued(operation, principal, token_digest(token))
         expires_at = iso(expires)
         message = f"Operation '{operation.name}' is {operation.danger_level}; confirm to proceed."
         reasons = list(operation.danger_reasons)
@@ -122,6 +139,8 @@ class Gatekeeper:
                 "Confirmation token has expired",
                 {"token": token, "expired_at": iso(grant.expires_at), "current_time": iso(now)},
             )
+        for watcher in self._watchers:
+            await watcher.redeeming(operation, principal, digest)
         if grant.consumed_at is not None or not await self._grants.consume_grant(digest, now):
             raise OperationError(
                 TOKEN_ALREADY_USED,

@@ -58,6 +58,8 @@ class AqlService:
         )
         self._registry = registry
         self._tools: set[str] = set()
+        # What plugins add to `_protocol.capabilities` (the safety plugin: `execution_safety_loop`).
+        self.capabilities: dict[str, Any] = {}
         self.operations.on_change(self._refresh)
         for type_def in PROTOCOL_TYPES:
             self.operations.add_type(type_def, plugin=CORE)
@@ -87,6 +89,7 @@ class AqlService:
                 "aggregations": False,
                 "computed_fields": False,
                 "relationship_queries": False,
+                **self.capabilities,
             },
             "limits": {
                 "max_request_size": self.settings.http.max_body_bytes,

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.executions import ExecutionStore
 from aql_mcp.store.records import RecordStore
+from aql_mcp.store.safety import SafetyStore
 from aql_mcp.store.tasks import TaskStore
 
 
@@ -116,6 +117,8 @@ class Store(Protocol):
     def tasks(self) -> TaskStore: ...
     @property
     def executions(self) -> ExecutionStore: ...
+    @property
+    def safety(self) -> SafetyStore: ...
     @property
     def bus(self) -> Bus: ...
 

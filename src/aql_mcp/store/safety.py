@@ -24,7 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 BROADCAST = "*"
+# Runs still inside the loop: what a danger_zone broadcast reaches and what the console lists.
+LIVE_RUNS = ("running", "paused", "blocked")
+# Notices delivered once (the rest stay until what they announce is resolved, §8.7.3).
+ONE_SHOT = ("status", "error")
 
 RunStatus = Literal["running", "paused", "blocked", "completed", "aborted"]
 ChallengeTier = Literal["verify", "danger_zone", "deny"]
@@ -68,10 +74,15 @@ class Challenge:
 
 @dataclass(slots=True)
 class Block:
+    """A hard block. It is keyed by `principal` (the caller's stable identity, `Principal.digest`):
+    `agent` is the element name the agent gave itself, kept for display only, so neither a new
+    execution nor a new name escapes it (§8.8.3, docs/safety.md)."""
+
     agent: str
     challenge_id: str
     reason: str
     created_at: float
+    principal: str = ""
 
 
 @dataclass(slots=True)
@@ -88,10 +99,14 @@ class Approval:
     decided_at: float | None = None
     decided_by: str | None = None
     token_hash: str | None = None
+    used_at: float | None = None
 
 
 @dataclass(slots=True)
 class Notice:
+    """`agent` is the recipient: a principal key (`Principal.digest`) or `BROADCAST`; `ref` is the
+    challenge or approval the notice is about, which clears it when resolved."""
+
     id: int
     agent: str
     type: Literal["permission_pending", "autonomy_pause", "danger_zone", "status", "error"]
@@ -99,6 +114,7 @@ class Notice:
     metadata: dict[str, Any]
     created_at: float
     cleared_at: float | None = None
+    ref: str | None = None
 
 
 @dataclass(slots=True)
@@ -124,6 +140,216 @@ class SafetyOverview:
 
 
 class SafetyStore(Protocol):
-    """The facet behind the `safety` plugin and the operator console (methods added with them)."""
+    """The facet behind the `safety` plugin and the operator console. Every method is one
+    transaction; the conditional ones (a challenge or an approval decided once, a run that ended
+    stays ended) decide inside the engine and report whether they won."""
 
-    async def overview(self, now: float, *, recent: int = 50) -> SafetyOverview: ...
+    async def overview(self, now: float, *, recent: int = 50) -> SafetyOverview:
+        """Live runs, pending approvals, pending unexpired challenges, blocks, the newest events."""
+        ...
+
+    # Runs
+    async def start_run(self, run: AgentRun) -> None: ...
+    async def get_run(self, run_id: str) -> AgentRun | None: ...
+    async def count_step(self, run_id: str, action: str, now: float) -> AgentRun | None:
+        """One more step of a live run, its action remembered; None if the run is not live."""
+        ...
+
+    async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
+        """Move a live run to `status` (`completed`/`aborted` end it); False if it had ended."""
+        ...
+
+    async def live_runs(self) -> list[AgentRun]: ...
+    async def reset_steps(self, run_id: str, now: float) -> bool:
+        """An operator let a run past its step limit: its count starts again."""
+        ...
+
+    # Challenges and blocks
+    async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
+        """Store the challenge and, for a hard block, put the block (replacing the principal's
+        previous one) in the same transaction."""
+        ...
+
+    async def get_challenge(self, challenge_id: str) -> Challenge | None: ...
+    async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
+        """The principal's newest challenge still pending and unexpired."""
+        ...
+
+    async def pass_challenge(self, challenge_id: str, operator: str, now: float) -> Challenge | None:
+        """The right code: `verified` if still pending and unexpired, the block it holds lifted, its
+        notices cleared and its run resumed, all at once. None if someone else decided it first."""
+        ...
+
+    async def fail_challenge(
+        self, challenge_id: str, operator: str, now: float, *, replacement: Challenge | None = None
+    ) -> bool:
+        """A wrong code or a refusal: `failed` if still pending (`expired` if past its expiry), its
+        notices cleared; with `replacement`, the new challenge takes over the block. False if it had
+        been decided already."""
+        ...
+
+    async def expire_challenges(self, now: float) -> list[Challenge]:
+        """Mark pending challenges past their expiry `expired` and return them; a `verify` pause
+        lifts with its challenge (notices cleared, run resumed), a block stays (§8.8.3)."""
+        ...
+
+    async def get_block(self, principal: str) -> Block | None: ...
+    async def lift_block(self, principal: str, operator: str, now: float) -> Block | None:
+        """An operator's override: the block removed, its challenge `failed`, its notices cleared."""
+        ...
+
+    async def note_failure(self, principal: str, now: float, window: float) -> int:
+        """Count a failed verification; return the principal's failures within the last `window`
+        seconds, this one included (older ones are forgotten)."""
+        ...
+
+    async def failures(self, principal: str, since: float) -> int: ...
+
+    # Approvals
+    async def open_approval(self, approval: Approval) -> None: ...
+    async def get_approval(self, approval_id: str) -> Approval | None: ...
+    async def find_approval(self, principal: str, action: str, kind: ApprovalKind) -> Approval | None:
+        """The principal's newest unused approval for this action, pending or decided."""
+        ...
+
+    async def pending_approvals(self, principal: str) -> list[Approval]:
+        """The principal's approvals still waiting for a decision, oldest first."""
+        ...
+
+    async def approval_by_token(self, token_hash: str) -> Approval | None:
+        """The `permission_pending` approval recorded for a gatekeeper token, whatever its status."""
+        ...
+
+    async def decide_approval(
+        self, approval_id: str, status: ApprovalStatus, operator: str, now: float
+    ) -> Approval | None:
+        """`approved` or `denied` if still pending, its notices cleared and (approved) its run
+        resumed; None if it had been decided already."""
+        ...
+
+    async def use_approval(self, approval_id: str, now: float) -> bool:
+        """A decision is applied once (an approved action taken, a denied one refused): False if it
+        was used already or is still pending."""
+        ...
+
+    # Notices and the audit trail
+    async def add_notice(
+        self,
+        agent: str,
+        type_: str,
+        message: str,
+        metadata: dict[str, Any],
+        now: float,
+        *,
+        ref: str | None = None,
+    ) -> int: ...
+    async def take_notices(self, principal: str, now: float) -> list[Notice]:
+        """The uncleared notices for the principal and the broadcasts, oldest first; the one-shot
+        ones (`status`, `error`) addressed to the principal are cleared by this delivery."""
+        ...
+
+    async def clear_notices(self, ref: str, now: float) -> int: ...
+    async def add_event(self, agent: str, kind: str, actor: str, detail: dict[str, Any], now: float) -> None: ...
+
+
+# Column lists both engines select, in the order of the dataclasses' fields.
+RUN_COLUMNS = (
+    "id, agent, principal, session, status, steps, started_at, updated_at, ended_at, last_action, reason, settings"
+)
+CHALLENGE_COLUMNS = (
+    "id, agent, run_id, principal, tier, action, reason, code, status, created_at, expires_at, decided_at, decided_by"
+)
+BLOCK_COLUMNS = "agent, challenge_id, reason, created_at, principal"
+APPROVAL_COLUMNS = (
+    "id, agent, run_id, principal, kind, action, reason, status, created_at, decided_at, decided_by, token_hash, "
+    "used_at"
+)
+NOTICE_COLUMNS = "id, agent, type, message, metadata, created_at, cleared_at, ref"
+EVENT_COLUMNS = "id, at, agent, kind, actor, detail"
+
+
+def run_of(row: Any) -> AgentRun:
+    return AgentRun(
+        id=row[0],
+        agent=row[1],
+        principal=row[2],
+        session=row[3],
+        status=row[4],
+        steps=int(row[5]),
+        started_at=row[6],
+        updated_at=row[7],
+        ended_at=row[8],
+        last_action=row[9],
+        reason=row[10],
+        settings=loads(row[11]),
+    )
+
+
+def run_row(run: AgentRun) -> tuple[Any, ...]:
+    return (
+        run.id,
+        run.agent,
+        run.principal,
+        run.session,
+        run.status,
+        run.steps,
+        run.started_at,
+        run.updated_at,
+        run.ended_at,
+        run.last_action,
+        run.reason,
+        dumps(run.settings),
+    )
+
+
+def challenge_row(c: Challenge) -> tuple[Any, ...]:
+    return (
+        c.id,
+        c.agent,
+        c.run_id,
+        c.principal,
+        c.tier,
+        c.action,
+        c.reason,
+        c.code,
+        c.status,
+        c.created_at,
+        c.expires_at,
+        c.decided_at,
+        c.decided_by,
+    )
+
+
+def approval_row(a: Approval) -> tuple[Any, ...]:
+    return (
+        a.id,
+        a.agent,
+        a.run_id,
+        a.principal,
+        a.kind,
+        a.action,
+        a.reason,
+        a.status,
+        a.created_at,
+        a.decided_at,
+        a.decided_by,
+        a.token_hash,
+        a.used_at,
+    )
+
+
+def notice_of(row: Any) -> Notice:
+    return Notice(row[0], row[1], row[2], row[3], loads(row[4]), row[5], row[6], row[7])
+
+
+def event_of(row: Any) -> SafetyEvent:
+    return SafetyEvent(row[0], row[1], row[2], row[3], row[4], loads(row[5]))
+
+
+def dumps(value: dict[str, Any]) -> bytes:
+    return orjson.dumps(value)
+
+
+def loads(value: bytes | None) -> dict[str, Any]:
+    loaded = orjson.loads(value) if value else {}
+    return loaded if isinstance(loaded, dict) else {}

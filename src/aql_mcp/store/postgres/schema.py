@@ -167,6 +167,91 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX executions_session ON executions (session_id);
     CREATE INDEX executions_finished ON executions (finished_at);
     """,
+    # 4: the execution safety loop (store/safety.py, docs/safety.md): monitored runs, out-of-band
+    # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
+    # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
+    """
+    CREATE TABLE safety_runs (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        session TEXT,
+        status TEXT NOT NULL,
+        steps BIGINT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        ended_at DOUBLE PRECISION,
+        last_action TEXT,
+        reason TEXT,
+        settings BYTEA NOT NULL
+    );
+    CREATE INDEX safety_runs_status ON safety_runs (status, principal);
+    CREATE TABLE safety_challenges (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        tier TEXT NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        code TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        decided_at DOUBLE PRECISION,
+        decided_by TEXT
+    );
+    CREATE INDEX safety_challenges_pending ON safety_challenges (status, principal);
+    CREATE TABLE safety_blocks (
+        principal TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT NOT NULL,
+        challenge_id TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE safety_approvals (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        kind TEXT NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        decided_at DOUBLE PRECISION,
+        decided_by TEXT,
+        token_hash TEXT,
+        used_at DOUBLE PRECISION
+    );
+    CREATE INDEX safety_approvals_principal ON safety_approvals (principal, action);
+    CREATE INDEX safety_approvals_token ON safety_approvals (token_hash);
+    CREATE TABLE safety_notices (
+        id BIGSERIAL PRIMARY KEY,
+        agent TEXT COLLATE "C" NOT NULL,
+        type TEXT NOT NULL,
+        message TEXT NOT NULL,
+        metadata BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        cleared_at DOUBLE PRECISION,
+        ref TEXT
+    );
+    CREATE INDEX safety_notices_agent ON safety_notices (agent, cleared_at);
+    CREATE INDEX safety_notices_ref ON safety_notices (ref);
+    CREATE TABLE safety_failures (
+        principal TEXT COLLATE "C" NOT NULL,
+        at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX safety_failures_principal ON safety_failures (principal, at);
+    CREATE TABLE safety_events (
+        id BIGSERIAL PRIMARY KEY,
+        at DOUBLE PRECISION NOT NULL,
+        agent TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        detail BYTEA NOT NULL
+    );
+    """,
 )
 
 

@@ -16,6 +16,7 @@ from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.executions import PostgresExecutionStore
 from aql_mcp.store.postgres.records import PostgresRecordStore
+from aql_mcp.store.postgres.safety import PostgresSafetyStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
 
 READY_SECONDS = 1.0
@@ -33,6 +34,7 @@ class PostgresStore:
         self.records = PostgresRecordStore(self.engine)
         self.confirmations = PostgresConfirmationStore(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
+        self.safety = PostgresSafetyStore(self.engine)
         self.bus = PostgresBus(self.engine)
         self.executions = PostgresExecutionStore(self.engine, self.bus.replica)
 

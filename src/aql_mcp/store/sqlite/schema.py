@@ -179,6 +179,91 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX executions_session ON executions (session_id);
     CREATE INDEX executions_finished ON executions (finished_at);
     """,
+    # 9: the execution safety loop (store/safety.py, docs/safety.md): monitored runs, out-of-band
+    # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
+    # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
+    """
+    CREATE TABLE safety_runs (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session TEXT,
+        status TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_at REAL,
+        last_action TEXT,
+        reason TEXT,
+        settings BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX safety_runs_status ON safety_runs (status, principal);
+    CREATE TABLE safety_challenges (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        code TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decided_at REAL,
+        decided_by TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX safety_challenges_pending ON safety_challenges (status, principal);
+    CREATE TABLE safety_blocks (
+        principal TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        challenge_id TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE safety_approvals (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        decided_at REAL,
+        decided_by TEXT,
+        token_hash TEXT,
+        used_at REAL
+    ) WITHOUT ROWID;
+    CREATE INDEX safety_approvals_principal ON safety_approvals (principal, action);
+    CREATE INDEX safety_approvals_token ON safety_approvals (token_hash);
+    CREATE TABLE safety_notices (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent TEXT NOT NULL,
+        type TEXT NOT NULL,
+        message TEXT NOT NULL,
+        metadata BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        cleared_at REAL,
+        ref TEXT
+    );
+    CREATE INDEX safety_notices_agent ON safety_notices (agent, cleared_at);
+    CREATE INDEX safety_notices_ref ON safety_notices (ref);
+    CREATE TABLE safety_failures (
+        principal TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX safety_failures_principal ON safety_failures (principal, at);
+    CREATE TABLE safety_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        agent TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        detail BLOB NOT NULL
+    );
+    """,
 )
 
 

@@ -21,6 +21,7 @@ from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
 from aql_mcp.store.sqlite.executions import SqliteExecutionStore
 from aql_mcp.store.sqlite.records import SqliteRecordStore
+from aql_mcp.store.sqlite.safety import SqliteSafetyStore
 from aql_mcp.store.sqlite.tasks import SqliteTaskStore
 
 # The one replica's row in `replicas`, which the write probe rewrites.
@@ -42,6 +43,7 @@ class SqliteStore:
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
         self.executions = SqliteExecutionStore(self.engine)
+        self.safety = SqliteSafetyStore(self.engine)
         self.bus = LocalBus()
 
     async def open(self) -> None:
