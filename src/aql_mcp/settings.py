@@ -336,6 +336,16 @@ class SafetySettings(_Section):
         return value
 
 
+class ConsoleSettings(_Section):
+    """The operator console at `/console` (docs/console.md)."""
+
+    enabled: bool = True
+    # How often an open console page's event stream re-reads the store (seconds).
+    refresh_seconds: float = Field(default=2.0, ge=0.2, le=60)
+    # Lifetime of the development login cookie and the token it carries (development mode only).
+    cookie_seconds: int = Field(default=28_800, ge=60, le=86_400)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -359,6 +369,7 @@ class Settings(BaseSettings):
     records: RecordsSettings = RecordsSettings()
     mcp: McpSettings = McpSettings()
     safety: SafetySettings = SafetySettings()
+    console: ConsoleSettings = ConsoleSettings()
 
     @property
     def base_url(self) -> str:
