@@ -59,7 +59,7 @@ class DevLogin:
             f'<form method=post action="{LOGIN_PATH}"><input type=hidden name={FIELD} value="{nonce}">'
             "<label for=operator>Operator name</label> "
             "<input type=text id=operator name=operator value=operator required maxlength=64 "
-            'pattern="[A-Za-z0-9._@-]+" autocomplete=username> '
+            'pattern="[A-Za-z0-9._@\\-]+" autocomplete=username> '
             "<button type=submit>Sign in</button></form></main>"
         )
         cookie = login_cookie(nonce, secure=self.secure)
