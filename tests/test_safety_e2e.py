@@ -189,3 +189,30 @@ def test_failed_verifications_beyond_the_limit_are_refused_on_a_real_server_8_8_
     _refused(unknown, "NOT_FOUND_RESOURCE")
     assert empty["success"] is False
     assert empty["error"]["code"].startswith("VALIDATION_")
+
+
+def test_a_gatekeeper_confirmation_during_a_run_waits_for_an_operator_on_a_real_server_8_7_3(tmp_path: Path) -> None:
+    seen = Seen()
+    with (
+        start_server(tmp_path, plugins=()) as server,
+        session(server, subject=AGENT) as agent,
+        session(server, scopes=OPERATOR, subject="olivia") as operator,
+    ):
+        seen.call(agent, "mcp_aql_create", "create_collection", collection="old")
+        seen.call(agent, "mcp_aql_execute", "execute_agent", element_name="builder")
+        gated = seen.call(agent, "mcp_aql_delete", "delete_collection", collection="old")
+        token = _refused(gated, "CONFIRMATION_REQUIRED")["details"]["confirmation_token"]
+        waiting = seen.step(agent, "read_file a")
+        early = seen.call(agent, "mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        own = seen.call(agent, "mcp_aql_execute", "confirm_operation", confirmation_token=token)
+        bogus = seen.call(operator, "mcp_aql_execute", "confirm_operation", confirmation_token="conf_bogus")
+        approved = seen.call(operator, "mcp_aql_execute", "confirm_operation", confirmation_token=token)
+        redeemed = seen.call(agent, "mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        resumed = seen.step(agent, "read_file a")
+    assert (waiting["continue"], [n["type"] for n in waiting["notifications"]]) == (False, ["permission_pending"])
+    _refused(early, "PERMISSION_DENIED", "awaiting_operator")
+    _refused(own, "PERMISSION_DENIED", "self_approval")
+    _refused(bogus, "TOKEN_INVALID")
+    assert approved["success"], approved
+    assert redeemed["data"]["deleted"] is True
+    assert (resumed["continue"], resumed["notifications"]) == (True, [])

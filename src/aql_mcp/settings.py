@@ -301,6 +301,13 @@ SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]
 RiskTolerance = Literal["conservative", "moderate", "aggressive"]
 
 
+class RiskRule(_Section):
+    """A risk score (0-100) for the actions a glob pattern matches (MCP-AQL §8.7.2 stage 4)."""
+
+    pattern: str = Field(min_length=1, max_length=200)
+    score: int = Field(ge=0, le=100)
+
+
 class SafetySettings(_Section):
     """The MCP-AQL execution safety loop (§8.6-8.8, docs/safety.md): the adapter-wide defaults an
     agent's `execute_agent` may tighten but never loosen."""
@@ -311,29 +318,19 @@ class SafetySettings(_Section):
     deny: tuple[str, ...] = ("drop_*", "delete_all*", "*_production*", "rm -rf*")
     requires_approval: tuple[str, ...] = ("delete_*", "*force*", "deploy_*", "git push*")
     auto_approve: tuple[str, ...] = ("read_*", "list_*", "get_*", "search_*")
-    risk_rules: dict[str, int] = Field(
-        default_factory=lambda: {
-            "*write*": 40,
-            "*password*": 70,
-            "*secret*": 70,
-            "*credential*": 70,
-            "*sudo *": 90,
-            "*mkfs*": 95,
-            "*shutdown*": 90,
-        }
+    risk_rules: tuple[RiskRule, ...] = (
+        RiskRule(pattern="*write*", score=40),
+        RiskRule(pattern="*password*", score=70),
+        RiskRule(pattern="*secret*", score=70),
+        RiskRule(pattern="*credential*", score=70),
+        RiskRule(pattern="*sudo *", score=90),
+        RiskRule(pattern="*mkfs*", score=95),
+        RiskRule(pattern="*shutdown*", score=90),
     )
     default_risk: int = Field(default=10, ge=0, le=100)
     challenge_ttl_seconds: float = Field(default=300.0, gt=0, le=86_400)
     max_failed_verifications: int = Field(default=10, ge=1, le=1000)
     failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)
-
-    @field_validator("risk_rules")
-    @classmethod
-    def _scores_in_range(cls, value: dict[str, int]) -> dict[str, int]:
-        for pattern, score in value.items():
-            if not pattern or not 0 <= score <= 100:
-                raise ValueError(f"rule {pattern!r}: a non-empty glob pattern and a score from 0 to 100")
-        return value
 
 
 class ConsoleSettings(_Section):
@@ -436,7 +433,7 @@ def _plain(field: FieldInfo) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, tuple):
-        return list(value)
+        return [item.model_dump(mode="json") if isinstance(item, BaseModel) else item for item in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, SecretStr):

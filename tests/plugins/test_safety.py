@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aql_mcp.operations.gatekeeper import token_digest
+from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.store.factory import open_store
 from tests.operations.client import RECORDS, Aql, aql_session, records_settings
 
@@ -177,3 +178,24 @@ async def test_a_step_of_an_unknown_or_ended_execution_is_not_found(tmp_path: Pa
     assert other["error"]["code"] == "NOT_FOUND_RESOURCE"
     assert completed["data"]["status"] == "completed"
     assert after["error"]["code"] == "NOT_FOUND_RESOURCE"
+
+
+async def test_an_action_denied_on_the_console_is_not_taken_and_the_run_goes_on_8_7_3(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    async with aql_session(settings) as aql:
+        await aql.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        paused = await _step(aql, "deploy_service api")
+        store = open_store(settings)
+        await store.open()
+        try:
+            await SafetyDesk(store.safety, settings).deny(paused["approvalId"], "console-operator")
+            denied = await _step(aql, "deploy_service api")
+            moved_on = await _step(aql, "read_file notes.md")
+            run = await store.safety.get_run(paused["execution_id"])
+        finally:
+            await store.close()
+    assert denied["continue"] is False
+    assert "status" in [n["type"] for n in denied["notifications"]]
+    assert moved_on["continue"] is True, moved_on
+    assert run is not None
+    assert run.status == "running"

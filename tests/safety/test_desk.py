@@ -148,3 +148,19 @@ async def test_no_event_or_overview_detail_ever_carries_a_code_8_8_4(store: Stor
         assert challenge.code not in str(event.detail)
     notices = await store.safety.take_notices(AGENT, clock.now)
     assert all(challenge.code not in str(notice.metadata) for notice in notices)
+
+
+async def test_the_overview_always_offers_an_answerable_challenge_for_a_block(store: Store) -> None:
+    clock = Clock()
+    desk = _desk(store, clock, challenge_ttl_seconds=60)
+    challenge = await _blocked(store, desk, clock)
+    await desk.reject(challenge.id, OPERATOR)
+    view = await desk.overview()
+    assert [b.principal for b in view.blocks] == [AGENT]
+    assert [c.id for c in view.challenges] == [view.blocks[0].challenge_id]
+    assert view.challenges[0].id != challenge.id
+    clock.now += 61
+    later = await desk.overview()
+    assert later.challenges[0].id not in (challenge.id, view.challenges[0].id)
+    await desk.verify(later.challenges[0].id, later.challenges[0].code, OPERATOR)
+    assert (await desk.overview()).blocks == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import uuid
 
+import pytest
+
 from aql_mcp.safety.journal import Journal
 from aql_mcp.safety.verification import Verification, codes_match, holds_agent, new_code
 from aql_mcp.settings import SafetySettings
@@ -40,3 +42,10 @@ def test_only_danger_zone_and_deny_hold_the_agent_8_8_3() -> None:
     assert holds_agent("deny")
     assert holds_agent("danger_zone")
     assert not holds_agent("verify")
+
+
+@pytest.mark.anyio
+async def test_the_journal_refuses_an_event_detail_that_would_carry_a_code_8_8_4() -> None:
+    journal = Journal(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="never carries"):
+        await journal.record("agent", "verified", "operator", 1.0, code="x")

@@ -73,9 +73,16 @@ class SafetyDesk:
         self.verification = Verification(store, settings.safety, self.journal)
 
     async def overview(self) -> SafetyOverview:
+        """What the console shows. A block whose challenge expired or was refused gets a fresh one
+        here, so the operator always has a code that can lift it (the block itself stays)."""
         now = self._clock()
         await self._store.expire_challenges(now)
-        return await self._store.overview(now)
+        view = await self._store.overview(now)
+        answerable = {challenge.id for challenge in view.challenges}
+        stale = [block for block in view.blocks if block.challenge_id not in answerable]
+        for block in stale:
+            await self.verification.renew_block(block, now)
+        return await self._store.overview(now) if stale else view
 
     async def approve(self, approval_id: str, operator: str) -> None:
         await self._decide(approval_id, "approved", operator)

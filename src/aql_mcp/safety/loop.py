@@ -128,7 +128,7 @@ class ExecutionLoop:
             deny=tuple(dict.fromkeys((*s.deny, *asked.get("deny", ())))),
             requires_approval=tuple(dict.fromkeys((*s.requires_approval, *asked.get("requiresApproval", ())))),
             auto_approve=s.auto_approve,
-            risk_rules=s.risk_rules,
+            risk_rules={rule.pattern: rule.score for rule in s.risk_rules},
             default_risk=s.default_risk,
         )
 
@@ -227,6 +227,9 @@ class ExecutionLoop:
         elif verdict.decision == "pause":
             await self._store.set_run_status(run.id, "paused", now, reason=verdict.reason)
             extra["approvalId"] = await self._pause(run, verdict, action, now)
+        elif run.status != "running":
+            # e.g. paused on an action an operator denied: the agent moved on to one that passes.
+            await self._store.set_run_status(run.id, "running", now)
         return directive(
             proceed=verdict.decision == "continue",
             stopped=verdict.decision == "block",
@@ -332,6 +335,6 @@ def _policy_of(run: AgentRun, settings: SafetySettings) -> Policy:
         deny=tuple(chosen.get("deny", settings.deny)),
         requires_approval=tuple(chosen.get("requiresApproval", settings.requires_approval)),
         auto_approve=settings.auto_approve,
-        risk_rules=settings.risk_rules,
+        risk_rules={rule.pattern: rule.score for rule in settings.risk_rules},
         default_risk=settings.default_risk,
     )

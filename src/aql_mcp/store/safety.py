@@ -228,7 +228,8 @@ class SafetyStore(Protocol):
         ...
 
     async def use_approval(self, approval_id: str, now: float) -> bool:
-        """An approved action is taken once: False if it was used already."""
+        """A decision is applied once (an approved action taken, a denied one refused): False if it
+        was used already or is still pending."""
         ...
 
     # Notices and the audit trail

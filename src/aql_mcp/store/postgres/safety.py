@@ -408,7 +408,8 @@ class PostgresSafetyStore:
 
     async def use_approval(self, approval_id: str, now: float) -> bool:
         status = await self._engine.execute(
-            "UPDATE safety_approvals SET used_at = $2 WHERE id = $1 AND status = 'approved' AND used_at IS NULL",
+            "UPDATE safety_approvals SET used_at = $2 "
+            "WHERE id = $1 AND status IN ('approved', 'denied') AND used_at IS NULL",
             approval_id,
             now,
         )

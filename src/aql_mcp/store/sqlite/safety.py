@@ -416,7 +416,8 @@ class SqliteSafetyStore:
         changed = await self._engine.write(
             lambda db: (
                 db.execute(
-                    "UPDATE safety_approvals SET used_at = ? WHERE id = ? AND status = 'approved' AND used_at IS NULL",
+                    "UPDATE safety_approvals SET used_at = ? "
+                    "WHERE id = ? AND status IN ('approved', 'denied') AND used_at IS NULL",
                     (now, approval_id),
                 ).rowcount
             )
