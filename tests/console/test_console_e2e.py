@@ -18,6 +18,7 @@ import pytest
 from aql_mcp.auth.principal import subject_digest
 from tests.support.aql import session
 from tests.support.console import LEAKS, ConsoleClient, code_on, csrf_on, raise_challenge, step
+from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, start_server
 from tests.support.sse import iter_events
 
@@ -258,3 +259,68 @@ async def test_the_event_stream_sends_the_live_region_and_again_when_a_challenge
         async for event in events:
             if event.data and f'data-challenge="{challenge}"' in event.data:
                 break
+
+
+def test_the_development_login_sets_an_httponly_samesite_strict_cookie_and_sign_out_clears_it(
+    server: ServerProcess,
+) -> None:
+    with httpx.Client(base_url=server.base, timeout=20) as http:
+        form = http.get("/console/login")
+        assert form.status_code == 200
+        assert "<label for=operator>" in form.text
+        login_cookie = form.headers["set-cookie"]
+        assert "HttpOnly" in login_cookie
+        assert "SameSite=Strict" in login_cookie
+        nonce = csrf_on(form.text)
+        json_accept = {"accept": "application/json"}
+        forged = http.post("/console/login", data={"operator": "mallory", "csrf": "forged"}, headers=json_accept)
+        assert assert_refused(forged, 403)["data"]["reason"] == "csrf_token"
+        bad_name = http.post("/console/login", data={"operator": "<x>", "csrf": nonce}, headers=json_accept)
+        assert_refused(bad_name, 400)
+        signed_in = http.post("/console/login", data={"operator": "olga", "csrf": nonce})
+        assert signed_in.status_code == 303
+        assert signed_in.headers["location"] == "/console"
+        session_cookie = next(c for c in signed_in.headers.get_list("set-cookie") if c.startswith("aql_console="))
+        remember_secret(session_cookie.split(";")[0].split("=", 1)[1])
+        for attribute in ("HttpOnly", "SameSite=Strict", "Path=/console", "Max-Age=28800"):
+            assert attribute in session_cookie.split("; ")
+        page = http.get("/console")
+        assert page.status_code == 200
+        assert "olga" in page.text
+        assert "Sign out" in page.text
+        refused = http.post("/console/logout", data={"csrf": "wrong"}, headers=json_accept)
+        assert_refused(refused, 403)
+        signed_out = http.post("/console/logout", data={"csrf": csrf_on(page.text)})
+        assert signed_out.status_code == 303
+        assert "Max-Age=0" in signed_out.headers["set-cookie"]
+        assert http.get("/console", headers=json_accept).status_code == 401
+    logins = audit_lines(server, "console_login")
+    assert any(line["outcome"] == "ok" and line["principal"] == subject_digest("olga") for line in logins)
+    assert "olga" not in json.dumps(logins)
+
+
+def test_the_verification_code_appears_on_the_console_page_only_never_in_mcp_answers_or_logs(
+    server: ServerProcess, operator: ConsoleClient
+) -> None:
+    """MCP-AQL §8.8.2, §8.8.4: the agent gets the challenge id, the human the code."""
+    answers = []
+    with session(server, subject="agent-secret") as agent:
+        challenge = raise_challenge(agent)
+        code = code_on(operator.page(), challenge)
+        answers.append(step(agent))
+        answers.append(agent.call("mcp_aql_read", "introspect", query="operations"))
+        wrong = operator.http.post(
+            "/console/verify",
+            data={"challenge_id": challenge, "code": code[::-1], "csrf": csrf_on(operator.page())},
+            headers={"authorization": operator.headers["authorization"], "accept": "application/json"},
+        )
+        answers.append(wrong.json())
+        replacement = wrong.json()["error"]["data"].get("verificationId", challenge)
+        fresh = code_on(operator.page(), replacement)
+        answers.append(step(agent))
+    text = json.dumps(answers)
+    assert challenge in text
+    assert code not in text
+    assert fresh not in text
+    assert code not in server.log_text()
+    assert fresh not in server.log_text()
