@@ -120,6 +120,12 @@ def test_a_challenge_raised_through_mcp_shows_its_code_on_the_page_and_is_approv
         response = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
         assert response.status_code == 303
         assert response.headers["location"].startswith("/console?done=verify")
+        replayed = operator.http.post(
+            "/console/verify",
+            data={"challenge_id": challenge, "code": code, "csrf": csrf_on(html)},
+            headers={"authorization": operator.headers["authorization"], "accept": "application/json"},
+        )
+        assert assert_refused(replayed, 409)["code"] == "TOKEN_ALREADY_USED"
         directive = step(agent)
     assert directive["continue"] is True
     assert "stopped" not in directive
@@ -324,3 +330,24 @@ def test_the_verification_code_appears_on_the_console_page_only_never_in_mcp_ans
     assert fresh not in text
     assert code not in server.log_text()
     assert fresh not in server.log_text()
+
+
+def test_wrong_codes_past_the_limit_are_429_with_retry_after(server: ServerProcess, operator: ConsoleClient) -> None:
+    """§8.8.5: at most `safety.max_failed_verifications` (10) failures per agent within the window."""
+    headers = {"authorization": operator.headers["authorization"], "accept": "application/json"}
+    with session(server, subject="agent-brute") as agent:
+        challenge = raise_challenge(agent)
+        csrf = csrf_on(operator.page())
+        for attempt in range(1, 11):
+            wrong = operator.http.post(
+                "/console/verify", data={"challenge_id": challenge, "code": "guess", "csrf": csrf}, headers=headers
+            )
+            error = assert_refused(wrong, 422)
+            assert error["data"]["failures"] == attempt
+            challenge = error["data"].get("verificationId", challenge)
+        limited = operator.http.post(
+            "/console/verify", data={"challenge_id": challenge, "code": "guess", "csrf": csrf}, headers=headers
+        )
+        assert assert_refused(limited, 429)["code"] == "RATE_LIMIT_EXCEEDED"
+        assert int(limited.headers["retry-after"]) > 0
+        assert step(agent)["stopped"] is True

@@ -31,8 +31,9 @@ th{font-weight:600;background:#f3f4f6}
 .wrap{display:inline-block;max-width:280px;overflow-wrap:anywhere}
 code.code{font:600 1rem/1.3 ui-monospace,"DejaVu Sans Mono",monospace;background:#fff8c5;padding:2px 4px;
 overflow-wrap:anywhere;user-select:all}
-form{display:inline-flex;gap:6px;align-items:center;margin:2px 0}
-input[type=text]{font:inherit;padding:4px 6px;border:1px solid var(--muted);border-radius:4px;width:17rem}
+form{display:inline-flex;flex-wrap:wrap;gap:4px 6px;align-items:center;margin:2px 0}
+form label{flex-basis:100%;font-size:.9rem;color:var(--muted)}
+input[type=text]{font:inherit;padding:4px 6px;border:1px solid var(--muted);border-radius:4px;width:15rem}
 button{font:inherit;padding:4px 10px;border-radius:4px;border:1px solid var(--accent);background:var(--accent);
 color:#fff;cursor:pointer}
 button.secondary{background:#fff;color:var(--accent)}button.danger{background:#fff;color:var(--bad);
