@@ -351,3 +351,26 @@ def test_wrong_codes_past_the_limit_are_429_with_retry_after(server: ServerProce
         assert assert_refused(limited, 429)["code"] == "RATE_LIMIT_EXCEEDED"
         assert int(limited.headers["retry-after"]) > 0
         assert step(agent)["stopped"] is True
+
+
+def test_a_paused_action_is_approved_or_denied_with_the_console_buttons(
+    server: ServerProcess, operator: ConsoleClient
+) -> None:
+    """§8.7.2 `requiresApproval`: the agent pauses until a human decides; the console is where."""
+    with session(server, subject="agent-pause") as agent:
+        assert agent.call("mcp_aql_execute", "execute_agent", element_name="deployer")["success"]
+        first = step(agent, "deployer", "deploy_service staging")["approvalId"]
+        html = operator.page()
+        assert f'name="approval_id" value="{first}"' in html
+        assert operator.post("approve", approval_id=first, csrf=csrf_on(html)).status_code == 303
+        assert step(agent, "deployer", "deploy_service staging")["continue"] is True
+        second = step(agent, "deployer", "deploy_service production-eu")["approvalId"]
+        html = operator.page()
+        assert operator.post("deny", approval_id=second, csrf=csrf_on(html)).status_code == 303
+        after = operator.page()
+    assert f'name="approval_id" value="{first}"' not in after
+    assert f'name="approval_id" value="{second}"' not in after
+    assert "approval_approved" in after
+    assert "approval_denied" in after
+    decided = {line["operation"] for line in audit_lines(server, "console_action") if line["outcome"] == "ok"}
+    assert {"approve", "deny"} <= decided

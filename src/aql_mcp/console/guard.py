@@ -42,7 +42,8 @@ class Operator:
 
 def operator_of(request: Request) -> Operator:
     operator = request.scope.get(OPERATOR_KEY)
-    assert isinstance(operator, Operator), "ConsoleGuard runs before every console endpoint"
+    if not isinstance(operator, Operator):
+        raise RuntimeError("a console endpoint was reached without ConsoleGuard in front of it")
     return operator
 
 
