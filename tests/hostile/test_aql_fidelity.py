@@ -21,7 +21,11 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    env = {"AQL_MCP_AQL__DEFAULT_PAGE_SIZE": "3"}
+    # The records plugin alone among the built-ins: it has no EXECUTE operation (the safety plugin has).
+    env = {
+        "AQL_MCP_AQL__DEFAULT_PAGE_SIZE": "3",
+        "AQL_MCP_SERVER__BUILTIN_PLUGINS": '["aql_mcp.plugins.records:plugin", "aql_mcp.plugins.corporate:plugin"]',
+    }
     with start_server(tmp_path_factory.mktemp("fidelity"), env=env, plugins=()) as server:
         yield server
 

@@ -116,7 +116,7 @@ class SafetyOperations:
             raise OperationError(TOKEN_INVALID, "Invalid confirmation token")
         if grant.consumed_at is not None or approval.status != "pending":
             raise OperationError(TOKEN_ALREADY_USED, "Confirmation token has already been used")
-        if grant.expires_at < self.loop.desk_clock():
+        if grant.expires_at < self.loop.now():
             raise OperationError(TOKEN_EXPIRED, "Confirmation token has expired")
         return approval
 

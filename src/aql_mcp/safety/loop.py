@@ -35,7 +35,7 @@ class ExecutionLoop:
         self._clock = clock
         self.desk = SafetyDesk(store, settings, clock=clock)
 
-    def desk_clock(self) -> float:
+    def now(self) -> float:
         return self._clock()
 
     @property

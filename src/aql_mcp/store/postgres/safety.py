@@ -9,9 +9,15 @@ import asyncpg
 
 from aql_mcp.store.postgres.engine import PostgresEngine
 from aql_mcp.store.safety import (
+    APPROVAL_COLUMNS,
+    BLOCK_COLUMNS,
     BROADCAST,
+    CHALLENGE_COLUMNS,
+    EVENT_COLUMNS,
     LIVE_RUNS,
+    NOTICE_COLUMNS,
     ONE_SHOT,
+    RUN_COLUMNS,
     AgentRun,
     Approval,
     ApprovalKind,
@@ -20,49 +26,23 @@ from aql_mcp.store.safety import (
     Challenge,
     Notice,
     RunStatus,
-    SafetyEvent,
     SafetyOverview,
+    approval_row,
+    challenge_row,
     dumps,
-    loads,
+    event_of,
+    notice_of,
+    run_of,
+    run_row,
 )
 
-RUN = "id, agent, principal, session, status, steps, started_at, updated_at, ended_at, last_action, reason, settings"
-CHALLENGE = (
-    "id, agent, run_id, principal, tier, action, reason, code, status, created_at, expires_at, decided_at, decided_by"
-)
-BLOCK = "agent, challenge_id, reason, created_at, principal"
-APPROVAL = (
-    "id, agent, run_id, principal, kind, action, reason, status, created_at, decided_at, decided_by, token_hash, "
-    "used_at"
-)
-NOTICE = "id, agent, type, message, metadata, created_at, cleared_at, ref"
-EVENT = "id, at, agent, kind, actor, detail"
+RUN = RUN_COLUMNS
+CHALLENGE = CHALLENGE_COLUMNS
+BLOCK = BLOCK_COLUMNS
+APPROVAL = APPROVAL_COLUMNS
+NOTICE = NOTICE_COLUMNS
+EVENT = EVENT_COLUMNS
 LIVE = list(LIVE_RUNS)
-
-
-def _run(row: Any) -> AgentRun:
-    return AgentRun(
-        id=row[0],
-        agent=row[1],
-        principal=row[2],
-        session=row[3],
-        status=row[4],
-        steps=int(row[5]),
-        started_at=row[6],
-        updated_at=row[7],
-        ended_at=row[8],
-        last_action=row[9],
-        reason=row[10],
-        settings=loads(row[11]),
-    )
-
-
-def _notice(row: Any) -> Notice:
-    return Notice(row[0], row[1], row[2], row[3], loads(row[4]), row[5], row[6], row[7])
-
-
-def _event(row: Any) -> SafetyEvent:
-    return SafetyEvent(row[0], row[1], row[2], row[3], row[4], loads(row[5]))
 
 
 def _count(status: str) -> int:
@@ -88,19 +68,7 @@ async def _clear(db: asyncpg.Connection, ref: str, now: float) -> int:
 async def _insert_challenge(db: asyncpg.Connection, c: Challenge) -> None:
     await db.execute(
         f"INSERT INTO safety_challenges ({CHALLENGE}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",  # noqa: S608
-        c.id,
-        c.agent,
-        c.run_id,
-        c.principal,
-        c.tier,
-        c.action,
-        c.reason,
-        c.code,
-        c.status,
-        c.created_at,
-        c.expires_at,
-        c.decided_at,
-        c.decided_by,
+        *challenge_row(c),
     )
 
 
@@ -125,11 +93,11 @@ class PostgresSafetyStore:
             blocks = await db.fetch(f"SELECT {BLOCK} FROM safety_blocks ORDER BY created_at DESC")  # noqa: S608
             events = await db.fetch(f"SELECT {EVENT} FROM safety_events ORDER BY id DESC LIMIT $1", recent)  # noqa: S608
             return SafetyOverview(
-                runs=[_run(r) for r in runs],
+                runs=[run_of(r) for r in runs],
                 approvals=[Approval(*r) for r in approvals],
                 challenges=[Challenge(*r) for r in challenges],
                 blocks=[Block(*r) for r in blocks],
-                events=[_event(r) for r in events],
+                events=[event_of(r) for r in events],
             )
 
         return await self._engine.run(read)
@@ -139,23 +107,12 @@ class PostgresSafetyStore:
     async def start_run(self, run: AgentRun) -> None:
         await self._engine.execute(
             f"INSERT INTO safety_runs ({RUN}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",  # noqa: S608
-            run.id,
-            run.agent,
-            run.principal,
-            run.session,
-            run.status,
-            run.steps,
-            run.started_at,
-            run.updated_at,
-            run.ended_at,
-            run.last_action,
-            run.reason,
-            dumps(run.settings),
+            *run_row(run),
         )
 
     async def get_run(self, run_id: str) -> AgentRun | None:
         row = await self._engine.fetchrow(f"SELECT {RUN} FROM safety_runs WHERE id = $1", run_id)  # noqa: S608
-        return _run(row) if row else None
+        return run_of(row) if row else None
 
     async def count_step(self, run_id: str, action: str, now: float) -> AgentRun | None:
         row = await self._engine.fetchrow(
@@ -166,7 +123,7 @@ class PostgresSafetyStore:
             now,
             LIVE,
         )
-        return _run(row) if row else None
+        return run_of(row) if row else None
 
     async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
         ended = now if status in ("completed", "aborted") else None
@@ -187,7 +144,7 @@ class PostgresSafetyStore:
             f"SELECT {RUN} FROM safety_runs WHERE status = ANY($1::text[]) ORDER BY started_at",  # noqa: S608
             LIVE,
         )
-        return [_run(r) for r in rows]
+        return [run_of(r) for r in rows]
 
     async def reset_steps(self, run_id: str, now: float) -> bool:
         status = await self._engine.execute(
@@ -340,19 +297,7 @@ class PostgresSafetyStore:
         await self._engine.execute(
             f"INSERT INTO safety_approvals ({APPROVAL}) "  # noqa: S608
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            approval.id,
-            approval.agent,
-            approval.run_id,
-            approval.principal,
-            approval.kind,
-            approval.action,
-            approval.reason,
-            approval.status,
-            approval.created_at,
-            approval.decided_at,
-            approval.decided_by,
-            approval.token_hash,
-            approval.used_at,
+            *approval_row(approval),
         )
 
     async def get_approval(self, approval_id: str) -> Approval | None:
@@ -454,7 +399,7 @@ class PostgresSafetyStore:
                 now,
                 list(ONE_SHOT),
             )
-            return [_notice(r) for r in rows]
+            return [notice_of(r) for r in rows]
 
         return await self._engine.run(take)
 

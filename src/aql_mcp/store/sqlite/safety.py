@@ -6,9 +6,15 @@ import sqlite3
 from typing import Any
 
 from aql_mcp.store.safety import (
+    APPROVAL_COLUMNS,
+    BLOCK_COLUMNS,
     BROADCAST,
+    CHALLENGE_COLUMNS,
+    EVENT_COLUMNS,
     LIVE_RUNS,
+    NOTICE_COLUMNS,
     ONE_SHOT,
+    RUN_COLUMNS,
     AgentRun,
     Approval,
     ApprovalKind,
@@ -17,50 +23,24 @@ from aql_mcp.store.safety import (
     Challenge,
     Notice,
     RunStatus,
-    SafetyEvent,
     SafetyOverview,
+    approval_row,
+    challenge_row,
     dumps,
-    loads,
+    event_of,
+    notice_of,
+    run_of,
+    run_row,
 )
 from aql_mcp.store.sqlite.engine import SqliteEngine
 
-RUN = "id, agent, principal, session, status, steps, started_at, updated_at, ended_at, last_action, reason, settings"
-CHALLENGE = (
-    "id, agent, run_id, principal, tier, action, reason, code, status, created_at, expires_at, decided_at, decided_by"
-)
-BLOCK = "agent, challenge_id, reason, created_at, principal"
-APPROVAL = (
-    "id, agent, run_id, principal, kind, action, reason, status, created_at, decided_at, decided_by, token_hash, "
-    "used_at"
-)
-NOTICE = "id, agent, type, message, metadata, created_at, cleared_at, ref"
-EVENT = "id, at, agent, kind, actor, detail"
+RUN = RUN_COLUMNS
+CHALLENGE = CHALLENGE_COLUMNS
+BLOCK = BLOCK_COLUMNS
+APPROVAL = APPROVAL_COLUMNS
+NOTICE = NOTICE_COLUMNS
+EVENT = EVENT_COLUMNS
 LIVE_SQL = "(" + ", ".join(f"'{status}'" for status in LIVE_RUNS) + ")"
-
-
-def _run(row: Any) -> AgentRun:
-    return AgentRun(
-        id=row[0],
-        agent=row[1],
-        principal=row[2],
-        session=row[3],
-        status=row[4],
-        steps=int(row[5]),
-        started_at=row[6],
-        updated_at=row[7],
-        ended_at=row[8],
-        last_action=row[9],
-        reason=row[10],
-        settings=loads(row[11]),
-    )
-
-
-def _notice(row: Any) -> Notice:
-    return Notice(row[0], row[1], row[2], row[3], loads(row[4]), row[5], row[6], row[7])
-
-
-def _event(row: Any) -> SafetyEvent:
-    return SafetyEvent(row[0], row[1], row[2], row[3], row[4], loads(row[5]))
 
 
 def _resume(db: sqlite3.Connection, run_id: str, now: float) -> None:
@@ -87,7 +67,7 @@ class SqliteSafetyStore:
         def read(db: sqlite3.Connection) -> SafetyOverview:
             return SafetyOverview(
                 runs=[
-                    _run(r)
+                    run_of(r)
                     for r in db.execute(
                         f"SELECT {RUN} FROM safety_runs WHERE status IN {LIVE_SQL} ORDER BY started_at DESC"  # noqa: S608
                     )
@@ -111,7 +91,7 @@ class SqliteSafetyStore:
                     for r in db.execute(f"SELECT {BLOCK} FROM safety_blocks ORDER BY created_at DESC")  # noqa: S608
                 ],
                 events=[
-                    _event(r)
+                    event_of(r)
                     for r in db.execute(
                         f"SELECT {EVENT} FROM safety_events ORDER BY id DESC LIMIT ?",  # noqa: S608
                         (recent,),
@@ -124,20 +104,7 @@ class SqliteSafetyStore:
     # Runs
 
     async def start_run(self, run: AgentRun) -> None:
-        row = (
-            run.id,
-            run.agent,
-            run.principal,
-            run.session,
-            run.status,
-            run.steps,
-            run.started_at,
-            run.updated_at,
-            run.ended_at,
-            run.last_action,
-            run.reason,
-            dumps(run.settings),
-        )
+        row = run_row(run)
         await self._engine.write(
             lambda db: db.execute(f"INSERT INTO safety_runs ({RUN}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
         )
@@ -146,7 +113,7 @@ class SqliteSafetyStore:
         row = await self._engine.read(
             lambda db: db.execute(f"SELECT {RUN} FROM safety_runs WHERE id = ?", (run_id,)).fetchone()  # noqa: S608
         )
-        return _run(row) if row else None
+        return run_of(row) if row else None
 
     async def count_step(self, run_id: str, action: str, now: float) -> AgentRun | None:
         row = await self._engine.write(
@@ -156,7 +123,7 @@ class SqliteSafetyStore:
                 (action, now, run_id),
             ).fetchone()
         )
-        return _run(row) if row else None
+        return run_of(row) if row else None
 
     async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
         ended = now if status in ("completed", "aborted") else None
@@ -177,7 +144,7 @@ class SqliteSafetyStore:
                 f"SELECT {RUN} FROM safety_runs WHERE status IN {LIVE_SQL} ORDER BY started_at"  # noqa: S608
             ).fetchall()
         )
-        return [_run(r) for r in rows]
+        return [run_of(r) for r in rows]
 
     async def reset_steps(self, run_id: str, now: float) -> bool:
         changed = await self._engine.write(
@@ -333,21 +300,7 @@ class SqliteSafetyStore:
     # Approvals
 
     async def open_approval(self, approval: Approval) -> None:
-        row = (
-            approval.id,
-            approval.agent,
-            approval.run_id,
-            approval.principal,
-            approval.kind,
-            approval.action,
-            approval.reason,
-            approval.status,
-            approval.created_at,
-            approval.decided_at,
-            approval.decided_by,
-            approval.token_hash,
-            approval.used_at,
-        )
+        row = approval_row(approval)
         await self._engine.write(
             lambda db: db.execute(
                 f"INSERT INTO safety_approvals ({APPROVAL}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
@@ -460,7 +413,7 @@ class SqliteSafetyStore:
                 f"WHERE agent = ? AND cleared_at IS NULL AND type IN {one_shot}",
                 (now, principal),
             )
-            return [_notice(r) for r in rows]
+            return [notice_of(r) for r in rows]
 
         return await self._engine.write(take)
 
@@ -479,19 +432,5 @@ class SqliteSafetyStore:
 def _insert_challenge(db: sqlite3.Connection, c: Challenge) -> None:
     db.execute(
         f"INSERT INTO safety_challenges ({CHALLENGE}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-        (
-            c.id,
-            c.agent,
-            c.run_id,
-            c.principal,
-            c.tier,
-            c.action,
-            c.reason,
-            c.code,
-            c.status,
-            c.created_at,
-            c.expires_at,
-            c.decided_at,
-            c.decided_by,
-        ),
+        challenge_row(c),
     )

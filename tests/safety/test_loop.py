@@ -1,0 +1,81 @@
+"""`ExecutionLoop` on every engine with a clock of its own: what depends on time (MCP-AQL §8.8.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aql_mcp.safety.loop import ExecutionLoop
+from aql_mcp.settings import SafetySettings, Settings
+from aql_mcp.store.base import Store
+
+pytestmark = pytest.mark.anyio
+AGENT = "p-agent"
+OPERATOR = "p-operator"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _loop(store: Store, clock: Clock, **safety: object) -> ExecutionLoop:
+    return ExecutionLoop(store.safety, Settings(safety=SafetySettings(**safety)), clock=clock)  # type: ignore[arg-type]
+
+
+async def test_an_expired_verify_challenge_lifts_the_pause_and_the_same_action_raises_a_new_one_8_8_3(
+    store: Store,
+) -> None:
+    clock = Clock()
+    loop = _loop(store, clock, challenge_ttl_seconds=60)
+    await loop.start(AGENT, None, "builder", {})
+    first = await loop.step(AGENT, "builder", None, "rotate the password", None)
+    assert (first["continue"], first["nextStepRisk"]) == (False, "verify")
+    clock.now += 61
+    again = await loop.step(AGENT, "builder", None, "rotate the password", None)
+    assert again["continue"] is False
+    assert again["verificationId"] != first["verificationId"]
+    assert (await store.safety.get_challenge(first["verificationId"])).status == "expired"  # type: ignore[union-attr]
+    clock.now += 61
+    other = await loop.step(AGENT, "builder", None, "read_file notes", None)
+    assert other["continue"] is True
+
+
+async def test_an_expired_block_challenge_is_renewed_and_the_block_stays_8_8_3(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock, challenge_ttl_seconds=60)
+    await loop.start(AGENT, None, "builder", {})
+    stopped = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    clock.now += 61
+    still = await loop.step(AGENT, "builder", None, "read_file notes", None)
+    assert (still["stopped"], still["continue"]) == (True, False)
+    assert still["verificationId"] != stopped["verificationId"]
+    fresh = await store.safety.get_challenge(still["verificationId"])
+    assert fresh is not None
+    await loop.desk.verify(fresh.id, fresh.code, OPERATOR)
+    assert (await loop.step(AGENT, "builder", None, "read_file notes", None))["continue"] is True
+
+
+async def test_approving_the_step_limit_starts_the_count_again_8_7_2(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock, max_autonomous_steps=1)
+    await loop.start(AGENT, None, "builder", {})
+    assert (await loop.step(AGENT, "builder", None, "read_file a", None))["continue"] is True
+    limited = await loop.step(AGENT, "builder", None, "read_file b", None)
+    assert limited["reason"] == "Step limit exceeded"
+    await loop.desk.approve(limited["approvalId"], OPERATOR)
+    assert (await loop.step(AGENT, "builder", None, "read_file b", None))["continue"] is True
+    assert (await loop.step(AGENT, "builder", None, "read_file c", None))["continue"] is False
+
+
+async def test_an_agent_may_tighten_its_policy_but_never_loosen_it_8_7_4(store: Store) -> None:
+    loop = _loop(store, Clock(), max_autonomous_steps=10, risk_tolerance="moderate")
+    tight = await loop.start(AGENT, None, "a", {"maxAutonomousSteps": 3, "riskTolerance": "conservative"})
+    loose = await loop.start("p-other", None, "b", {"maxAutonomousSteps": 99, "riskTolerance": "aggressive"})
+    assert (tight["maxAutonomousSteps"], tight["riskTolerance"]) == (3, "conservative")
+    assert (loose["maxAutonomousSteps"], loose["riskTolerance"]) == (10, "moderate")
+    extra = await loop.start("p-third", None, "c", {"deny": ["curl *"]})
+    denied = await loop.step("p-third", "c", extra["execution_id"], "curl http://example.invalid", None)
+    assert denied["stopped"] is True
