@@ -12,7 +12,7 @@ $(VENV): $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -25,9 +25,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The store tests run on SQLite and on a throwaway PostgreSQL the suite starts (scripts/postgres.sh).
+# The store tests run on SQLite and on a throwaway PostgreSQL the suite starts (scripts/postgres.sh);
+# the console's browser test on Debian's chromium (scripts/chromium.sh; AQL_MCP_TEST_SKIP_BROWSER=1 skips it).
 unit: $(STAMP)
 	scripts/postgres.sh install
+	test "$$AQL_MCP_TEST_SKIP_BROWSER" = 1 || scripts/chromium.sh install
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit

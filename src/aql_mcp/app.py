@@ -28,6 +28,7 @@ from aql_mcp import __version__
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication, build_authentication
+from aql_mcp.console.routes import console_routes
 from aql_mcp.eras import EraRouter
 from aql_mcp.listen import ListenEndpoint
 from aql_mcp.listeners import Listeners
@@ -240,6 +241,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             middleware=[Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)],
         ),
         Route("/.well-known/oauth-protected-resource", protected_resource(settings), methods=["GET"]),
+        # The operator console (docs/console.md): its own guard, operator scope required.
+        *console_routes(settings, store=store, verifier=authentication.verifier, issuer=issuer),
     ]
     if issuer is not None:
         routes.append(Route("/.well-known/jwks.json", jwks(issuer), methods=["GET"]))

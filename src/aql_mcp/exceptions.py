@@ -44,6 +44,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         ├── UnsupportedMediaType        415  -32600
         ├── Forbidden                   403  -32600
         │   ├── OriginNotAllowed
+        │   ├── CsrfRefused               (a console form without its CSRF token, or sent cross-site)
         │   └── HostNotAllowed      421   (Misdirected Request)
         └── AuthError                   401  -32000   (HTTP 401 is the signal, corporate §7.4)
             ├── MissingToken
@@ -338,6 +339,16 @@ class Forbidden(WireError):
 
 class OriginNotAllowed(Forbidden):
     message = "Forbidden: Origin not allowed"
+
+
+class CsrfRefused(Forbidden):
+    """A console POST without the CSRF token of its operator's credential, or from another site
+    (docs/console.md); `data.reason` says which."""
+
+    message = "Forbidden: the form's CSRF check failed; reload the console page and try again"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(data={"reason": reason})
 
 
 class HostNotAllowed(Forbidden):

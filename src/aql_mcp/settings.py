@@ -346,6 +346,16 @@ class SafetySettings(_Section):
     failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)
 
 
+class ConsoleSettings(_Section):
+    """The operator console at `/console` (docs/console.md)."""
+
+    enabled: bool = True
+    # How often an open console page's event stream re-reads the store (seconds).
+    refresh_seconds: float = Field(default=2.0, ge=0.2, le=60)
+    # Lifetime of the development login cookie and the token it carries (development mode only).
+    cookie_seconds: int = Field(default=28_800, ge=60, le=86_400)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -370,6 +380,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
     executions: ExecutionSettings = ExecutionSettings()
     safety: SafetySettings = SafetySettings()
+    console: ConsoleSettings = ConsoleSettings()
 
     @property
     def base_url(self) -> str:

@@ -44,6 +44,7 @@ CHART_OWNED = {
     ("auth", "introspection_client_secret"),  # secrets.introspectionClientSecret -> env from a Secret
     ("auth", "opaque_tokens_file"),  # secrets.opaqueTokens -> a mounted Secret
     ("auth", "dev_token_ttl_seconds"),  # development mode only
+    ("console", "cookie_seconds"),  # the development login's cookie: development mode only
     ("store", "url"),  # store.postgres.secretName/urlKey -> env from a Secret
     ("store", "listen_url"),  # store.postgres.listenUrlKey -> env from a Secret
     ("store", "password"),  # store.postgres.passwordKey -> env from a Secret

@@ -1,0 +1,74 @@
+"""The console's routes, assembled once for `create_app` (docs/console.md).
+
+`/console` (the page), `/console/events` (its live stream) and the decision forms, each behind the
+Host allow-list and the console guard (operator scope); in development mode also the login form
+and sign-out. With `console.enabled` off there are no routes at all (404).
+"""
+
+from __future__ import annotations
+
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Route
+
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.tokens import TokenVerifier
+from aql_mcp.console.actions import ACTIONS, Actions
+from aql_mcp.console.guard import ConsoleGuard
+from aql_mcp.console.login import DevLogin
+from aql_mcp.console.page import ConsolePage
+from aql_mcp.console.session import LOGIN_PATH
+from aql_mcp.console.stream import LiveStream
+from aql_mcp.middleware.host import HostMiddleware
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.safety.desk import SafetyDesk
+from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
+
+
+def console_routes(
+    settings: Settings, *, store: Store, verifier: TokenVerifier, issuer: DevIssuer | None
+) -> list[BaseRoute]:
+    if not settings.console.enabled:
+        return []
+    desk = SafetyDesk(store.safety, settings)
+    audit = AuditLog()
+    host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)
+    challenge = (
+        f'Bearer realm="{settings.server.name}", '
+        f'resource_metadata="{settings.base_url}/.well-known/oauth-protected-resource"'
+    )
+    guard = [
+        host,
+        Middleware(
+            ConsoleGuard,
+            verifier=verifier,
+            scope=settings.auth.operator_scope,
+            challenge=challenge,
+            dev=issuer is not None,
+        ),
+    ]
+    page = ConsolePage(desk, service=settings.server.name)
+    stream = LiveStream(
+        desk, refresh_seconds=settings.console.refresh_seconds, ping_seconds=settings.streams.keepalive_seconds
+    )
+    actions = Actions(desk, audit)
+    routes: list[BaseRoute] = [
+        Route("/console", page.render, methods=["GET"], middleware=guard),
+        Route("/console/events", stream.events, methods=["GET"], middleware=guard),
+        *(Route(f"/console/{name}", actions.endpoint(name), methods=["POST"], middleware=guard) for name in ACTIONS),
+    ]
+    if issuer is not None:
+        login = DevLogin(
+            issuer,
+            scope=settings.auth.operator_scope,
+            max_age=settings.console.cookie_seconds,
+            secure=settings.base_url.startswith("https://"),
+            audit=audit,
+            service=settings.server.name,
+        )
+        routes += [
+            Route(LOGIN_PATH, login.form, methods=["GET"], middleware=[host]),
+            Route(LOGIN_PATH, login.login, methods=["POST"], middleware=[host]),
+            Route("/console/logout", login.logout, methods=["POST"], middleware=guard),
+        ]
+    return routes
