@@ -14,7 +14,6 @@ from scripts.aql_evidence import Client, Collector
 
 from tests.support.server import start_server
 
-
 # The collector makes a few hundred calls in a second or two: more than the default rate limit allows.
 GENEROUS = {"AQL_MCP_LIMITS__RATE_PER_SECOND": "1000", "AQL_MCP_LIMITS__RATE_BURST": "2000"}
 

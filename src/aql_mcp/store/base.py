@@ -107,7 +107,8 @@ class Bus(Protocol):
 
 class Store(Protocol):
     """Sessions and the SSE event log, and the facets the built-in operations use (records,
-    confirmation tokens, tasks). Every write is atomic; a failed write changes nothing."""
+    confirmation tokens, tasks, executions, the safety loop). Every write is atomic; a failed write
+    changes nothing."""
 
     @property
     def records(self) -> RecordStore: ...

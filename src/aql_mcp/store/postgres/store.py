@@ -1,5 +1,6 @@
 """`Store` on PostgreSQL: what several replicas share. Sessions, the event log, subscriptions; the
-`records` and `confirmations` facets and the cross-replica `bus` share the engine."""
+facets (`records`, `confirmations`, `tasks`, `executions`, `safety`) and the cross-replica `bus`
+share the engine."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`Store` on a SQLite file in the state directory: the embedded default, one replica.
 
-Sessions and the SSE event log live here; `records` and `confirmations` are facets on the same
-engine. Each method is one call on the engine's threads (engine.py), writes in one transaction.
+Sessions and the SSE event log live here, and the facets (`records`, `confirmations`, `tasks`,
+`executions`, `safety`) on the same engine. Each method is one call on the engine's threads
+(engine.py), writes in one transaction.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ PROBE = "INSERT INTO replicas VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen_
 
 
 class SqliteStore:
-    """Sessions and events on SQLite; `records` and `confirmations` share its engine."""
+    """Sessions and events on SQLite; the facets share its engine."""
 
     def __init__(
         self, path: Path, *, readers: int = 4, lock_timeout: float = 2.0, wal_limit_bytes: int = WAL_LIMIT_BYTES
