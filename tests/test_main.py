@@ -207,6 +207,7 @@ def test_dev_banner_without_a_terminal_prints_no_token_but_how_to_get_one(tmp_pa
         log = server.log_text()
     assert "DEVELOPMENT mode" in log
     assert "export MCP_TOKEN=$(aql-mcp dev-token " in log
+    assert f"Operator console: {server.base}/console" in log
     assert not re.search(r"eyJ[\w-]+\.[\w-]+\.[\w-]+", log)  # no JWT anywhere
 
 

@@ -250,10 +250,17 @@ def _print_banner(settings: Settings) -> None:
         f"  curl -s {url} -H \"Authorization: Bearer $MCP_TOKEN\" -H 'Content-Type: application/json' \\\n"
         "    -H 'Accept: application/json, text/event-stream' \\\n"
         '    -d \'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        '"capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}\' -i\n',
+        '"capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}\' -i\n'
+        f"{_console_line(settings)}",
         file=sys.stderr,
         flush=True,
     )
+
+
+def _console_line(settings: Settings) -> str:
+    if not settings.console.enabled:
+        return ""
+    return f"\nOperator console: {settings.base_url}/console (development login, no token needed)\n"
 
 
 if __name__ == "__main__":
