@@ -5,6 +5,7 @@ that would fail it fails here first."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,14 @@ def test_level_two_features_are_advertised_with_evidence(bundle: dict[str, Any])
 def _required(bundle: dict[str, Any], operation: str, parameter: str) -> bool:
     detail = next(d for d in bundle["introspection"]["operation_details"] if d["name"] == operation)
     return bool(next(p for p in detail["parameters"] if p["name"] == parameter).get("required"))
+
+
+# MCP-AQL §8.6.3 and §8.7.4 name these parameters of the reserved safety-loop operations in camelCase;
+# the spec's names win over the snake_case convention (§8.5.2, ADR-003), as the MCP-AQL runner's
+# snake_case check reports.
+SPEC_GIVEN = {"nextActionHint", "stepDescription", "maxAutonomousSteps", "riskTolerance", "requiresApproval"}
+
+
+def test_parameter_names_are_snake_case_but_for_the_safety_loops_spec_given_names(bundle: dict[str, Any]) -> None:
+    names = {p["name"] for d in bundle["introspection"]["operation_details"] for p in d["parameters"]}
+    assert {name for name in names if not re.fullmatch(r"[a-z][a-z0-9_]*", name)} == SPEC_GIVEN
