@@ -153,6 +153,9 @@ class Executions:
     async def _launch(
         self, call: Call, tenant: str, kind: str, details: dict[str, Any], payload: bytes | None
     ) -> dict[str, Any]:
+        if call.ctx.memo.get(AS_TASK):
+            # An MCP task's state machine has no way back from failed: its execution is never retried.
+            details = {**details, "task": True}
         now = time.time()
         record = ExecutionRecord(
             id="exec_" + secrets.token_hex(12),
@@ -165,9 +168,6 @@ class Executions:
             params=details,
             progress=Progress(0, None, "pending"),
         )
-        if call.ctx.memo.get(AS_TASK):
-            # An MCP task's state machine has no way back from failed: its execution is never retried.
-            details = {**details, "task": True}
         cap = self.settings.executions.max_live_per_principal
         if not await self.store.create(record, payload, max_live_per_owner=cap):
             raise OperationError(
