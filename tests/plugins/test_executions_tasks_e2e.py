@@ -119,9 +119,12 @@ def test_tasks_cancel_stops_the_running_import(server: ServerProcess) -> None:
 def test_a_failed_task_is_never_retried_since_a_task_has_no_way_back_from_failed(tmp_path: Path) -> None:
     """2025-11-25 tasks, "Task Status Lifecycle": failed is terminal, so retry_execution refuses it."""
     env = {**BIG, "AQL_MCP_RECORDS__MAX_RECORDS": "10"}
-    with start_server(tmp_path, env=env, plugins=()) as small, connect(small, "quota", {"tasks": CAPABILITY}) as (
-        caller,
-        _,
+    with (
+        start_server(tmp_path, env=env, plugins=()) as small,
+        connect(small, "quota", {"tasks": CAPABILITY}) as (
+            caller,
+            _,
+        ),
     ):
         assert caller.call(CREATE, "create_collection", collection="c")["success"]
         task = as_task(caller, EXECUTE, "execute_import", import_params("c", ndjson(rows(50))))["result"]["task"]

@@ -122,16 +122,19 @@ class Executions:
                 "An execution started as an MCP task is not retried (a task that failed stays failed)",
                 {"resource_id": current.id, "status": current.status, "reason": "task"},
             )
-        if not await self.store.retry(params.execution_id, tenant, time.time()):
+        with self.worker.starting():
+            retried = await self.store.retry(params.execution_id, tenant, time.time())
+            if retried is not None:
+                # Launched from the row the retry returned: nothing between the two may fail.
+                self.worker.launch(retried)
+        if retried is None:
             record = await self._own(params.execution_id, call)
             raise OperationError(
                 CONFLICT_INVALID_STATE,
                 f"Only a failed execution can be retried; this one is {record.status}",
                 {"resource_id": record.id, "status": record.status, "allowed_from": ["failed"]},
             )
-        record = await self._own(params.execution_id, call)
-        self.worker.launch(record)
-        return await self._answer(record, call.ctx)
+        return await self._answer(retried, call.ctx)
 
     async def read_export(self, uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
         call = Call(principal=ctx.principal, session_id=ctx.session_id, ctx=ctx)
@@ -176,12 +179,15 @@ class Executions:
                 "(executions.max_live_per_principal)",
                 {"metric": "live_executions", "hard_stop_threshold": cap, "retry_after_seconds": 5},
             )
-        if await self.store.start(record.id, time.time()):
-            started = await self.store.load(record.id)
+        with self.worker.starting():
+            started = await self.store.start(record.id, time.time())
             if started is not None:
-                record = started
-                self.worker.launch(record)
-        return await self._answer(record, call.ctx)
+                # Launched from the row the start returned: nothing between the two may fail.
+                self.worker.launch(started)
+        if started is None:
+            # Cancelled in the instant since its creation (its session ended, say): say so.
+            started = await self.store.load(record.id)
+        return await self._answer(started or record, call.ctx)
 
     async def _answer(self, record: ExecutionRecord, ctx: Context) -> dict[str, Any]:
         """At once, or, when the call asked for progress, once the execution ended (docs/executions.md)."""
@@ -207,9 +213,11 @@ class Executions:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), min(FOLLOW_POLL_SECONDS, left))
         except asyncio.CancelledError:
-            # notifications/cancelled for the following call cancels its execution; a replica's
-            # shutdown does not (the worker fails it with a reason a retry can act on).
-            if not self.worker.stopping:
+            # notifications/cancelled for the following call cancels its execution; anything else
+            # that cancels the call does not: a replica's shutdown cancels in-flight requests before
+            # the lifespan stops the worker, which then fails the execution with a reason a retry
+            # can act on (replica_shutdown).
+            if ctx.cancelled_by_client():
                 cancel = self.store.cancel(record.id, record.owner, time.time(), "cancelled by notifications/cancelled")
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(asyncio.ensure_future(cancel))

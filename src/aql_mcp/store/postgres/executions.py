@@ -5,12 +5,15 @@ what it left live is failed or cancelled by whichever replica runs `recover` nex
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
 import orjson
 
 from aql_mcp.store.executions import (
+    ABANDONED,
     COLUMNS,
     LIVE,
     Batch,
@@ -60,7 +63,7 @@ class PostgresExecutionStore:
             marks = ", ".join(f"${i}" for i in range(1, 21))
             await db.execute(
                 f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({marks})",  # noqa: S608
-                *execution_row(record),
+                *execution_row(replace(record, replica=self._replica)),
                 payload,
             )
             return True
@@ -93,26 +96,27 @@ class PostgresExecutionStore:
             )
         return [execution_record(row) for row in rows]
 
-    async def start(self, execution_id: str, now: float) -> bool:
-        outcome = await self._engine.execute(
-            "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "
-            "attempts = attempts + 1 WHERE id = $1 AND status = 'pending'",
+    async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(
+            "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "  # noqa: S608
+            f"attempts = attempts + 1 WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}",
             execution_id,
             self._replica,
             now,
         )
-        return bool(outcome == "UPDATE 1")
+        return execution_record(row) if row else None
 
-    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
-        outcome = await self._engine.execute(
-            "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "
-            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed'",
+    async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(
+            "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "  # noqa: S608
+            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed' "
+            f"RETURNING {COLUMNS}",
             execution_id,
             owner,
             self._replica,
             now,
         )
-        return bool(outcome == "UPDATE 1")
+        return execution_record(row) if row else None
 
     async def transition(
         self,
@@ -123,6 +127,7 @@ class PostgresExecutionStore:
         error: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
         message: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         sources = sources_of(to)
         if not sources:
@@ -132,7 +137,8 @@ class PostgresExecutionStore:
             "progress_message = coalesce($5, progress_message), updated_at = $6, "
             "finished_at = CASE WHEN $7 THEN $6 ELSE finished_at END, "
             "payload = CASE WHEN $8 THEN NULL ELSE payload END "
-            "WHERE id = $1 AND status = ANY($9::text[])",
+            "WHERE id = $1 AND status = ANY($9::text[]) "
+            "AND ($11::bigint IS NULL OR (replica = $10 AND attempts = $11))",
             execution_id,
             to,
             json_or_none(error),
@@ -142,6 +148,8 @@ class PostgresExecutionStore:
             to != "running",
             to in ("completed", "cancelled"),
             list(sources),
+            self._replica,
+            attempt,
         )
         return bool(outcome == "UPDATE 1")
 
@@ -163,11 +171,14 @@ class PostgresExecutionStore:
         outcome = await self._engine.execute(CANCEL.format(where="session_id = $1"), session_id, SESSION_ENDED, now)
         return int(outcome.rsplit(" ", 1)[-1])
 
-    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+    async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         async def write(db: asyncpg.Connection) -> BatchOutcome:
-            # The row lock makes a cancellation wait for this batch, or this batch see the cancellation.
-            row = await db.fetchrow("SELECT status, report FROM executions WHERE id = $1 FOR UPDATE", execution_id)
-            if row is None or row[0] != "running":
+            # The row lock makes a cancellation (or a retry elsewhere) wait for this batch, or this
+            # batch see it.
+            row = await db.fetchrow(
+                "SELECT status, report, replica, attempts FROM executions WHERE id = $1 FOR UPDATE", execution_id
+            )
+            if row is None or (row[0], row[2], row[3]) != ("running", self._replica, attempt):
                 return "stopped"
             await insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
             report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
@@ -185,20 +196,30 @@ class PostgresExecutionStore:
 
         return await self._engine.run(write)
 
-    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+    async def set_progress(self, execution_id: str, progress: Progress, now: float, *, attempt: int) -> bool:
         outcome = await self._engine.execute(
             "UPDATE executions SET progress_current = $2, progress_total = $3, "
-            "progress_message = coalesce($4, progress_message), updated_at = $5 WHERE id = $1 AND status = 'running'",
+            "progress_message = coalesce($4, progress_message), updated_at = $5 WHERE id = $1 AND status = 'running' "
+            "AND replica = $6 AND attempts = $7",
             execution_id,
             progress.current,
             progress.total,
             progress.message,
             now,
+            self._replica,
+            attempt,
         )
         return bool(outcome == "UPDATE 1")
 
-    async def store_output(self, execution_id: str, output: bytes) -> None:
-        await self._engine.execute("UPDATE executions SET output = $2 WHERE id = $1", execution_id, output)
+    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE executions SET output = $2 WHERE id = $1 AND status = 'running' AND replica = $3 AND attempts = $4",
+            execution_id,
+            output,
+            self._replica,
+            attempt,
+        )
+        return bool(outcome == "UPDATE 1")
 
     async def output(self, execution_id: str, owner: str) -> bytes | None:
         found = await self._engine.fetchval(
@@ -208,9 +229,12 @@ class PostgresExecutionStore:
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
         async def recover(db: asyncpg.Connection) -> list[str]:
+            # Every row names its replica from creation; a row without one predates that and is
+            # taken as gone only once it is older than a replica's heartbeat allows.
             rows = await db.fetch(
-                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica IS DISTINCT FROM $1 "  # noqa: S608
-                "AND (replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) FOR UPDATE",
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND ("  # noqa: S608
+                "(replica <> $1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) "
+                "OR (replica IS NULL AND created_at < $2)) FOR UPDATE",
                 self._replica,
                 now - live_seconds,
             )
@@ -230,6 +254,19 @@ class PostgresExecutionStore:
             return [row[0] for row in rows]
 
         return await self._engine.run(recover)
+
+    async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
+        rows = await self._engine.fetch(
+            "UPDATE executions SET status = 'failed', error = $4, updated_at = $5, finished_at = $5 "
+            "WHERE status = 'running' AND replica = $1 AND updated_at < $2 AND NOT (id = ANY($3::text[])) "
+            "RETURNING id",
+            self._replica,
+            before,
+            list(keep),
+            orjson.dumps(ABANDONED),
+            now,
+        )
+        return [row[0] for row in rows]
 
     async def purge(self, before: float) -> int:
         outcome = await self._engine.execute(
