@@ -202,6 +202,34 @@ def test_an_import_over_the_payload_cap_is_refused(tmp_path: Path) -> None:
         assert error_of(refused)["details"]["max_bytes"] == 2048
 
 
+def test_a_tenant_over_its_retained_bytes_is_refused_an_import_until_it_frees_some(tmp_path: Path) -> None:
+    """Failed imports keep their payloads for a retry: the tenant's total kept is capped
+    (executions.max_retained_bytes_per_tenant), an import past it refused with nothing stored."""
+    env = {
+        "AQL_MCP_RECORDS__MAX_RECORDS": "10",
+        "AQL_MCP_EXECUTIONS__MAX_RETAINED_BYTES_PER_TENANT": "4096",
+    }
+    content = ndjson(rows(60))  # about 1.5 KB: each import fails on the record quota, keeping it
+    with start_server(tmp_path, env=env, plugins=()) as small, session(small, subject="hoarder") as caller:
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        kept = []
+        for _ in range(2):
+            started = caller.call(EXECUTE, "execute_import", **import_params("c", content))["data"]
+            failed = settled(caller, started["execution_id"])
+            assert failed["error"]["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+            kept.append(failed["execution_id"])
+        refused = error_of(caller.call(EXECUTE, "execute_import", **import_params("c", content)))
+        assert refused["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+        assert refused["details"]["metric"] == "retained_bytes"
+        assert refused["details"]["hard_stop_threshold"] == 4096
+        assert refused["details"]["current"] > 2048
+        assert caller.call(READ, "list_executions")["data"]["count"] == 2  # nothing stored
+        with session(small, subject="other") as other:
+            # Another tenant's kept bytes are its own.
+            assert other.call(CREATE, "create_collection", collection="c")["success"]
+            assert other.call(EXECUTE, "execute_import", **import_params("c", ndjson(rows(5))))["success"]
+
+
 def test_too_many_live_executions_are_refused_and_cancel_frees_a_slot(server: ServerProcess) -> None:
     with session(server, subject="busy") as caller:
         assert caller.call(CREATE, "create_collection", collection="c")["success"]

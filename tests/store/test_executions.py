@@ -9,7 +9,15 @@ import itertools
 import pytest
 
 from aql_mcp.store.base import Store
-from aql_mcp.store.executions import STATUSES, TRANSITIONS, Batch, ExecutionRecord, ExecutionStatus, Progress
+from aql_mcp.store.executions import (
+    STATUSES,
+    TRANSITIONS,
+    Batch,
+    ExecutionRecord,
+    ExecutionStatus,
+    Progress,
+    RetainedBytesExceeded,
+)
 from aql_mcp.store.records import NewRecord, Quota, QuotaExceeded
 from tests.support.engines import Backend
 
@@ -282,3 +290,18 @@ async def test_a_running_execution_of_this_replica_with_no_worker_fails_and_one_
     assert lost.error is not None
     assert lost.error["details"]["reason"] == "worker_lost"
     assert await executions.payload("lost") == b"payload"  # kept for retry_execution
+
+
+async def test_an_owners_kept_payloads_and_outputs_are_capped_at_creation(store: Store) -> None:
+    executions = store.executions
+    assert await executions.create(_execution("a1"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000)
+    with pytest.raises(RetainedBytesExceeded) as refused:
+        await executions.create(_execution("a2"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000)
+    assert (refused.value.current, refused.value.limit) == (600, 1000)
+    assert await executions.load("a2") is None
+    # Another owner's bytes are its own; a cancelled import drops its payload and frees them.
+    assert await executions.create(
+        _execution("b1", owner="bob"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000
+    )
+    assert await executions.cancel("a1", "alice", NOW, "stop") == "cancelled"
+    assert await executions.create(_execution("a3"), b"x" * 1000, max_live_per_owner=9, max_retained_bytes=1000)

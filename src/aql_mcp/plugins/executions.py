@@ -44,7 +44,7 @@ from aql_mcp.plugins.records import Records
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Registry, ResourceTemplate
 from aql_mcp.settings import Settings
-from aql_mcp.store.executions import ExecutionRecord, ExecutionStore, Progress
+from aql_mcp.store.executions import ExecutionRecord, ExecutionStore, Progress, RetainedBytesExceeded
 from aql_mcp.store.records import Quota, StoredCollection
 
 EXPORT_TEMPLATE = "records://exports/{execution_id}"
@@ -172,7 +172,18 @@ class Executions:
             progress=Progress(0, None, "pending"),
         )
         cap = self.settings.executions.max_live_per_principal
-        if not await self.store.create(record, payload, max_live_per_owner=cap):
+        kept = self.settings.executions.max_retained_bytes_per_tenant
+        try:
+            created = await self.store.create(record, payload, max_live_per_owner=cap, max_retained_bytes=kept)
+        except RetainedBytesExceeded as exc:
+            raise OperationError(
+                RATE_LIMIT_QUOTA_EXHAUSTED,
+                f"Quota exhausted: this tenant's executions may keep at most {exc.limit} bytes of import payloads "
+                "and export outputs (executions.max_retained_bytes_per_tenant); they are freed as executions "
+                "complete, are cancelled or expire",
+                {"metric": "retained_bytes", "current": exc.current, "hard_stop_threshold": exc.limit},
+            ) from None
+        if not created:
             raise OperationError(
                 RATE_LIMIT_QUOTA_EXHAUSTED,
                 f"Too many executions: at most {cap} may be pending or running at once "

@@ -47,6 +47,15 @@ TRANSITIONS: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
 Cancelled = Literal["unknown", "cancelled", "ended"]
 
 
+class RetainedBytesExceeded(Exception):
+    """The owner's executions already keep this many bytes (import payloads, export outputs)."""
+
+    def __init__(self, current: int, limit: int) -> None:
+        super().__init__(f"retained bytes {current} of {limit}")
+        self.current = current
+        self.limit = limit
+
+
 @dataclass(slots=True)
 class Progress:
     current: int = 0
@@ -111,9 +120,18 @@ class ExecutionStore(Protocol):
         """This process's name among the replicas sharing the store: the one running what it starts."""
         ...
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         """Insert a `pending` execution unless the owner has `max_live_per_owner` live (pending or
-        running) ones; counted and inserted atomically. The row names this replica from the start,
+        running) ones; counted and inserted atomically. With `max_retained_bytes`, raises
+        `RetainedBytesExceeded` (nothing inserted) when the owner's kept payloads and outputs plus
+        this payload would exceed it. The row names this replica from the start,
         so no other replica's recovery takes it for one left by a replica that is gone."""
         ...
 

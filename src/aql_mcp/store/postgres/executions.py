@@ -22,6 +22,7 @@ from aql_mcp.store.executions import (
     ExecutionRecord,
     ExecutionStatus,
     Progress,
+    RetainedBytesExceeded,
     execution_record,
     execution_row,
     extend_report,
@@ -34,6 +35,11 @@ from aql_mcp.store.sqlite.executions import ORPHANED, SESSION_ENDED
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
+# What an owner's executions keep (import payloads, export outputs), in bytes.
+RETAINED = (
+    "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0)), 0) "
+    "FROM executions WHERE owner = $1"
+)
 # Creations by one owner take turns, so two replicas racing for the owner's last slot cannot both win.
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.executions:' || $1, 0))"
 CANCEL = (
@@ -51,7 +57,14 @@ class PostgresExecutionStore:
     def replica(self) -> str:
         return self._replica
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         async def admit(db: asyncpg.Connection) -> bool:
             await db.execute(OWNER_LOCK, record.owner)
             live = await db.fetchval(
@@ -60,6 +73,10 @@ class PostgresExecutionStore:
             )
             if live >= max_live_per_owner:
                 return False
+            if max_retained_bytes is not None:
+                kept = int(await db.fetchval(RETAINED, record.owner))
+                if kept + len(payload or b"") > max_retained_bytes:
+                    raise RetainedBytesExceeded(kept, max_retained_bytes)
             marks = ", ".join(f"${i}" for i in range(1, 21))
             await db.execute(
                 f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({marks})",  # noqa: S608

@@ -23,6 +23,7 @@ from aql_mcp.store.executions import (
     ExecutionRecord,
     ExecutionStatus,
     Progress,
+    RetainedBytesExceeded,
     execution_record,
     execution_row,
     extend_report,
@@ -35,6 +36,11 @@ from aql_mcp.store.sqlite.records import insert_records
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 20)})"  # noqa: S608
 LIVE_SQL = "('pending', 'running')"
+# What an owner's executions keep (import payloads, export outputs), in bytes.
+RETAINED = (
+    "SELECT coalesce(sum(coalesce(length(payload), 0) + coalesce(length(output), 0)), 0) "
+    "FROM executions WHERE owner = ?"
+)
 # A worker's write holds only while this replica still runs the attempt it started.
 LEASE = " AND replica = ? AND attempts = ?"
 # What `cancel` leaves in the progress message when a session's end cancels an execution.
@@ -57,7 +63,14 @@ class SqliteExecutionStore:
     def replica(self) -> str:
         return self._replica
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         def admit(db: sqlite3.Connection) -> bool:
             live = db.execute(
                 f"SELECT count(*) FROM executions WHERE owner = ? AND status IN {LIVE_SQL}",  # noqa: S608
@@ -65,6 +78,10 @@ class SqliteExecutionStore:
             ).fetchone()[0]
             if live >= max_live_per_owner:
                 return False
+            if max_retained_bytes is not None:
+                kept = db.execute(RETAINED, (record.owner,)).fetchone()[0]
+                if kept + len(payload or b"") > max_retained_bytes:
+                    raise RetainedBytesExceeded(int(kept), max_retained_bytes)
             db.execute(INSERT, (*execution_row(replace(record, replica=self._replica)), payload))
             return True
 
