@@ -305,3 +305,29 @@ async def test_an_owners_kept_payloads_and_outputs_are_capped_at_creation(store:
     )
     assert await executions.cancel("a1", "alice", NOW, "stop") == "cancelled"
     assert await executions.create(_execution("a3"), b"x" * 1000, max_live_per_owner=9, max_retained_bytes=1000)
+
+
+async def test_a_principals_executions_page_by_key_with_no_repeat_or_skip_under_inserts(store: Store) -> None:
+    """tasks/list's keyset: newest first by (created_at, id); an execution created between two
+    pages shifts nothing."""
+    executions = store.executions
+
+    async def add(execution_id: str, at: float, principal: str = "p1") -> None:
+        record = _execution(execution_id)
+        record.created_at, record.principal = at, principal
+        assert await executions.create(record, None, max_live_per_owner=100)
+
+    for index in range(5):
+        await add(f"e{index}", NOW + (index // 2))  # ties on created_at are ordered by id
+    await add("theirs", NOW + 1, principal="p2")
+    first = await executions.list_executions("alice", status=None, limit=2, principal="p1")
+    assert [r.id for r in first] == ["e4", "e3"]
+    await add("newer", NOW + 9)
+    second = await executions.list_executions(
+        "alice", status=None, limit=2, principal="p1", before=(first[-1].created_at, first[-1].id)
+    )
+    third = await executions.list_executions(
+        "alice", status=None, limit=2, principal="p1", before=(second[-1].created_at, second[-1].id)
+    )
+    assert [r.id for r in second + third] == ["e2", "e1", "e0"]
+    assert {r.principal for r in first + second + third} == {"p1"}

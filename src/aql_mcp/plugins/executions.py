@@ -24,7 +24,7 @@ from typing import Any
 from aql_mcp.content import Content, text_contents
 from aql_mcp.exceptions import ResourceNotFound
 from aql_mcp.executions.rows import FORMATS
-from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks
+from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks, principal_key
 from aql_mcp.executions.wire import TERMINAL, execution_wire
 from aql_mcp.executions.worker import ExecutionWorker
 from aql_mcp.operations.endpoints import family_of
@@ -170,6 +170,7 @@ class Executions:
             session_id=call.session_id,
             params=details,
             progress=Progress(0, None, "pending"),
+            principal=principal_key(call.principal),
         )
         cap = self.settings.executions.max_live_per_principal
         kept = self.settings.executions.max_retained_bytes_per_tenant

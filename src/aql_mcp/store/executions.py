@@ -94,6 +94,8 @@ class ExecutionRecord:
     started_at: float | None = None
     finished_at: float | None = None
     attempts: int = 0
+    # The digest of the principal that started it: MCP tasks are bound to it (executions/tasks.py).
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +146,18 @@ class ExecutionStore(Protocol):
         """The import's payload, while it is kept (until the execution completes or is cancelled)."""
         ...
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        """The owner's executions, newest first."""
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        """The owner's executions (only `principal`'s when given), newest first by
+        `(created_at, id)`; with `before`, only those after that key in this order (a keyset
+        cursor: rows inserted meanwhile neither shift nor repeat a page)."""
         ...
 
     async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
@@ -253,12 +265,13 @@ def execution_row(record: ExecutionRecord) -> tuple[Any, ...]:
         record.started_at,
         record.finished_at,
         record.attempts,
+        record.principal,
     )
 
 
 COLUMNS = (
     "id, owner, kind, status, session_id, params, progress_current, progress_total, progress_message, "
-    "report, rejected, error, result, replica, created_at, updated_at, started_at, finished_at, attempts"
+    "report, rejected, error, result, replica, created_at, updated_at, started_at, finished_at, attempts, principal"
 )
 
 
@@ -281,6 +294,7 @@ def execution_record(row: Any) -> ExecutionRecord:
         started_at=row[16],
         finished_at=row[17],
         attempts=int(row[18]),
+        principal=row[19],
     )
 
 

@@ -77,7 +77,7 @@ class PostgresExecutionStore:
                 kept = int(await db.fetchval(RETAINED, record.owner))
                 if kept + len(payload or b"") > max_retained_bytes:
                     raise RetainedBytesExceeded(kept, max_retained_bytes)
-            marks = ", ".join(f"${i}" for i in range(1, 21))
+            marks = ", ".join(f"${i}" for i in range(1, 22))
             await db.execute(
                 f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({marks})",  # noqa: S608
                 *execution_row(replace(record, replica=self._replica)),
@@ -99,18 +99,27 @@ class PostgresExecutionStore:
         found = await self._engine.fetchval("SELECT payload FROM executions WHERE id = $1", execution_id)
         return None if found is None else bytes(found)
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        if status is None:
-            rows = await self._engine.fetch(
-                f"{SELECT} WHERE owner = $1 ORDER BY created_at DESC, id LIMIT $2", owner, limit
-            )
-        else:
-            rows = await self._engine.fetch(
-                f"{SELECT} WHERE owner = $1 AND status = $2 ORDER BY created_at DESC, id LIMIT $3",
-                owner,
-                status,
-                limit,
-            )
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        rows = await self._engine.fetch(
+            f"{SELECT} WHERE owner = $1 AND ($2::text IS NULL OR status = $2) "
+            "AND ($3::text IS NULL OR principal = $3) "
+            "AND ($4::double precision IS NULL OR (created_at, id) < ($4, $5::text)) "
+            "ORDER BY created_at DESC, id DESC LIMIT $6",
+            owner,
+            status,
+            principal,
+            None if before is None else before[0],
+            None if before is None else before[1],
+            limit,
+        )
         return [execution_record(row) for row in rows]
 
     async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:

@@ -34,7 +34,7 @@ from aql_mcp.store.sqlite.engine import SqliteEngine
 from aql_mcp.store.sqlite.records import insert_records
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
-INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 20)})"  # noqa: S608
+INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 21)})"  # noqa: S608
 LIVE_SQL = "('pending', 'running')"
 # What an owner's executions keep (import payloads, export outputs), in bytes.
 RETAINED = (
@@ -103,11 +103,29 @@ class SqliteExecutionStore:
         )
         return None if row is None or row[0] is None else bytes(row[0])
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        where, args = ("owner = ?", [owner]) if status is None else ("owner = ? AND status = ?", [owner, status])
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        where: list[str] = ["owner = ?"]
+        args: list[Any] = [owner]
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if principal is not None:
+            where.append("principal = ?")
+            args.append(principal)
+        if before is not None:
+            where.append("(created_at, id) < (?, ?)")
+            args.extend(before)
         rows = await self._engine.read(
             lambda db: db.execute(
-                f"{SELECT} WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
+                f"{SELECT} WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?",
                 (*args, limit),
             ).fetchall()
         )
