@@ -290,6 +290,12 @@ async def test_a_running_execution_of_this_replica_with_no_worker_fails_and_one_
     assert lost.error is not None
     assert lost.error["details"]["reason"] == "worker_lost"
     assert await executions.payload("lost") == b"payload"  # kept for retry_execution
+    # A pending one its replica never started (the start met a store error) is cancelled.
+    await _in_status(store, "unstarted", "pending")
+    assert await executions.fail_abandoned({"kept"}, NOW + 1, NOW + 10) == ["unstarted"]
+    unstarted = await executions.load("unstarted")
+    assert unstarted is not None
+    assert unstarted.status == "cancelled"
 
 
 async def test_an_owners_kept_payloads_and_outputs_are_capped_at_creation(store: Store) -> None:

@@ -221,9 +221,10 @@ class ExecutionStore(Protocol):
         ...
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
-        """Fail (`details.reason: "worker_lost"`) what runs on this replica, unchanged since `before`, with no
-        worker here (its id not in `keep`): a worker that ended without its final transition (a
-        store error at that moment) would otherwise leave it running forever. Their ids."""
+        """Fail (`details.reason: "worker_lost"`) what runs on this replica, unchanged since
+        `before`, with no worker here (its id not in `keep`): a worker that ended without its final
+        transition (a store error at that moment) would otherwise leave it running forever. A
+        pending one of this replica as old (its start failed) is cancelled. Their ids."""
         ...
 
     async def purge(self, before: float) -> int:

@@ -31,7 +31,7 @@ from aql_mcp.store.executions import (
 )
 from aql_mcp.store.postgres.engine import PostgresEngine
 from aql_mcp.store.postgres.records import insert_records
-from aql_mcp.store.sqlite.executions import ORPHANED, SESSION_ENDED
+from aql_mcp.store.sqlite.executions import NEVER_STARTED, ORPHANED, SESSION_ENDED
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
@@ -282,17 +282,29 @@ class PostgresExecutionStore:
         return await self._engine.run(recover)
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
-        rows = await self._engine.fetch(
-            "UPDATE executions SET status = 'failed', error = $4, updated_at = $5, finished_at = $5 "
-            "WHERE status = 'running' AND replica = $1 AND updated_at < $2 AND NOT (id = ANY($3::text[])) "
-            "RETURNING id",
-            self._replica,
-            before,
-            list(keep),
-            orjson.dumps(ABANDONED),
-            now,
-        )
-        return [row[0] for row in rows]
+        async def fail(db: asyncpg.Connection) -> list[str]:
+            lost = await db.fetch(
+                "UPDATE executions SET status = 'failed', error = $4, updated_at = $5, finished_at = $5 "
+                "WHERE status = 'running' AND replica = $1 AND updated_at < $2 AND NOT (id = ANY($3::text[])) "
+                "RETURNING id",
+                self._replica,
+                before,
+                list(keep),
+                orjson.dumps(ABANDONED),
+                now,
+            )
+            unstarted = await db.fetch(
+                "UPDATE executions SET status = 'cancelled', progress_message = $3, updated_at = $4, "
+                "finished_at = $4, payload = NULL WHERE status = 'pending' AND replica = $1 AND updated_at < $2 "
+                "RETURNING id",
+                self._replica,
+                before,
+                NEVER_STARTED,
+                now,
+            )
+            return [row[0] for row in [*lost, *unstarted]]
+
+        return await self._engine.run(fail)
 
     async def purge(self, before: float) -> int:
         outcome = await self._engine.execute(

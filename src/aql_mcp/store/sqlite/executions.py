@@ -45,6 +45,8 @@ RETAINED = (
 LEASE = " AND replica = ? AND attempts = ?"
 # What `cancel` leaves in the progress message when a session's end cancels an execution.
 SESSION_ENDED = "cancelled: the session ended (MCP-AQL 2.3.3)"
+# ... and when the replica that created it could not start it.
+NEVER_STARTED = "cancelled: the replica that accepted it could not start it"
 
 
 def _in(statuses: tuple[ExecutionStatus, ...]) -> str:
@@ -272,17 +274,20 @@ class SqliteExecutionStore:
 
         def fail(db: sqlite3.Connection) -> list[str]:
             found = db.execute(
-                "SELECT id FROM executions WHERE status = 'running' AND replica = ? AND updated_at < ?",
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica = ? AND updated_at < ?",  # noqa: S608
                 (self._replica, before),
             ).fetchall()
-            lost = [row[0] for row in found if row[0] not in kept]
-            for execution_id in lost:
-                db.execute(
-                    "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? "
-                    "WHERE id = ? AND status = 'running'",
-                    (orjson.dumps(ABANDONED), now, now, execution_id),
-                )
-            return lost
+            lost = [(row[0], row[1]) for row in found if row[0] not in kept]
+            for execution_id, status in lost:
+                if status == "running":
+                    db.execute(
+                        "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? "
+                        "WHERE id = ? AND status = 'running'",
+                        (orjson.dumps(ABANDONED), now, now, execution_id),
+                    )
+                else:
+                    _cancel(db, "id = ?", (execution_id,), now, NEVER_STARTED)
+            return [execution_id for execution_id, _ in lost]
 
         return await self._engine.write(fail)
 
