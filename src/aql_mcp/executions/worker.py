@@ -9,10 +9,9 @@ every batch; followers elsewhere poll the row.
 
 On start, and every `SWEEP_SECONDS`, the worker fails what dead replicas left running (`recover`),
 fails what runs here under this replica's name with no worker left for it (`fail_abandoned`: a
-worker whose final transition met a store error; and cancels what it created but could not start),
-and deletes executions that ended longer ago
-than the retention. On stop it fails its own running executions with a reason (a retry resumes
-them), so a restart never leaves one `running` forever.
+worker whose final transition met a store error) and cancels what it created but could not start,
+and deletes executions that ended longer ago than the retention. On stop it fails its own running
+executions with a reason (a retry resumes them), so a restart never leaves one `running` forever.
 
 Every write of a worker carries its lease (the attempt it runs, `ExecutionRecord.attempts`): once
 another replica failed and retried the execution, the old worker's writes change nothing and it
