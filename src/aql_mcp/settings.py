@@ -308,6 +308,7 @@ class ExecutionSettings(_Section):
     max_export_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     retention_seconds: int = Field(default=86_400, ge=60)
     batch_pause_seconds: float = Field(default=0.0, ge=0, le=10)
+    max_retained_bytes_per_tenant: int = Field(default=256 * 1024 * 1024, ge=1024)
 
 
 SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]

@@ -221,6 +221,7 @@ class StreamableHTTPEndpoint:
         bind_log_context(mcp_method=request.method, session_id=session.id[:8] if session else None)
         running = RunningRequest()
         in_flight[request.id] = running
+        ctx.cancelled_by_client = lambda: running.cancelled
         try:
             try:
                 with self._telemetry.method(request.method, ctx, request.params.get("_meta")):

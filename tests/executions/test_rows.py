@@ -64,3 +64,27 @@ def test_a_row_over_the_aql_limits_or_with_unclean_text_is_rejected_not_stored()
     rows = Rows(b"\n".join(lines), "ndjson", None, LIMITS).batch(0, 10)
     assert [row.data for row in rows] == [None, None, None, None, {"fine": [1, 2, 3]}]
     assert all(row.reason for row in rows[:4])
+
+
+def test_a_csv_value_longer_than_the_string_limit_rejects_its_row_only() -> None:
+    """Past the csv module's own field limit (128 Ki characters) the reader used to stop, and the
+    whole import with it: now the field limit is aql.max_string_length and the row alone is out."""
+    huge = "x" * 200_000
+    payload = f'name,note\nAda,short\nBob,{huge}\n"Grace, H","two\nlines"\nEve,last\n'.encode()
+    rows = Rows(payload, "csv", None, Limits(1000, 3, 3)).batch(0, 10)
+    assert [row.number for row in rows] == [1, 2, 3, 4]
+    assert [row.data for row in rows if row.data] == [
+        {"name": "Ada", "note": "short"},
+        {"name": "Grace, H", "note": "two\nlines"},
+        {"name": "Eve", "note": "last"},
+    ]
+    assert rows[1].data is None
+    assert rows[1].reason
+
+
+def test_ndjson_rows_are_read_a_batch_at_a_time_with_blank_last_lines_ignored() -> None:
+    found = Rows(b'{"n": 1}\r\n\n{"n": 2}\n  ', "ndjson", None, LIMITS)
+    assert len(found) == 3
+    first, blank, second = found.batch(0, 5)
+    assert (first.data, blank.data, second.data) == ({"n": 1}, None, {"n": 2})
+    assert found.batch(2, 5) == [second]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aql_mcp.exceptions import InvalidParams
-from aql_mcp.executions.tasks import _offset, negotiated
+from aql_mcp.executions.tasks import _cursor, negotiated
 from aql_mcp.protocol.context import Context
 
 
@@ -31,9 +31,10 @@ def test_tasks_exist_only_for_a_legacy_session_whose_client_declared_them() -> N
     assert not negotiated(_ctx(None))
 
 
-def test_a_list_cursor_is_opaque_and_a_forged_one_is_invalid_params() -> None:
-    assert _offset(None) == 0
-    assert _offset(base64.urlsafe_b64encode(b"50").decode()) == 50
-    for forged in ("!!", base64.urlsafe_b64encode(b"-1").decode(), base64.urlsafe_b64encode(b"99999").decode()):
+def test_a_list_cursor_is_an_opaque_key_and_a_forged_one_is_invalid_params() -> None:
+    assert _cursor(None) is None
+    assert _cursor(base64.urlsafe_b64encode(b'[1.5, "exec_a"]').decode()) == (1.5, "exec_a")
+    forged = [b"50", b"[1]", b'["x", "y"]', b'[true, "y"]', b"not json", b"{}"]
+    for cursor in ["!!", *(base64.urlsafe_b64encode(raw).decode() for raw in forged)]:
         with pytest.raises(InvalidParams):
-            _offset(forged)
+            _cursor(cursor)

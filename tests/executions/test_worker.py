@@ -14,6 +14,7 @@ from aql_mcp.settings import ExecutionSettings
 from aql_mcp.store.base import Store
 from aql_mcp.store.executions import ExecutionRecord, ExecutionStatus
 from aql_mcp.store.records import Quota
+from tests.support.engines import Backend, write_lock
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
@@ -29,8 +30,7 @@ async def _started(store: Store, worker: ExecutionWorker, kind: str, payload: by
     now = time.time()
     record = ExecutionRecord("exec_1", "alice", kind, "pending", now, now, params={"collection": "c"})
     assert await store.executions.create(record, payload, max_live_per_owner=5)
-    assert await store.executions.start("exec_1", now)
-    started = await store.executions.load("exec_1")
+    started = await store.executions.start("exec_1", now)
     assert started is not None
     worker.launch(started)
     return "exec_1"
@@ -59,8 +59,9 @@ async def test_an_import_completes_and_an_export_then_holds_every_record(store: 
     now = time.time()
     export = ExecutionRecord("exec_2", "alice", "export", "pending", now, now, params={"collection": "c"})
     assert await store.executions.create(export, None, max_live_per_owner=5)
-    assert await store.executions.start("exec_2", now)
-    worker.launch(export)
+    started = await store.executions.start("exec_2", now)
+    assert started is not None
+    worker.launch(started)
     await eventually(lambda: worker.running == 0, "the export did not end")
     output = await store.executions.output("exec_2", "alice")
     assert output is not None
@@ -99,3 +100,27 @@ async def test_stopping_the_worker_fails_what_it_runs_with_a_reason(store: Store
     assert done.error["details"]["reason"] == "replica_shutdown"
     assert await store.executions.payload("exec_1") is not None  # kept for retry_execution
     assert await _status(store, "exec_1") == "failed"
+
+
+async def test_an_execution_whose_worker_could_not_record_its_end_fails_at_the_next_sweep(backend: Backend) -> None:
+    """A store error at the final transition (the table locked past the lock timeout) must not
+    leave the execution running forever on a live replica: the sweep fails it (worker_lost)."""
+    store = await backend.open(lock_timeout_seconds=0.2)
+    await store.records.create_collection("alice", "c", "", None, "now")
+    worker = _worker(store, batch_size=10)
+    now = time.time()
+    record = ExecutionRecord("exec_1", "alice", "import", "pending", now, now, params={"collection": "c"})
+    assert await store.executions.create(record, b'{"n": 1}\n', max_live_per_owner=5)
+    started = await store.executions.start("exec_1", now)
+    assert started is not None
+    async with write_lock(backend, "executions"):
+        worker.launch(started)  # its batch and then its failure both meet the lock
+        await eventually(lambda: worker.running == 0, "the worker did not end")
+        assert await _status(store, "exec_1") == "running"
+    await worker.start()  # sweeps at once
+    await worker.stop()
+    done = await store.executions.load("exec_1")
+    assert done is not None
+    assert done.status == "failed"
+    assert done.error is not None
+    assert done.error["details"]["reason"] == "worker_lost"

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
+from typing import Any
 
 import pytest
 
+from aql_mcp.executions.worker import ExecutionWorker
+from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import OperationError
-from aql_mcp.plugins.executions import ExecutionsPlugin, _decoded, plugin
+from aql_mcp.plugins.executions import Executions, ExecutionsPlugin, _decoded, plugin
+from aql_mcp.plugins.records import Records
+from aql_mcp.protocol.context import Context
 from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
+from aql_mcp.store.executions import ExecutionRecord
+from aql_mcp.store.records import Quota
+from tests.support.wait import eventually
 
 
 def test_a_standard_base64_payload_with_padding_is_decoded() -> None:
@@ -37,3 +48,50 @@ def test_every_service_gets_a_plugin_of_its_own() -> None:
     assert isinstance(first, ExecutionsPlugin)
     assert first is not second
     assert first.legacy_methods(lambda p, c: None, lambda p, c: None) == {}  # type: ignore[arg-type,return-value]
+
+
+class _Notes:
+    """The call's stream: progress notifications are kept, nothing is asked."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.sent.append(params)
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        raise AssertionError("a follower asks nothing")
+
+    def missing_capability(self, capability: str) -> Exception:
+        raise AssertionError(capability)
+
+    async def resource_updated(self, uri: str) -> None:
+        raise AssertionError(uri)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("by_client", [False, True])
+async def test_only_the_clients_cancellation_of_a_following_call_cancels_its_execution(
+    store: Store, by_client: bool
+) -> None:
+    """A shutdown cancels every request in flight before the worker learns it stops: that must
+    leave the execution to the worker's stop (failed, replica_shutdown), not cancel it."""
+    settings = Settings()
+    quota = Quota(settings.records.max_records, settings.records.max_bytes)
+    worker = ExecutionWorker(store.executions, store.records, settings.executions, lambda: quota, Limits(10, 10, 10))
+    executions = Executions(settings, Records(settings, store.records), worker)
+    now = time.time()
+    record = ExecutionRecord("exec_f", "alice", "export", "pending", now, now, params={"collection": "c"})
+    assert await store.executions.create(record, None, max_live_per_owner=5)
+    started = await store.executions.start("exec_f", now)
+    assert started is not None  # running, with no worker: only the follower acts on it
+    notes = _Notes()
+    ctx = Context(request_id="r", message_id=1, peer=None, principal=None, outbound=notes, hub=notes, progress_token=1)
+    ctx.cancelled_by_client = lambda: by_client
+    follower = asyncio.create_task(executions._follow(started, ctx))
+    await eventually(lambda: bool(notes.sent), "the follower sent no progress")
+    follower.cancel()
+    await asyncio.gather(follower, return_exceptions=True)
+    found = await store.executions.load("exec_f")
+    assert found is not None
+    assert found.status == ("cancelled" if by_client else "running")

@@ -5,7 +5,9 @@ session's end, a restart, and every refusal with its MCP-AQL code."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -200,6 +202,34 @@ def test_an_import_over_the_payload_cap_is_refused(tmp_path: Path) -> None:
         assert error_of(refused)["details"]["max_bytes"] == 2048
 
 
+def test_a_tenant_over_its_retained_bytes_is_refused_an_import_until_it_frees_some(tmp_path: Path) -> None:
+    """Failed imports keep their payloads for a retry: the tenant's total kept is capped
+    (executions.max_retained_bytes_per_tenant), an import past it refused with nothing stored."""
+    env = {
+        "AQL_MCP_RECORDS__MAX_RECORDS": "10",
+        "AQL_MCP_EXECUTIONS__MAX_RETAINED_BYTES_PER_TENANT": "4096",
+    }
+    content = ndjson(rows(60))  # about 1.5 KB: each import fails on the record quota, keeping it
+    with start_server(tmp_path, env=env, plugins=()) as small, session(small, subject="hoarder") as caller:
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        kept = []
+        for _ in range(2):
+            started = caller.call(EXECUTE, "execute_import", **import_params("c", content))["data"]
+            failed = settled(caller, started["execution_id"])
+            assert failed["error"]["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+            kept.append(failed["execution_id"])
+        refused = error_of(caller.call(EXECUTE, "execute_import", **import_params("c", content)))
+        assert refused["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+        assert refused["details"]["metric"] == "retained_bytes"
+        assert refused["details"]["hard_stop_threshold"] == 4096
+        assert refused["details"]["current"] > 2048
+        assert caller.call(READ, "list_executions")["data"]["count"] == 2  # nothing stored
+        with session(small, subject="other") as other:
+            # Another tenant's kept bytes are its own.
+            assert other.call(CREATE, "create_collection", collection="c")["success"]
+            assert other.call(EXECUTE, "execute_import", **import_params("c", ndjson(rows(5))))["success"]
+
+
 def test_too_many_live_executions_are_refused_and_cancel_frees_a_slot(server: ServerProcess) -> None:
     with session(server, subject="busy") as caller:
         assert caller.call(CREATE, "create_collection", collection="c")["success"]
@@ -314,8 +344,35 @@ def test_a_graceful_stop_fails_the_running_import_with_a_reason(tmp_path: Path) 
     with start_server(tmp_path, env=BIG, plugins=()) as second, session(second, subject="calm") as caller:
         stopped = caller.call(READ, "get_execution", execution_id=execution_id)["data"]
         assert stopped["status"] == "failed"
-        assert stopped["error"]["details"]["reason"] in ("replica_shutdown", "replica_stopped")
+        assert stopped["error"]["details"]["reason"] == "replica_shutdown"
         assert record_count(caller, "c") == stopped["progress"]["current"]
+
+
+def test_a_graceful_stop_fails_a_followed_import_rather_than_cancelling_it(tmp_path: Path) -> None:
+    """Only notifications/cancelled cancels a followed execution: the shutdown cancelling the
+    following call leaves it to the worker's stop (failed, replica_shutdown), which a retry resumes."""
+    seen = threading.Event()
+
+    def follow_until_cut(caller: Session, arguments: dict[str, Any]) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            for message in follow(caller, arguments, "f-1"):
+                if message.get("method") == "notifications/progress":
+                    seen.set()
+
+    # No grace: the shutdown cancels the following call at once, long before the import could end.
+    quick = {**BIG, "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0", "AQL_MCP_SHUTDOWN__GRACE_SECONDS": "0"}
+    with start_server(tmp_path, env=quick, plugins=()) as first, session(first, subject="followed") as caller:
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        arguments = {"operation": "execute_import", "params": import_params("c", ndjson(rows(100_000)))}
+        follower = threading.Thread(target=follow_until_cut, args=(caller, arguments), daemon=True)
+        follower.start()
+        assert seen.wait(60), "no progress before the stop"
+    follower.join(60)
+    with start_server(tmp_path, env=BIG, plugins=()) as second, session(second, subject="followed") as caller:
+        execution_id = caller.call(READ, "list_executions")["data"]["items"][0]["execution_id"]
+        stopped = caller.call(READ, "get_execution", execution_id=execution_id)["data"]
+        assert stopped["status"] == "failed"
+        assert stopped["error"]["details"]["reason"] == "replica_shutdown"
 
 
 def test_an_execution_answers_on_the_modern_era_too(server: ServerProcess) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -105,7 +106,7 @@ def test_a_task_augmented_import_is_a_task_whose_id_is_the_execution(server: Ser
         assert caller.call(READ, "get_execution", execution_id=task["taskId"])["data"]["status"] == "completed"
 
 
-def test_tasks_cancel_stops_the_running_import_and_a_task_is_not_retried(server: ServerProcess) -> None:
+def test_tasks_cancel_stops_the_running_import(server: ServerProcess) -> None:
     with connect(server, "canceller", {"tasks": CAPABILITY}) as (caller, _):
         assert caller.call(CREATE, "create_collection", collection="c")["success"]
         task = as_task(caller, EXECUTE, "execute_import", import_params("c", ndjson(rows(100_000))))["result"]["task"]
@@ -113,8 +114,28 @@ def test_tasks_cancel_stops_the_running_import_and_a_task_is_not_retried(server:
         assert (cancelled["taskId"], cancelled["status"]) == (task["taskId"], "cancelled")
         result = rpc(caller, "tasks/result", {"taskId": task["taskId"]})["result"]
         assert result["structuredContent"]["data"]["status"] == "cancelled"
+
+
+def test_a_failed_task_is_never_retried_since_a_task_has_no_way_back_from_failed(tmp_path: Path) -> None:
+    """2025-11-25 tasks, "Task Status Lifecycle": failed is terminal, so retry_execution refuses it."""
+    env = {**BIG, "AQL_MCP_RECORDS__MAX_RECORDS": "10"}
+    with (
+        start_server(tmp_path, env=env, plugins=()) as small,
+        connect(small, "quota", {"tasks": CAPABILITY}) as (
+            caller,
+            _,
+        ),
+    ):
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        task = as_task(caller, EXECUTE, "execute_import", import_params("c", ndjson(rows(50))))["result"]["task"]
+        result = rpc(caller, "tasks/result", {"taskId": task["taskId"]})["result"]
+        assert result["isError"] is True
+        assert result["structuredContent"]["error"]["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+        assert rpc(caller, "tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "failed"
         refused = caller.call(EXECUTE, "retry_execution", execution_id=task["taskId"])
         assert refused["error"]["code"] == "CONFLICT_INVALID_STATE"
+        assert refused["error"]["details"]["reason"] == "task"
+        assert rpc(caller, "tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "failed"
 
 
 def test_task_augmented_calls_of_other_operations_are_refused(server: ServerProcess) -> None:
@@ -141,3 +162,39 @@ def test_another_callers_task_is_not_found(server: ServerProcess) -> None:
             assert rpc(thief, method, {"taskId": task["taskId"]})["error"]["code"] == -32602
         assert rpc(thief, "tasks/list", {})["result"]["tasks"] == []
         assert rpc(thief, "tasks/list", {"cursor": "!!"})["error"]["code"] == -32602
+
+
+def test_tasks_are_bound_to_their_principal_even_within_one_shared_tenant(tmp_path: Path) -> None:
+    """2025-11-25 tasks, "Security Considerations": a task is bound to its requestor; executions
+    stay the tenant's (here one tenant, the issuer, shared by every principal)."""
+    env = {**BIG, "AQL_MCP_RECORDS__TENANT_CLAIM": "iss"}
+    with start_server(tmp_path, env=env, plugins=()) as shared:
+        with connect(shared, "member-a", {"tasks": CAPABILITY}) as (caller, _):
+            assert caller.call(CREATE, "create_collection", collection="c")["success"]
+            task = as_task(caller, EXECUTE, "execute_export", {"collection": "c"})["result"]["task"]
+            assert [t["taskId"] for t in rpc(caller, "tasks/list", {})["result"]["tasks"]] == [task["taskId"]]
+        with connect(shared, "member-b", {"tasks": CAPABILITY}) as (member, _):
+            for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+                refused = rpc(member, method, {"taskId": task["taskId"]})
+                assert refused["error"]["code"] == -32602, method
+            assert rpc(member, "tasks/list", {})["result"]["tasks"] == []
+            # The execution itself is the tenant's: an MCP-AQL read finds it.
+            found = member.call(READ, "get_execution", execution_id=task["taskId"])
+            assert found["data"]["execution_id"] == task["taskId"]
+
+
+def test_a_failed_tasks_status_message_carries_its_failure(tmp_path: Path) -> None:
+    env = {**BIG, "AQL_MCP_RECORDS__MAX_RECORDS": "10"}
+    with (
+        start_server(tmp_path, env=env, plugins=()) as small,
+        connect(small, "failing", {"tasks": CAPABILITY}) as (
+            caller,
+            _,
+        ),
+    ):
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        task = as_task(caller, EXECUTE, "execute_import", import_params("c", ndjson(rows(50))))["result"]["task"]
+        rpc(caller, "tasks/result", {"taskId": task["taskId"]})
+        got = rpc(caller, "tasks/get", {"taskId": task["taskId"]})["result"]
+        assert got["status"] == "failed"
+        assert "RATE_LIMIT_QUOTA_EXHAUSTED" in got["statusMessage"]

@@ -9,7 +9,15 @@ import itertools
 import pytest
 
 from aql_mcp.store.base import Store
-from aql_mcp.store.executions import STATUSES, TRANSITIONS, Batch, ExecutionRecord, ExecutionStatus, Progress
+from aql_mcp.store.executions import (
+    STATUSES,
+    TRANSITIONS,
+    Batch,
+    ExecutionRecord,
+    ExecutionStatus,
+    Progress,
+    RetainedBytesExceeded,
+)
 from aql_mcp.store.records import NewRecord, Quota, QuotaExceeded
 from tests.support.engines import Backend
 
@@ -88,9 +96,9 @@ async def test_only_the_section_8_4_2_transitions_change_an_execution(
     """MCP-AQL §8.4.2: every pair of states is tried; only the six listed transitions commit."""
     await _in_status(store, "x", source)
     if target == "running" and source == "pending":
-        changed = await store.executions.start("x", NOW + 1)
+        changed = await store.executions.start("x", NOW + 1) is not None
     elif target == "running" and source == "failed":
-        changed = await store.executions.retry("x", "alice", NOW + 1)
+        changed = await store.executions.retry("x", "alice", NOW + 1) is not None
     else:
         changed = await store.executions.transition("x", target, NOW + 1)
     assert changed == ((source, target) in TRANSITIONS)
@@ -116,8 +124,8 @@ async def test_an_import_batch_writes_records_progress_and_capped_report_togethe
     await store.records.create_collection("alice", "c", "", None, "now")
     await _in_status(store, "imp", "running")
     executions = store.executions
-    assert await executions.import_batch("imp", _batch(0, 10, rejected=2), NOW) == "written"
-    assert await executions.import_batch("imp", _batch(12, 5, rejected=2), NOW) == "written"
+    assert await executions.import_batch("imp", _batch(0, 10, rejected=2), NOW, attempt=1) == "written"
+    assert await executions.import_batch("imp", _batch(12, 5, rejected=2), NOW, attempt=1) == "written"
     found = await executions.load("imp")
     assert found is not None
     assert (found.progress.current, found.progress.total, found.rejected) == (19, 100, 4)
@@ -133,9 +141,9 @@ async def test_a_batch_after_a_cancellation_writes_nothing(store: Store) -> None
     await store.records.create_collection("alice", "c", "", None, "now")
     await _in_status(store, "imp", "running")
     executions = store.executions
-    assert await executions.import_batch("imp", _batch(0, 10), NOW) == "written"
+    assert await executions.import_batch("imp", _batch(0, 10), NOW, attempt=1) == "written"
     assert await executions.cancel("imp", "alice", NOW, "stop") == "cancelled"
-    assert await executions.import_batch("imp", _batch(10, 10), NOW) == "stopped"
+    assert await executions.import_batch("imp", _batch(10, 10), NOW, attempt=1) == "stopped"
     found = await executions.load("imp")
     assert found is not None
     assert (found.status, found.progress.current) == ("cancelled", 10)
@@ -146,7 +154,7 @@ async def test_a_batch_over_the_record_quota_writes_nothing_at_all(store: Store)
     await store.records.create_collection("alice", "c", "", None, "now")
     await _in_status(store, "imp", "running")
     with pytest.raises(QuotaExceeded):
-        await store.executions.import_batch("imp", _batch(0, 10, quota=Quota(5, 1_000_000)), NOW)
+        await store.executions.import_batch("imp", _batch(0, 10, quota=Quota(5, 1_000_000)), NOW, attempt=1)
     found = await store.executions.load("imp")
     assert found is not None
     assert (found.status, found.progress.current) == ("running", 0)
@@ -200,8 +208,9 @@ async def test_what_a_gone_replica_left_running_fails_and_pending_is_cancelled(b
 
 async def test_ended_executions_are_purged_after_the_retention_with_their_output(store: Store) -> None:
     executions = store.executions
-    await _in_status(store, "old", "completed")
-    await executions.store_output("old", b'{"a":1}\n')
+    await _in_status(store, "old", "running")
+    assert await executions.store_output("old", b'{"a":1}\n', attempt=1)
+    assert await executions.transition("old", "completed", NOW, attempt=1)
     assert await executions.output("old", "alice") == b'{"a":1}\n'
     assert await executions.output("old", "mallory") is None
     await _in_status(store, "live", "running")
@@ -212,9 +221,119 @@ async def test_ended_executions_are_purged_after_the_retention_with_their_output
 
 async def test_progress_is_recorded_only_while_running(store: Store) -> None:
     await _in_status(store, "exp", "running")
-    assert await store.executions.set_progress("exp", Progress(5, 10, "half"), NOW)
+    assert await store.executions.set_progress("exp", Progress(5, 10, "half"), NOW, attempt=1)
     assert await store.executions.transition("exp", "cancelled", NOW)
-    assert not await store.executions.set_progress("exp", Progress(6, 10), NOW)
+    assert not await store.executions.set_progress("exp", Progress(6, 10), NOW, attempt=1)
     found = await store.executions.load("exp")
     assert found is not None
     assert found.progress == Progress(5, 10, "half")
+
+
+async def test_a_new_execution_names_its_replica_and_no_live_replica_recovers_it(backend: Backend) -> None:
+    """A pending row is this replica's from creation: neither its own sweep nor (on PostgreSQL)
+    another live replica's takes it for one left by a replica that is gone."""
+    first = await backend.open()
+    assert await first.executions.create(_execution("fresh"), b"p", max_live_per_owner=9)
+    found = await first.executions.load("fresh")
+    assert found is not None
+    assert found.replica == first.executions.replica
+    assert await first.executions.recover(NOW + 100, 15.0) == []
+    if backend.engine == "postgres":
+        await first.bus.heartbeat(NOW + 95)  # the first replica is alive
+        second = await backend.open()
+        assert await second.executions.recover(NOW + 100, 15.0) == []
+    started = await first.executions.start("fresh", NOW + 101)
+    assert started is not None
+    assert (started.status, started.attempts) == ("running", 1)
+
+
+async def test_a_superseded_worker_writes_nothing_once_another_replica_retried_its_execution(
+    backend: Backend,
+) -> None:
+    """The lease: a worker's batch, progress, output and final transition hold only while its
+    replica still runs the attempt it started."""
+    first, second = await backend.open(), await backend.open()
+    await first.records.create_collection("alice", "c", "", None, "now")
+    assert await first.executions.create(_execution("imp"), b"p", max_live_per_owner=9)
+    old = await first.executions.start("imp", NOW)
+    assert old is not None
+    # Another replica took the first for gone: failed it, and a retry runs it there now.
+    assert await second.executions.transition("imp", "failed", NOW + 1, error={"code": "X", "message": "x"})
+    new = await second.executions.retry("imp", "alice", NOW + 2)
+    assert new is not None
+    assert new.attempts == old.attempts + 1
+    assert await first.executions.import_batch("imp", _batch(0, 10), NOW + 3, attempt=old.attempts) == "stopped"
+    assert not await first.executions.set_progress("imp", Progress(50, 100), NOW + 3, attempt=old.attempts)
+    assert not await first.executions.store_output("imp", b"x", attempt=old.attempts)
+    assert not await first.executions.transition("imp", "completed", NOW + 3, attempt=old.attempts)
+    assert (await first.records.usage("alice"))[0] == 0
+    # The current lease holder writes.
+    assert await second.executions.import_batch("imp", _batch(0, 10), NOW + 4, attempt=new.attempts) == "written"
+    assert await second.executions.transition("imp", "completed", NOW + 5, attempt=new.attempts)
+    done = await second.executions.load("imp")
+    assert done is not None
+    assert (done.status, done.progress.current) == ("completed", 10)
+
+
+async def test_a_running_execution_of_this_replica_with_no_worker_fails_and_one_with_a_worker_stays(
+    store: Store,
+) -> None:
+    executions = store.executions
+    await _in_status(store, "lost", "running")
+    await _in_status(store, "kept", "running")
+    assert await executions.fail_abandoned({"kept"}, NOW, NOW + 10) == []  # unchanged since before: too new
+    assert await executions.fail_abandoned({"kept"}, NOW + 1, NOW + 10) == ["lost"]
+    lost, kept = await executions.load("lost"), await executions.load("kept")
+    assert lost is not None
+    assert kept is not None
+    assert (lost.status, kept.status) == ("failed", "running")
+    assert lost.error is not None
+    assert lost.error["details"]["reason"] == "worker_lost"
+    assert await executions.payload("lost") == b"payload"  # kept for retry_execution
+    # A pending one its replica never started (the start met a store error) is cancelled.
+    await _in_status(store, "unstarted", "pending")
+    assert await executions.fail_abandoned({"kept"}, NOW + 1, NOW + 10) == ["unstarted"]
+    unstarted = await executions.load("unstarted")
+    assert unstarted is not None
+    assert unstarted.status == "cancelled"
+
+
+async def test_an_owners_kept_payloads_and_outputs_are_capped_at_creation(store: Store) -> None:
+    executions = store.executions
+    assert await executions.create(_execution("a1"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000)
+    with pytest.raises(RetainedBytesExceeded) as refused:
+        await executions.create(_execution("a2"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000)
+    assert (refused.value.current, refused.value.limit) == (600, 1000)
+    assert await executions.load("a2") is None
+    # Another owner's bytes are its own; a cancelled import drops its payload and frees them.
+    assert await executions.create(
+        _execution("b1", owner="bob"), b"x" * 600, max_live_per_owner=9, max_retained_bytes=1000
+    )
+    assert await executions.cancel("a1", "alice", NOW, "stop") == "cancelled"
+    assert await executions.create(_execution("a3"), b"x" * 1000, max_live_per_owner=9, max_retained_bytes=1000)
+
+
+async def test_a_principals_executions_page_by_key_with_no_repeat_or_skip_under_inserts(store: Store) -> None:
+    """tasks/list's keyset: newest first by (created_at, id); an execution created between two
+    pages shifts nothing."""
+    executions = store.executions
+
+    async def add(execution_id: str, at: float, principal: str = "p1") -> None:
+        record = _execution(execution_id)
+        record.created_at, record.principal = at, principal
+        assert await executions.create(record, None, max_live_per_owner=100)
+
+    for index in range(5):
+        await add(f"e{index}", NOW + (index // 2))  # ties on created_at are ordered by id
+    await add("theirs", NOW + 1, principal="p2")
+    first = await executions.list_executions("alice", status=None, limit=2, principal="p1")
+    assert [r.id for r in first] == ["e4", "e3"]
+    await add("newer", NOW + 9)
+    second = await executions.list_executions(
+        "alice", status=None, limit=2, principal="p1", before=(first[-1].created_at, first[-1].id)
+    )
+    third = await executions.list_executions(
+        "alice", status=None, limit=2, principal="p1", before=(second[-1].created_at, second[-1].id)
+    )
+    assert [r.id for r in second + third] == ["e2", "e1", "e0"]
+    assert {r.principal for r in first + second + third} == {"p1"}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,30 +40,103 @@ class Row:
 
 
 class Rows:
-    """The rows of one payload, split at once, each parsed and checked when its batch asks for it."""
+    """The rows of one payload, indexed at once and parsed a batch at a time.
+
+    Only each row's offsets are kept for the whole import (two 8-byte integers a row, in arrays):
+    a batch decodes its own slice of the payload when it asks for it. Splitting the whole payload
+    into Python objects up front would hold tens of times the payload's size for the import's
+    whole life (a 16 MiB CSV of short rows, some 850 MiB)."""
 
     def __init__(self, payload: bytes, fmt: Format, allowed: Sequence[str] | None, limits: Limits) -> None:
         self._limits = limits
         self._allowed = None if allowed is None else frozenset(allowed)
         self._header: list[str] = []
-        if fmt == "ndjson":
-            lines = payload.split(b"\n")
-            if lines and not lines[-1].strip():
-                lines.pop()
-            self._raw: list[Any] = lines
-        else:
-            self._raw = _csv_rows(payload)
-            if not self._raw:
-                raise PayloadError("a CSV payload needs a header row naming the fields")
-            self._header = [str(name) for name in self._raw.pop(0)]
         self._fmt = fmt
+        self._starts = array("Q")
+        self._ends = array("Q")
+        # CSV rows that could not be parsed (a field over the size limit), by position: their reason.
+        self._broken: dict[int, str] = {}
+        if fmt == "ndjson":
+            self._bytes = payload
+            self._text = ""
+            self._index_lines(payload)
+        else:
+            self._bytes = b""
+            self._text = _csv_text(payload)
+            # One value longer than a record may hold rejects its row only, not the whole import
+            # (the csv module's own limit, 128 Ki characters by default, would stop the reader).
+            csv.field_size_limit(max(limits.max_string_length, 1))
+            self._index_csv()
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._starts)
 
     def batch(self, start: int, size: int) -> list[Row]:
         """Rows `start` to `start + size` (0-based positions; the rows carry 1-based numbers)."""
-        return [self._row(start + i + 1, raw) for i, raw in enumerate(self._raw[start : start + size])]
+        positions = range(start, min(start + size, len(self._starts)))
+        if self._fmt == "ndjson":
+            return [self._row(i + 1, self._bytes[self._starts[i] : self._ends[i]]) for i in positions]
+        return [self._csv_row(i) for i in positions]
+
+    def _index_lines(self, payload: bytes) -> None:
+        at, size = 0, len(payload)
+        while at < size:
+            end = payload.find(b"\n", at)
+            end = size if end < 0 else end
+            self._starts.append(at)
+            self._ends.append(end)
+            at = end + 1
+        if self._starts and not payload.endswith(b"\n") and not payload[self._starts[-1] :].strip():
+            # A last line of blanks only is no row (as a trailing newline is none).
+            self._starts.pop()
+            self._ends.pop()
+
+    def _index_csv(self) -> None:
+        at = 0
+
+        def lines() -> Iterator[str]:
+            nonlocal at
+            for line in io.StringIO(self._text, newline=""):
+                at += len(line)
+                yield line
+
+        reader = csv.reader(lines())
+        header: list[str] | None = None
+        while True:
+            begin = at
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                if header is None:
+                    raise PayloadError("the CSV payload's header row cannot be parsed") from None
+                self._broken[len(self._starts)] = _csv_reason(exc)
+                self._starts.append(begin)
+                self._ends.append(at)
+                continue
+            if not row:
+                continue
+            if header is None:
+                header = row
+                continue
+            self._starts.append(begin)
+            self._ends.append(at)
+        if header is None:
+            raise PayloadError("a CSV payload needs a header row naming the fields")
+        self._header = [str(name) for name in header]
+
+    def _csv_row(self, position: int) -> Row:
+        number = position + 1
+        broken = self._broken.get(position)
+        if broken is not None:
+            return Row(number, None, broken)
+        segment = self._text[self._starts[position] : self._ends[position]]
+        try:
+            values = next(csv.reader(io.StringIO(segment, newline="")))
+        except (csv.Error, StopIteration):
+            return Row(number, None, "not a valid CSV row")
+        return self._row(number, values)
 
     def _row(self, number: int, raw: Any) -> Row:
         if self._fmt == "ndjson":
@@ -94,12 +168,14 @@ class Rows:
         return Row(number, data)
 
 
-def _csv_rows(payload: bytes) -> list[list[str]]:
+def _csv_text(payload: bytes) -> str:
     try:
-        text = payload.decode("utf-8-sig")
+        return payload.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise PayloadError("a CSV payload must be UTF-8") from None
-    try:
-        return [row for row in csv.reader(io.StringIO(text, newline="")) if row]
-    except csv.Error:
-        raise PayloadError("the CSV payload cannot be parsed") from None
+
+
+def _csv_reason(exc: csv.Error) -> str:
+    if "field larger than field limit" in str(exc):
+        return "a value longer than aql.max_string_length"
+    return "not a valid CSV row"

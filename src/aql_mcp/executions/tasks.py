@@ -8,17 +8,26 @@ whose `taskId` is the execution's id. `tasks/get`, `tasks/result`, `tasks/list` 
 read and change the execution (any of the caller's executions is a task). For any other session the
 methods do not exist (-32601) and `params.task` is ignored, as the specification requires of a
 receiver that did not declare the capability.
+
+Tasks are bound to the principal that started them (2025-11-25 tasks, "Security Considerations":
+a task is not visible to another requestor), while executions belong to the records tenant: with a
+tenant claim several principals share, each sees the tenant's executions through the MCP-AQL
+operations but only its own as tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InvalidParams, MethodNotFound
 from aql_mcp.executions.wire import TERMINAL, execution_wire
 from aql_mcp.operations.models import Call
@@ -37,8 +46,6 @@ TASK_OPERATIONS = ("execute_import", "execute_export")
 RELATED = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 1000
 LIST_PAGE = 50
-# tasks/list reads at most this many of the caller's newest executions.
-LIST_CAP = 1000
 # `ctx.memo` key: the call is task-augmented; the plugin answers at once and marks the execution.
 AS_TASK = "executions.as_task"
 STATUS = {"pending": "working", "running": "working", "completed": "completed", "failed": "failed"}
@@ -143,14 +150,16 @@ class LegacyTasks:
 
     async def list_tasks(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         owner = self._owner(ctx)
-        offset = _offset(params.get("cursor"))
+        before = _cursor(params.get("cursor"))
         found = await self._executions.store.list_executions(
-            owner, status=None, limit=min(LIST_CAP, offset + LIST_PAGE + 1)
+            owner, status=None, limit=LIST_PAGE + 1, principal=principal_key(ctx.principal), before=before
         )
-        page = found[offset : offset + LIST_PAGE]
+        page = found[:LIST_PAGE]
         out: dict[str, Any] = {"tasks": [self.task(record) for record in page]}
-        if len(found) > offset + LIST_PAGE:
-            out["nextCursor"] = base64.urlsafe_b64encode(str(offset + LIST_PAGE).encode()).decode()
+        if len(found) > LIST_PAGE:
+            # A keyset cursor (created_at, id): executions started meanwhile neither shift nor repeat a page.
+            last = page[-1]
+            out["nextCursor"] = base64.urlsafe_b64encode(orjson.dumps([last.created_at, last.id])).decode()
         return out
 
     async def cancel(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -169,7 +178,10 @@ class LegacyTasks:
         at least that long: the retention runs from the end)."""
         progress = record.progress
         message = progress.message or record.status
-        if progress.total:
+        if record.status == "failed" and record.error is not None:
+            # 2025-11-25 tasks, "Task Status": a failed task's message says why it failed.
+            message = f"{record.error.get('code')}: {record.error.get('message')}"
+        elif progress.total:
             message = f"{message} ({progress.current} of {progress.total})"
         return {
             "taskId": record.id,
@@ -195,21 +207,27 @@ class LegacyTasks:
         if not isinstance(task_id, str) or not task_id:
             raise InvalidParams(data={"field": "taskId", "reason": "required"})
         record = await self._executions.store.get(task_id, owner)
-        if record is None:
+        # Another principal's execution is not its task, even within one tenant.
+        if record is None or record.principal != principal_key(ctx.principal):
             raise _unknown()
         return record
 
 
-def _offset(cursor: Any) -> int:
+def principal_key(principal: Principal | None) -> str | None:
+    """What binds a task to its principal: the digest of its subject, never the subject itself."""
+    return None if principal is None else principal.digest
+
+
+def _cursor(cursor: Any) -> tuple[float, str] | None:
     if cursor is None:
-        return 0
+        return None
     try:
-        value = int(base64.urlsafe_b64decode(str(cursor).encode()).decode())
-    except (ValueError, UnicodeDecodeError):
+        created_at, execution_id = orjson.loads(base64.urlsafe_b64decode(str(cursor).encode()))
+    except (ValueError, TypeError, binascii.Error):
         raise InvalidParams(data={"field": "cursor", "reason": "invalid"}) from None
-    if not 0 <= value < LIST_CAP:
+    if not isinstance(created_at, int | float) or isinstance(created_at, bool) or not isinstance(execution_id, str):
         raise InvalidParams(data={"field": "cursor", "reason": "invalid"})
-    return value
+    return float(created_at), execution_id
 
 
 def _unknown() -> InvalidParams:

@@ -7,9 +7,15 @@ cancellation on any replica therefore stops the work at the next batch boundary,
 half-written. `changed(id)` wakes followers on this replica (a call following its execution) after
 every batch; followers elsewhere poll the row.
 
-On start, and every `SWEEP_SECONDS`, the worker fails what dead replicas left running (`recover`)
+On start, and every `SWEEP_SECONDS`, the worker fails what dead replicas left running (`recover`),
+fails what runs here under this replica's name with no worker left for it (`fail_abandoned`: a
+worker whose final transition met a store error) and cancels what it created but could not start,
 and deletes executions that ended longer ago than the retention. On stop it fails its own running
 executions with a reason (a retry resumes them), so a restart never leaves one `running` forever.
+
+Every write of a worker carries its lease (the attempt it runs, `ExecutionRecord.attempts`): once
+another replica failed and retried the execution, the old worker's writes change nothing and it
+stops at its next batch (store/executions.py).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -25,7 +31,13 @@ import structlog
 
 from aql_mcp.executions.rows import Format, PayloadError, Rows
 from aql_mcp.operations.payload import Limits
-from aql_mcp.operations.results import INTERNAL_ERROR, NOT_FOUND_RESOURCE, RATE_LIMIT_QUOTA_EXHAUSTED
+from aql_mcp.operations.results import (
+    INTERNAL_ERROR,
+    NOT_FOUND_RESOURCE,
+    RATE_LIMIT_QUOTA_EXHAUSTED,
+    VALIDATION_INVALID_ENCODING,
+    VALIDATION_PAYLOAD_TOO_LARGE,
+)
 from aql_mcp.plugins.records import new_etag, new_id, record_wire
 from aql_mcp.settings import ExecutionSettings
 from aql_mcp.store.executions import Batch, ExecutionRecord, ExecutionStore, Progress
@@ -64,7 +76,9 @@ class ExecutionWorker:
         self._limits = limits
         self._clock = clock
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._leases: dict[str, int] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._starting = 0
         self._sweeper: asyncio.Task[None] | None = None
         self.stopping = False
 
@@ -89,12 +103,19 @@ class ExecutionWorker:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
         running, self._running = dict(self._running), {}
+        leases, self._leases = dict(self._leases), {}
         for task in running.values():
             task.cancel()
         await asyncio.gather(*running.values(), return_exceptions=True)
         for execution_id in running:
-            with contextlib.suppress(Exception):
-                await self.store.transition(execution_id, "failed", self._clock(), error=SHUT_DOWN)
+            try:
+                await self.store.transition(
+                    execution_id, "failed", self._clock(), error=SHUT_DOWN, attempt=leases.get(execution_id)
+                )
+            except Exception:
+                # Left running under this replica's name: the next start's recovery fails it.
+                log.warning("execution_stop_failed", execution_id=execution_id)
+            else:
                 log.info("execution_stopped", execution_id=execution_id, reason="shutdown")
 
     def changed(self, execution_id: str) -> asyncio.Event:
@@ -105,10 +126,22 @@ class ExecutionWorker:
         if execution_id not in self._running:
             self._changed.pop(execution_id, None)
 
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """Around a start or retry whose row may be `running` here before `launch` registers it:
+        the sweep leaves this replica's running rows alone meanwhile."""
+        self._starting += 1
+        try:
+            yield
+        finally:
+            self._starting -= 1
+
     def launch(self, record: ExecutionRecord) -> None:
-        """Run the execution (already `running` on this replica) in the background."""
+        """Run the execution (already `running` on this replica, `record` as the start or retry
+        left it: its `attempts` is the lease of every write) in the background."""
         task = asyncio.create_task(self._run(record), name=f"execution-{record.id}")
         self._running[record.id] = task
+        self._leases[record.id] = record.attempts
 
     async def _run(self, record: ExecutionRecord) -> None:
         try:
@@ -120,34 +153,42 @@ class ExecutionWorker:
             raise
         except QuotaExceeded as exc:
             await self._fail(
-                record.id,
+                record,
                 RATE_LIMIT_QUOTA_EXHAUSTED,
                 f"Quota exhausted: this tenant may store at most {exc.limit} {exc.metric}; the batch was not written",
                 {"metric": exc.metric, "current": exc.current, "hard_stop_threshold": exc.limit},
             )
         except Missing:
             await self._fail(
-                record.id,
+                record,
                 NOT_FOUND_RESOURCE,
                 f"Resource 'collection' not found: '{record.params.get('collection')}'",
                 {"resource_type": "collection", "resource_id": record.params.get("collection")},
             )
         except PayloadError as exc:
-            await self._fail(record.id, "VALIDATION_INVALID_ENCODING", str(exc), {"param_name": "file_content"})
+            await self._fail(record, VALIDATION_INVALID_ENCODING, str(exc), {"param_name": "file_content"})
         except Exception:
             log.exception("execution_crashed", execution_id=record.id)
-            await self._fail(record.id, INTERNAL_ERROR, "The execution failed unexpectedly", None)
+            await self._fail(record, INTERNAL_ERROR, "The execution failed unexpectedly", None)
         finally:
-            self._running.pop(record.id, None)
+            # A quick retry may already have registered a newer task under the same id.
+            if self._running.get(record.id) is asyncio.current_task():
+                del self._running[record.id]
+                self._leases.pop(record.id, None)
             self._wake(record.id)
+            self._changed.pop(record.id, None)
 
-    async def _fail(self, execution_id: str, code: str, message: str, details: dict[str, Any] | None) -> None:
+    async def _fail(self, record: ExecutionRecord, code: str, message: str, details: dict[str, Any] | None) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
         if details is not None:
             error["details"] = details
-        with contextlib.suppress(Exception):
-            await self.store.transition(execution_id, "failed", self._clock(), error=error)
-        log.info("execution_failed", execution_id=execution_id, code=code)
+        try:
+            await self.store.transition(record.id, "failed", self._clock(), error=error, attempt=record.attempts)
+        except Exception:
+            # The row stays running with no worker: the next sweep fails it (`fail_abandoned`).
+            log.warning("execution_fail_unrecorded", execution_id=record.id, code=code)
+            return
+        log.info("execution_failed", execution_id=record.id, code=code)
 
     def _wake(self, execution_id: str) -> None:
         event = self._changed.get(execution_id)
@@ -158,41 +199,39 @@ class ExecutionWorker:
         payload = await self.store.payload(record.id)
         if payload is None:
             raise PayloadError("the import's payload is no longer kept")
-        params = record.params
-        fields = params.get("fields")
-        rows = await asyncio.to_thread(Rows, payload, _format(params), fields, self._limits)
+        rows = await asyncio.to_thread(Rows, payload, _format(record.params), record.params.get("fields"), self._limits)
         total, done = len(rows), record.progress.current
-        size, pause = self._settings.batch_size, self._settings.batch_pause_seconds
         while done < total:
-            chunk = rows.batch(done, size)
-            stamp = timestamp(self._clock())
-            collection = str(params["collection"])
-            batch = Batch(
-                tenant=record.owner,
-                collection=collection,
-                records=[
-                    NewRecord(collection, new_id(), r.data, new_etag(), stamp) for r in chunk if r.data is not None
-                ],
-                rejected=[{"row": r.number, "reason": r.reason} for r in chunk if r.data is None],
-                done=done + len(chunk),
-                total=total,
-                quota=self._quota(),
-                report_cap=self._settings.report_cap,
-            )
-            if await self.store.import_batch(record.id, batch, self._clock()) == "stopped":
+            batch = self._batch(record, rows, done, total)
+            if await self.store.import_batch(record.id, batch, self._clock(), attempt=record.attempts) == "stopped":
                 log.info("execution_stopped", execution_id=record.id, reason="not running", at=done)
                 return
             done = batch.done
             self._wake(record.id)
-            if pause:
-                await asyncio.sleep(pause)
-            else:
-                await asyncio.sleep(0)  # the loop serves others between two batches
+            # The loop serves others between two batches (longer when the operator asks for it).
+            await asyncio.sleep(self._settings.batch_pause_seconds)
         latest = await self.store.load(record.id)
         rejected = latest.rejected if latest is not None else 0
         result = {"imported": total - rejected, "rejected": rejected, "rows": total}
+        message = f"imported {total - rejected} of {total} rows"
         await self.store.transition(
-            record.id, "completed", self._clock(), result=result, message=f"imported {total - rejected} of {total} rows"
+            record.id, "completed", self._clock(), result=result, message=message, attempt=record.attempts
+        )
+
+    def _batch(self, record: ExecutionRecord, rows: Rows, done: int, total: int) -> Batch:
+        """The next batch of the import: its records (new ids and etags) and its rejected rows."""
+        chunk = rows.batch(done, self._settings.batch_size)
+        stamp = timestamp(self._clock())
+        collection = str(record.params["collection"])
+        return Batch(
+            tenant=record.owner,
+            collection=collection,
+            records=[NewRecord(collection, new_id(), r.data, new_etag(), stamp) for r in chunk if r.data is not None],
+            rejected=[{"row": r.number, "reason": r.reason} for r in chunk if r.data is None],
+            done=done + len(chunk),
+            total=total,
+            quota=self._quota(),
+            report_cap=self._settings.report_cap,
         )
 
     async def _export(self, record: ExecutionRecord) -> None:
@@ -200,7 +239,27 @@ class ExecutionWorker:
         found = await self._records.get_collection(record.owner, collection)
         if found is None:
             raise Missing(collection)
-        total, done, cursor = found.record_count, 0, None
+        parts = await self._export_pages(record, collection, found.record_count)
+        if parts is None:
+            return
+        output = b"".join(parts)
+        if not await self.store.store_output(record.id, output, attempt=record.attempts):
+            return
+        done = len(parts)
+        result = {"exported": done, "bytes": len(output), "uri": f"records://exports/{record.id}"}
+        await self.store.transition(
+            record.id,
+            "completed",
+            self._clock(),
+            result=result,
+            message=f"exported {done} records",
+            attempt=record.attempts,
+        )
+
+    async def _export_pages(self, record: ExecutionRecord, collection: str, total: int) -> list[bytes] | None:
+        """The collection's records as NDJSON lines, a page at a time (each a progress step); None
+        when the export stopped (cancelled, superseded, or failed over its size cap)."""
+        cursor: Any = None
         parts: list[bytes] = []
         size = 0
         while True:
@@ -214,22 +273,18 @@ class ExecutionWorker:
                 cursor = key
             if size > self._settings.max_export_bytes:
                 await self._fail(
-                    record.id,
-                    "VALIDATION_PAYLOAD_TOO_LARGE",
+                    record,
+                    VALIDATION_PAYLOAD_TOO_LARGE,
                     f"The export exceeds {self._settings.max_export_bytes} bytes (executions.max_export_bytes)",
                     {"max_bytes": self._settings.max_export_bytes},
                 )
-                return
-            done += len(page.items)
-            if not await self.store.set_progress(record.id, Progress(done, max(total, done)), self._clock()):
-                return
+                return None
+            progress = Progress(len(parts), max(total, len(parts)))
+            if not await self.store.set_progress(record.id, progress, self._clock(), attempt=record.attempts):
+                return None
             self._wake(record.id)
             if not page.has_next:
-                break
-        await self.store.store_output(record.id, b"".join(parts))
-        result = {"exported": done, "bytes": size, "uri": f"records://exports/{record.id}"}
-        message = f"exported {done} records"
-        await self.store.transition(record.id, "completed", self._clock(), result=result, message=message)
+                return parts
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -243,6 +298,10 @@ class ExecutionWorker:
         now = self._clock()
         for execution_id in await self.store.recover(now, LIVE_SECONDS):
             log.info("execution_orphaned", execution_id=execution_id)
+        if not self._starting:
+            # A row started after `now` is newer than `before`; one started earlier is in `_running`.
+            for execution_id in await self.store.fail_abandoned(set(self._running), now, now):
+                log.warning("execution_abandoned", execution_id=execution_id)
         await self.store.purge(now - self._settings.retention_seconds)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from aql_mcp.content import Content, text_contents
 from aql_mcp.exceptions import ResourceNotFound
 from aql_mcp.executions.rows import FORMATS
-from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks
+from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks, principal_key
 from aql_mcp.executions.wire import TERMINAL, execution_wire
 from aql_mcp.executions.worker import ExecutionWorker
 from aql_mcp.operations.endpoints import family_of
@@ -44,7 +44,7 @@ from aql_mcp.plugins.records import Records
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Registry, ResourceTemplate
 from aql_mcp.settings import Settings
-from aql_mcp.store.executions import ExecutionRecord, ExecutionStore, Progress
+from aql_mcp.store.executions import ExecutionRecord, ExecutionStore, Progress, RetainedBytesExceeded
 from aql_mcp.store.records import Quota, StoredCollection
 
 EXPORT_TEMPLATE = "records://exports/{execution_id}"
@@ -122,16 +122,19 @@ class Executions:
                 "An execution started as an MCP task is not retried (a task that failed stays failed)",
                 {"resource_id": current.id, "status": current.status, "reason": "task"},
             )
-        if not await self.store.retry(params.execution_id, tenant, time.time()):
+        with self.worker.starting():
+            retried = await self.store.retry(params.execution_id, tenant, time.time())
+            if retried is not None:
+                # Launched from the row the retry returned: nothing between the two may fail.
+                self.worker.launch(retried)
+        if retried is None:
             record = await self._own(params.execution_id, call)
             raise OperationError(
                 CONFLICT_INVALID_STATE,
                 f"Only a failed execution can be retried; this one is {record.status}",
                 {"resource_id": record.id, "status": record.status, "allowed_from": ["failed"]},
             )
-        record = await self._own(params.execution_id, call)
-        self.worker.launch(record)
-        return await self._answer(record, call.ctx)
+        return await self._answer(retried, call.ctx)
 
     async def read_export(self, uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
         call = Call(principal=ctx.principal, session_id=ctx.session_id, ctx=ctx)
@@ -153,6 +156,9 @@ class Executions:
     async def _launch(
         self, call: Call, tenant: str, kind: str, details: dict[str, Any], payload: bytes | None
     ) -> dict[str, Any]:
+        if call.ctx.memo.get(AS_TASK):
+            # An MCP task's state machine has no way back from failed: its execution is never retried.
+            details = {**details, "task": True}
         now = time.time()
         record = ExecutionRecord(
             id="exec_" + secrets.token_hex(12),
@@ -164,24 +170,36 @@ class Executions:
             session_id=call.session_id,
             params=details,
             progress=Progress(0, None, "pending"),
+            principal=principal_key(call.principal),
         )
-        if call.ctx.memo.get(AS_TASK):
-            # An MCP task's state machine has no way back from failed: its execution is never retried.
-            details = {**details, "task": True}
         cap = self.settings.executions.max_live_per_principal
-        if not await self.store.create(record, payload, max_live_per_owner=cap):
+        kept = self.settings.executions.max_retained_bytes_per_tenant
+        try:
+            created = await self.store.create(record, payload, max_live_per_owner=cap, max_retained_bytes=kept)
+        except RetainedBytesExceeded as exc:
+            raise OperationError(
+                RATE_LIMIT_QUOTA_EXHAUSTED,
+                f"Quota exhausted: this tenant's executions may keep at most {exc.limit} bytes of import payloads "
+                "and export outputs (executions.max_retained_bytes_per_tenant); they are freed as executions "
+                "complete, are cancelled or expire",
+                {"metric": "retained_bytes", "current": exc.current, "hard_stop_threshold": exc.limit},
+            ) from None
+        if not created:
             raise OperationError(
                 RATE_LIMIT_QUOTA_EXHAUSTED,
                 f"Too many executions: at most {cap} may be pending or running at once "
                 "(executions.max_live_per_principal)",
                 {"metric": "live_executions", "hard_stop_threshold": cap, "retry_after_seconds": 5},
             )
-        if await self.store.start(record.id, time.time()):
-            started = await self.store.load(record.id)
+        with self.worker.starting():
+            started = await self.store.start(record.id, time.time())
             if started is not None:
-                record = started
-                self.worker.launch(record)
-        return await self._answer(record, call.ctx)
+                # Launched from the row the start returned: nothing between the two may fail.
+                self.worker.launch(started)
+        if started is None:
+            # Cancelled in the instant since its creation (its session ended, say): say so.
+            started = await self.store.load(record.id)
+        return await self._answer(started or record, call.ctx)
 
     async def _answer(self, record: ExecutionRecord, ctx: Context) -> dict[str, Any]:
         """At once, or, when the call asked for progress, once the execution ended (docs/executions.md)."""
@@ -207,9 +225,11 @@ class Executions:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), min(FOLLOW_POLL_SECONDS, left))
         except asyncio.CancelledError:
-            # notifications/cancelled for the following call cancels its execution; a replica's
-            # shutdown does not (the worker fails it with a reason a retry can act on).
-            if not self.worker.stopping:
+            # notifications/cancelled for the following call cancels its execution; anything else
+            # that cancels the call does not: a replica's shutdown cancels in-flight requests before
+            # the lifespan stops the worker, which then fails the execution with a reason a retry
+            # can act on (replica_shutdown).
+            if ctx.cancelled_by_client():
                 cancel = self.store.cancel(record.id, record.owner, time.time(), "cancelled by notifications/cancelled")
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(asyncio.ensure_future(cancel))

@@ -7,7 +7,7 @@ handlers only call the methods here, so they never know about HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from aql_mcp.auth.principal import Principal
@@ -68,6 +68,7 @@ class Context:
         "_hub",
         "_last_progress",
         "_outbound",
+        "cancelled_by_client",
         "memo",
         "message_id",
         "peer",
@@ -100,6 +101,9 @@ class Context:
         # What a handler must not redo when a modern request is retried after `input_required`:
         # it survives the round trip in the signed request state (rounds.py); JSON values only.
         self.memo: dict[str, Any] = memo if memo is not None else {}
+        # Whether the request was cancelled by the client's notifications/cancelled (the transport
+        # sets it): a handler tells that apart from a shutdown cancelling every request in flight.
+        self.cancelled_by_client: Callable[[], bool] = _never
 
     @property
     def session_id(self) -> str | None:
@@ -184,3 +188,7 @@ class Context:
         ("polling"); the rest of the stream is replayed from the event log on resumption.
         """
         await self._outbound.close_connection()
+
+
+def _never() -> bool:
+    return False

@@ -13,10 +13,16 @@ An import writes its records in batches, each with `import_batch`: the status ch
 (quota included), the progress and the rejected rows of the batch commit together or not at all,
 so a cancellation is either before a batch (nothing of it is written) or after it (all of it is
 counted in `progress`). The record count therefore always equals what the execution reports.
+
+Every write of the worker is fenced by its lease: the replica that started the attempt and the
+attempt's number (`attempts`, raised by each start and retry). A worker whose execution another
+replica failed and retried meanwhile (a replica thought dead) writes nothing more: its batch is
+`stopped`, its progress, output and final transition refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -39,6 +45,15 @@ TRANSITIONS: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
     }
 )
 Cancelled = Literal["unknown", "cancelled", "ended"]
+
+
+class RetainedBytesExceeded(Exception):
+    """The owner's executions already keep this many bytes (import payloads, export outputs)."""
+
+    def __init__(self, current: int, limit: int) -> None:
+        super().__init__(f"retained bytes {current} of {limit}")
+        self.current = current
+        self.limit = limit
 
 
 @dataclass(slots=True)
@@ -79,6 +94,8 @@ class ExecutionRecord:
     started_at: float | None = None
     finished_at: float | None = None
     attempts: int = 0
+    # The digest of the principal that started it: MCP tasks are bound to it (executions/tasks.py).
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +122,19 @@ class ExecutionStore(Protocol):
         """This process's name among the replicas sharing the store: the one running what it starts."""
         ...
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         """Insert a `pending` execution unless the owner has `max_live_per_owner` live (pending or
-        running) ones; counted and inserted atomically."""
+        running) ones; counted and inserted atomically. With `max_retained_bytes`, raises
+        `RetainedBytesExceeded` (nothing inserted) when the owner's kept payloads and outputs plus
+        this payload would exceed it. The row names this replica from the start,
+        so no other replica's recovery takes it for one left by a replica that is gone."""
         ...
 
     async def get(self, execution_id: str, owner: str) -> ExecutionRecord | None: ...
@@ -119,16 +146,28 @@ class ExecutionStore(Protocol):
         """The import's payload, while it is kept (until the execution completes or is cancelled)."""
         ...
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        """The owner's executions, newest first."""
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        """The owner's executions (only `principal`'s when given), newest first by
+        `(created_at, id)`; with `before`, only those after that key in this order (a keyset
+        cursor: rows inserted meanwhile neither shift nor repeat a page)."""
         ...
 
-    async def start(self, execution_id: str, now: float) -> bool:
-        """pending -> running on this replica."""
+    async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
+        """pending -> running on this replica: the row as the update left it (its `attempts` is the
+        worker's lease), or None when it was not pending any more."""
         ...
 
-    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
-        """failed -> running on this replica, error cleared (progress kept: the import resumes)."""
+    async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
+        """failed -> running on this replica, error cleared (progress kept: the import resumes); the
+        row as the update left it, or None when it was not failed."""
         ...
 
     async def transition(
@@ -140,9 +179,11 @@ class ExecutionStore(Protocol):
         error: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
         message: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         """Any §8.4.2 transition into `to` from whichever status allows it; False when the row is
-        in none of them (a forbidden transition changes nothing)."""
+        in none of them (a forbidden transition changes nothing). With `attempt` (a worker's
+        write), only while this replica still holds that attempt."""
         ...
 
     async def cancel(self, execution_id: str, owner: str, now: float, message: str) -> Cancelled:
@@ -154,18 +195,20 @@ class ExecutionStore(Protocol):
         """MCP-AQL §2.3.3: the session ended, its live executions are cancelled."""
         ...
 
-    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
-        """Write one batch while the execution is `running`: its records, progress and rejected
-        rows in one transaction; `stopped` (nothing written) once it is not running any more.
+    async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
+        """Write one batch while the execution is `running` under this replica's `attempt`: its
+        records, progress and rejected rows in one transaction; `stopped` (nothing written) once it
+        is not running any more, or runs under another lease.
         A record quota exceeded raises `QuotaExceeded` with nothing written."""
         ...
 
-    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
-        """Record progress while running; False once it is not running (the worker stops)."""
+    async def set_progress(self, execution_id: str, progress: Progress, now: float, *, attempt: int) -> bool:
+        """Record progress while running under the lease; False otherwise (the worker stops)."""
         ...
 
-    async def store_output(self, execution_id: str, output: bytes) -> None:
-        """An export's NDJSON, kept for `records://exports/{execution_id}`."""
+    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
+        """An export's NDJSON, kept for `records://exports/{execution_id}`; False (nothing kept)
+        unless the execution still runs under the lease."""
         ...
 
     async def output(self, execution_id: str, owner: str) -> bytes | None:
@@ -177,9 +220,24 @@ class ExecutionStore(Protocol):
         a running one becomes `failed`, a pending one `cancelled`, each with the reason; their ids."""
         ...
 
+    async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
+        """Fail (`details.reason: "worker_lost"`) what runs on this replica, unchanged since
+        `before`, with no worker here (its id not in `keep`): a worker that ended without its final
+        transition (a store error at that moment) would otherwise leave it running forever. A
+        pending one of this replica as old (its start failed) is cancelled. Their ids."""
+        ...
+
     async def purge(self, before: float) -> int:
         """Delete executions that ended before `before`, with their payloads and outputs."""
         ...
+
+
+# What `fail_abandoned` records: the worker of this replica ended without a final state.
+ABANDONED: dict[str, Any] = {
+    "code": "INTERNAL_ERROR",
+    "message": "The execution's worker ended without recording a final state; retry_execution resumes it",
+    "details": {"reason": "worker_lost"},
+}
 
 
 def json_or_none(value: Any) -> bytes | None:
@@ -208,12 +266,13 @@ def execution_row(record: ExecutionRecord) -> tuple[Any, ...]:
         record.started_at,
         record.finished_at,
         record.attempts,
+        record.principal,
     )
 
 
 COLUMNS = (
     "id, owner, kind, status, session_id, params, progress_current, progress_total, progress_message, "
-    "report, rejected, error, result, replica, created_at, updated_at, started_at, finished_at, attempts"
+    "report, rejected, error, result, replica, created_at, updated_at, started_at, finished_at, attempts, principal"
 )
 
 
@@ -236,6 +295,7 @@ def execution_record(row: Any) -> ExecutionRecord:
         started_at=row[16],
         finished_at=row[17],
         attempts=int(row[18]),
+        principal=row[19],
     )
 
 

@@ -5,12 +5,15 @@ what it left live is failed or cancelled by whichever replica runs `recover` nex
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
 import orjson
 
 from aql_mcp.store.executions import (
+    ABANDONED,
     COLUMNS,
     LIVE,
     Batch,
@@ -19,6 +22,7 @@ from aql_mcp.store.executions import (
     ExecutionRecord,
     ExecutionStatus,
     Progress,
+    RetainedBytesExceeded,
     execution_record,
     execution_row,
     extend_report,
@@ -27,10 +31,15 @@ from aql_mcp.store.executions import (
 )
 from aql_mcp.store.postgres.engine import PostgresEngine
 from aql_mcp.store.postgres.records import insert_records
-from aql_mcp.store.sqlite.executions import ORPHANED, SESSION_ENDED
+from aql_mcp.store.sqlite.executions import NEVER_STARTED, ORPHANED, SESSION_ENDED
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
+# What an owner's executions keep (import payloads, export outputs), in bytes.
+RETAINED = (
+    "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0)), 0) "
+    "FROM executions WHERE owner = $1"
+)
 # Creations by one owner take turns, so two replicas racing for the owner's last slot cannot both win.
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.executions:' || $1, 0))"
 CANCEL = (
@@ -48,7 +57,14 @@ class PostgresExecutionStore:
     def replica(self) -> str:
         return self._replica
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         async def admit(db: asyncpg.Connection) -> bool:
             await db.execute(OWNER_LOCK, record.owner)
             live = await db.fetchval(
@@ -57,10 +73,14 @@ class PostgresExecutionStore:
             )
             if live >= max_live_per_owner:
                 return False
-            marks = ", ".join(f"${i}" for i in range(1, 21))
+            if max_retained_bytes is not None:
+                kept = int(await db.fetchval(RETAINED, record.owner))
+                if kept + len(payload or b"") > max_retained_bytes:
+                    raise RetainedBytesExceeded(kept, max_retained_bytes)
+            marks = ", ".join(f"${i}" for i in range(1, 22))
             await db.execute(
                 f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({marks})",  # noqa: S608
-                *execution_row(record),
+                *execution_row(replace(record, replica=self._replica)),
                 payload,
             )
             return True
@@ -79,40 +99,50 @@ class PostgresExecutionStore:
         found = await self._engine.fetchval("SELECT payload FROM executions WHERE id = $1", execution_id)
         return None if found is None else bytes(found)
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        if status is None:
-            rows = await self._engine.fetch(
-                f"{SELECT} WHERE owner = $1 ORDER BY created_at DESC, id LIMIT $2", owner, limit
-            )
-        else:
-            rows = await self._engine.fetch(
-                f"{SELECT} WHERE owner = $1 AND status = $2 ORDER BY created_at DESC, id LIMIT $3",
-                owner,
-                status,
-                limit,
-            )
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        rows = await self._engine.fetch(
+            f"{SELECT} WHERE owner = $1 AND ($2::text IS NULL OR status = $2) "
+            "AND ($3::text IS NULL OR principal = $3) "
+            "AND ($4::double precision IS NULL OR (created_at, id) < ($4, $5::text)) "
+            "ORDER BY created_at DESC, id DESC LIMIT $6",
+            owner,
+            status,
+            principal,
+            None if before is None else before[0],
+            None if before is None else before[1],
+            limit,
+        )
         return [execution_record(row) for row in rows]
 
-    async def start(self, execution_id: str, now: float) -> bool:
-        outcome = await self._engine.execute(
-            "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "
-            "attempts = attempts + 1 WHERE id = $1 AND status = 'pending'",
+    async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(
+            "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "  # noqa: S608
+            f"attempts = attempts + 1 WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}",
             execution_id,
             self._replica,
             now,
         )
-        return bool(outcome == "UPDATE 1")
+        return execution_record(row) if row else None
 
-    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
-        outcome = await self._engine.execute(
-            "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "
-            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed'",
+    async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.fetchrow(
+            "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "  # noqa: S608
+            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed' "
+            f"RETURNING {COLUMNS}",
             execution_id,
             owner,
             self._replica,
             now,
         )
-        return bool(outcome == "UPDATE 1")
+        return execution_record(row) if row else None
 
     async def transition(
         self,
@@ -123,6 +153,7 @@ class PostgresExecutionStore:
         error: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
         message: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         sources = sources_of(to)
         if not sources:
@@ -132,7 +163,8 @@ class PostgresExecutionStore:
             "progress_message = coalesce($5, progress_message), updated_at = $6, "
             "finished_at = CASE WHEN $7 THEN $6 ELSE finished_at END, "
             "payload = CASE WHEN $8 THEN NULL ELSE payload END "
-            "WHERE id = $1 AND status = ANY($9::text[])",
+            "WHERE id = $1 AND status = ANY($9::text[]) "
+            "AND ($11::bigint IS NULL OR (replica = $10 AND attempts = $11))",
             execution_id,
             to,
             json_or_none(error),
@@ -142,6 +174,8 @@ class PostgresExecutionStore:
             to != "running",
             to in ("completed", "cancelled"),
             list(sources),
+            self._replica,
+            attempt,
         )
         return bool(outcome == "UPDATE 1")
 
@@ -163,11 +197,14 @@ class PostgresExecutionStore:
         outcome = await self._engine.execute(CANCEL.format(where="session_id = $1"), session_id, SESSION_ENDED, now)
         return int(outcome.rsplit(" ", 1)[-1])
 
-    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+    async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         async def write(db: asyncpg.Connection) -> BatchOutcome:
-            # The row lock makes a cancellation wait for this batch, or this batch see the cancellation.
-            row = await db.fetchrow("SELECT status, report FROM executions WHERE id = $1 FOR UPDATE", execution_id)
-            if row is None or row[0] != "running":
+            # The row lock makes a cancellation (or a retry elsewhere) wait for this batch, or this
+            # batch see it.
+            row = await db.fetchrow(
+                "SELECT status, report, replica, attempts FROM executions WHERE id = $1 FOR UPDATE", execution_id
+            )
+            if row is None or (row[0], row[2], row[3]) != ("running", self._replica, attempt):
                 return "stopped"
             await insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
             report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
@@ -185,20 +222,30 @@ class PostgresExecutionStore:
 
         return await self._engine.run(write)
 
-    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+    async def set_progress(self, execution_id: str, progress: Progress, now: float, *, attempt: int) -> bool:
         outcome = await self._engine.execute(
             "UPDATE executions SET progress_current = $2, progress_total = $3, "
-            "progress_message = coalesce($4, progress_message), updated_at = $5 WHERE id = $1 AND status = 'running'",
+            "progress_message = coalesce($4, progress_message), updated_at = $5 WHERE id = $1 AND status = 'running' "
+            "AND replica = $6 AND attempts = $7",
             execution_id,
             progress.current,
             progress.total,
             progress.message,
             now,
+            self._replica,
+            attempt,
         )
         return bool(outcome == "UPDATE 1")
 
-    async def store_output(self, execution_id: str, output: bytes) -> None:
-        await self._engine.execute("UPDATE executions SET output = $2 WHERE id = $1", execution_id, output)
+    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
+        outcome = await self._engine.execute(
+            "UPDATE executions SET output = $2 WHERE id = $1 AND status = 'running' AND replica = $3 AND attempts = $4",
+            execution_id,
+            output,
+            self._replica,
+            attempt,
+        )
+        return bool(outcome == "UPDATE 1")
 
     async def output(self, execution_id: str, owner: str) -> bytes | None:
         found = await self._engine.fetchval(
@@ -208,9 +255,12 @@ class PostgresExecutionStore:
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
         async def recover(db: asyncpg.Connection) -> list[str]:
+            # Every row names its replica from creation; a row without one predates that and is
+            # taken as gone only once it is older than a replica's heartbeat allows.
             rows = await db.fetch(
-                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica IS DISTINCT FROM $1 "  # noqa: S608
-                "AND (replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) FOR UPDATE",
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND ("  # noqa: S608
+                "(replica <> $1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) "
+                "OR (replica IS NULL AND created_at < $2)) FOR UPDATE",
                 self._replica,
                 now - live_seconds,
             )
@@ -230,6 +280,31 @@ class PostgresExecutionStore:
             return [row[0] for row in rows]
 
         return await self._engine.run(recover)
+
+    async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
+        async def fail(db: asyncpg.Connection) -> list[str]:
+            lost = await db.fetch(
+                "UPDATE executions SET status = 'failed', error = $4, updated_at = $5, finished_at = $5 "
+                "WHERE status = 'running' AND replica = $1 AND updated_at < $2 AND NOT (id = ANY($3::text[])) "
+                "RETURNING id",
+                self._replica,
+                before,
+                list(keep),
+                orjson.dumps(ABANDONED),
+                now,
+            )
+            unstarted = await db.fetch(
+                "UPDATE executions SET status = 'cancelled', progress_message = $3, updated_at = $4, "
+                "finished_at = $4, payload = NULL WHERE status = 'pending' AND replica = $1 AND updated_at < $2 "
+                "RETURNING id",
+                self._replica,
+                before,
+                NEVER_STARTED,
+                now,
+            )
+            return [row[0] for row in [*lost, *unstarted]]
+
+        return await self._engine.run(fail)
 
     async def purge(self, before: float) -> int:
         outcome = await self._engine.execute(

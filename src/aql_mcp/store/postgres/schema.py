@@ -252,6 +252,12 @@ MIGRATIONS: tuple[str, ...] = (
         detail BYTEA NOT NULL
     );
     """,
+    # 5: the principal that started an execution: MCP 2025-11-25 tasks are bound to it (an
+    # execution itself belongs to the records tenant), listed newest first by (created_at, id)
+    """
+    ALTER TABLE executions ADD COLUMN principal TEXT COLLATE "C";
+    CREATE INDEX executions_principal ON executions (owner, principal, created_at, id);
+    """,
 )
 
 

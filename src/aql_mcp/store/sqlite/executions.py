@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from aql_mcp.store.executions import (
+    ABANDONED,
     COLUMNS,
     LIVE,
     Batch,
@@ -20,6 +23,7 @@ from aql_mcp.store.executions import (
     ExecutionRecord,
     ExecutionStatus,
     Progress,
+    RetainedBytesExceeded,
     execution_record,
     execution_row,
     extend_report,
@@ -30,10 +34,19 @@ from aql_mcp.store.sqlite.engine import SqliteEngine
 from aql_mcp.store.sqlite.records import insert_records
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
-INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 20)})"  # noqa: S608
+INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 21)})"  # noqa: S608
 LIVE_SQL = "('pending', 'running')"
+# What an owner's executions keep (import payloads, export outputs), in bytes.
+RETAINED = (
+    "SELECT coalesce(sum(coalesce(length(payload), 0) + coalesce(length(output), 0)), 0) "
+    "FROM executions WHERE owner = ?"
+)
+# A worker's write holds only while this replica still runs the attempt it started.
+LEASE = " AND replica = ? AND attempts = ?"
 # What `cancel` leaves in the progress message when a session's end cancels an execution.
 SESSION_ENDED = "cancelled: the session ended (MCP-AQL 2.3.3)"
+# ... and when the replica that created it could not start it.
+NEVER_STARTED = "cancelled: the replica that accepted it could not start it"
 
 
 def _in(statuses: tuple[ExecutionStatus, ...]) -> str:
@@ -52,7 +65,14 @@ class SqliteExecutionStore:
     def replica(self) -> str:
         return self._replica
 
-    async def create(self, record: ExecutionRecord, payload: bytes | None, *, max_live_per_owner: int) -> bool:
+    async def create(
+        self,
+        record: ExecutionRecord,
+        payload: bytes | None,
+        *,
+        max_live_per_owner: int,
+        max_retained_bytes: int | None = None,
+    ) -> bool:
         def admit(db: sqlite3.Connection) -> bool:
             live = db.execute(
                 f"SELECT count(*) FROM executions WHERE owner = ? AND status IN {LIVE_SQL}",  # noqa: S608
@@ -60,7 +80,11 @@ class SqliteExecutionStore:
             ).fetchone()[0]
             if live >= max_live_per_owner:
                 return False
-            db.execute(INSERT, (*execution_row(record), payload))
+            if max_retained_bytes is not None:
+                kept = db.execute(RETAINED, (record.owner,)).fetchone()[0]
+                if kept + len(payload or b"") > max_retained_bytes:
+                    raise RetainedBytesExceeded(int(kept), max_retained_bytes)
+            db.execute(INSERT, (*execution_row(replace(record, replica=self._replica)), payload))
             return True
 
         return await self._engine.write(admit)
@@ -81,39 +105,54 @@ class SqliteExecutionStore:
         )
         return None if row is None or row[0] is None else bytes(row[0])
 
-    async def list_executions(self, owner: str, *, status: ExecutionStatus | None, limit: int) -> list[ExecutionRecord]:
-        where, args = ("owner = ?", [owner]) if status is None else ("owner = ? AND status = ?", [owner, status])
+    async def list_executions(
+        self,
+        owner: str,
+        *,
+        status: ExecutionStatus | None,
+        limit: int,
+        principal: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[ExecutionRecord]:
+        where: list[str] = ["owner = ?"]
+        args: list[Any] = [owner]
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if principal is not None:
+            where.append("principal = ?")
+            args.append(principal)
+        if before is not None:
+            where.append("(created_at, id) < (?, ?)")
+            args.extend(before)
         rows = await self._engine.read(
             lambda db: db.execute(
-                f"{SELECT} WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
+                f"{SELECT} WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?",
                 (*args, limit),
             ).fetchall()
         )
         return [execution_record(row) for row in rows]
 
-    async def start(self, execution_id: str, now: float) -> bool:
-        changed = await self._engine.write(
-            lambda db: (
-                db.execute(
-                    "UPDATE executions SET status = 'running', replica = ?, started_at = ?, updated_at = ?, "
-                    "attempts = attempts + 1 WHERE id = ? AND status = 'pending'",
-                    (self._replica, now, now, execution_id),
-                ).rowcount
-            )
+    async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.write(
+            lambda db: db.execute(
+                "UPDATE executions SET status = 'running', replica = ?, started_at = ?, updated_at = ?, "  # noqa: S608
+                f"attempts = attempts + 1 WHERE id = ? AND status = 'pending' RETURNING {COLUMNS}",
+                (self._replica, now, now, execution_id),
+            ).fetchone()
         )
-        return bool(changed == 1)
+        return execution_record(row) if row else None
 
-    async def retry(self, execution_id: str, owner: str, now: float) -> bool:
-        changed = await self._engine.write(
-            lambda db: (
-                db.execute(
-                    "UPDATE executions SET status = 'running', replica = ?, error = NULL, finished_at = NULL, "
-                    "updated_at = ?, attempts = attempts + 1 WHERE id = ? AND owner = ? AND status = 'failed'",
-                    (self._replica, now, execution_id, owner),
-                ).rowcount
-            )
+    async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
+        row = await self._engine.write(
+            lambda db: db.execute(
+                "UPDATE executions SET status = 'running', replica = ?, error = NULL, finished_at = NULL, "  # noqa: S608
+                "updated_at = ?, attempts = attempts + 1 WHERE id = ? AND owner = ? AND status = 'failed' "
+                f"RETURNING {COLUMNS}",
+                (self._replica, now, execution_id, owner),
+            ).fetchone()
         )
-        return bool(changed == 1)
+        return execution_record(row) if row else None
 
     async def transition(
         self,
@@ -124,6 +163,7 @@ class SqliteExecutionStore:
         error: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
         message: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         sources = sources_of(to)
         if not sources:
@@ -132,6 +172,7 @@ class SqliteExecutionStore:
         # A completed or cancelled execution is never retried: its payload is not needed any more.
         drop_payload = to in ("completed", "cancelled")
         values = (to, json_or_none(error), json_or_none(result), message, now, ended, now, drop_payload, execution_id)
+        lease, held = ("", ()) if attempt is None else (LEASE, (self._replica, attempt))
         changed = await self._engine.write(
             lambda db: (
                 db.execute(
@@ -139,8 +180,8 @@ class SqliteExecutionStore:
                     "progress_message = coalesce(?, progress_message), updated_at = ?, "
                     "finished_at = CASE WHEN ? THEN ? ELSE finished_at END, "
                     "payload = CASE WHEN ? THEN NULL ELSE payload END "
-                    f"WHERE id = ? AND status IN {_in(sources)}",
-                    values,
+                    f"WHERE id = ? AND status IN {_in(sources)}{lease}",
+                    (*values, *held),
                 ).rowcount
             )
         )
@@ -163,10 +204,12 @@ class SqliteExecutionStore:
     async def cancel_session(self, session_id: str, now: float) -> int:
         return await self._engine.write(lambda db: _cancel(db, "session_id = ?", (session_id,), now, SESSION_ENDED))
 
-    async def import_batch(self, execution_id: str, batch: Batch, now: float) -> BatchOutcome:
+    async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         def write(db: sqlite3.Connection) -> BatchOutcome:
-            row = db.execute("SELECT status, report FROM executions WHERE id = ?", (execution_id,)).fetchone()
-            if row is None or row[0] != "running":
+            row = db.execute(
+                "SELECT status, report, replica, attempts FROM executions WHERE id = ?", (execution_id,)
+            ).fetchone()
+            if row is None or (row[0], row[2], row[3]) != ("running", self._replica, attempt):
                 return "stopped"
             insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
             report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
@@ -179,23 +222,30 @@ class SqliteExecutionStore:
 
         return await self._engine.write(write)
 
-    async def set_progress(self, execution_id: str, progress: Progress, now: float) -> bool:
+    async def set_progress(self, execution_id: str, progress: Progress, now: float, *, attempt: int) -> bool:
         changed = await self._engine.write(
             lambda db: (
                 db.execute(
                     "UPDATE executions SET progress_current = ?, progress_total = ?, "
                     "progress_message = coalesce(?, progress_message), updated_at = ? "
-                    "WHERE id = ? AND status = 'running'",
-                    (progress.current, progress.total, progress.message, now, execution_id),
+                    "WHERE id = ? AND status = 'running' AND replica = ? AND attempts = ?",
+                    (progress.current, progress.total, progress.message, now, execution_id, self._replica, attempt),
                 ).rowcount
             )
         )
         return bool(changed == 1)
 
-    async def store_output(self, execution_id: str, output: bytes) -> None:
-        await self._engine.write(
-            lambda db: db.execute("UPDATE executions SET output = ? WHERE id = ?", (output, execution_id))
+    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
+        changed = await self._engine.write(
+            lambda db: (
+                db.execute(
+                    "UPDATE executions SET output = ? "
+                    "WHERE id = ? AND status = 'running' AND replica = ? AND attempts = ?",
+                    (output, execution_id, self._replica, attempt),
+                ).rowcount
+            )
         )
+        return bool(changed == 1)
 
     async def output(self, execution_id: str, owner: str) -> bytes | None:
         row = await self._engine.read(
@@ -208,6 +258,7 @@ class SqliteExecutionStore:
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
         def recover(db: sqlite3.Connection) -> list[str]:
+            # One process owns the file: any other replica name is an earlier run's, gone.
             found = db.execute(
                 f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica IS NOT ?",  # noqa: S608
                 (self._replica,),
@@ -217,6 +268,28 @@ class SqliteExecutionStore:
             return [row[0] for row in found]
 
         return await self._engine.write(recover)
+
+    async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
+        kept = set(keep)
+
+        def fail(db: sqlite3.Connection) -> list[str]:
+            found = db.execute(
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND replica = ? AND updated_at < ?",  # noqa: S608
+                (self._replica, before),
+            ).fetchall()
+            lost = [(row[0], row[1]) for row in found if row[0] not in kept]
+            for execution_id, status in lost:
+                if status == "running":
+                    db.execute(
+                        "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? "
+                        "WHERE id = ? AND status = 'running'",
+                        (orjson.dumps(ABANDONED), now, now, execution_id),
+                    )
+                else:
+                    _cancel(db, "id = ?", (execution_id,), now, NEVER_STARTED)
+            return [execution_id for execution_id, _ in lost]
+
+        return await self._engine.write(fail)
 
     async def purge(self, before: float) -> int:
         return await self._engine.write(

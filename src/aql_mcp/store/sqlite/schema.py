@@ -264,6 +264,12 @@ MIGRATIONS: tuple[str, ...] = (
         detail BLOB NOT NULL
     );
     """,
+    # 10: the principal that started an execution: MCP 2025-11-25 tasks are bound to it (an
+    # execution itself belongs to the records tenant), listed newest first by (created_at, id)
+    """
+    ALTER TABLE executions ADD COLUMN principal TEXT;
+    CREATE INDEX executions_principal ON executions (owner, principal, created_at, id);
+    """,
 )
 
 
