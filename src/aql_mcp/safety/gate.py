@@ -7,6 +7,10 @@ for the agent's next directive. The agent holds the token, so redeeming it is re
 another principal with the operator scope (or the console) approved it with `confirm_operation`:
 otherwise the agent would approve itself by retrying (self-approval, §8.7.3). A token issued outside
 any run is the gatekeeper's business alone.
+
+For the same reason a principal with a live run in enforcing mode is never asked by elicitation
+(`aql.confirm_with_elicitation`): the client that would answer is the agent's own, so the agent
+would confirm its own call. It gets a token instead, held as above.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ class GateWatch:
         self._store = store
         self._enforcing = enforcing
         self._clock = clock
+
+    async def may_elicit(self, principal: str) -> bool:
+        if not self._enforcing:
+            return True
+        return not any(run.principal == principal for run in await self._store.live_runs())
 
     async def issued(self, operation: Operation, principal: str, token_hash: str) -> None:
         if not self._enforcing:
