@@ -25,6 +25,7 @@ The refusals (docs/safety.md, "Errors"):
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -124,6 +125,7 @@ class SafetyDesk:
             raise OperationError(TOKEN_INVALID, "The verification code is wrong", {**details, "failures": failures})
         if await self._store.pass_challenge(challenge.id, operator, now) is None:
             raise OperationError(TOKEN_ALREADY_USED, "The challenge was answered already")
+        await self._grant(challenge, operator, now)
         await self.journal.record(
             challenge.agent, "verified", operator, now, challenge=challenge.id, tier=challenge.tier
         )
@@ -170,6 +172,25 @@ class SafetyDesk:
             raise OperationError(TOKEN_ALREADY_USED, "The approval was decided already")
         await self.journal.record(decided.agent, f"approval_{status}", operator, now, approval=approval_id)
         return decided
+
+    async def _grant(self, challenge: Challenge, operator: str, now: float) -> None:
+        """A verified code lets the challenged action through once, as an approved pause would:
+        otherwise reporting it again would only raise the same challenge (§8.8.1). The grant is an
+        approved `autonomy_pause` for (run, action), used by the agent's next report of it."""
+        grant = Approval(
+            id=str(uuid.uuid4()),
+            agent=challenge.agent,
+            run_id=challenge.run_id,
+            principal=challenge.principal,
+            kind="autonomy_pause",
+            action=challenge.action,
+            reason=f"verified challenge {challenge.id}",
+            status="approved",
+            created_at=now,
+            decided_at=now,
+            decided_by=operator,
+        )
+        await self._store.open_approval(grant)
 
     async def _refuse_self(self, agent: str, operator: str, now: float) -> None:
         await self.journal.record(agent, "self_approval_refused", operator, now)
