@@ -140,3 +140,23 @@ async def test_a_pause_in_one_execution_holds_every_execution_of_the_agent_8_6_4
     assert (other["continue"], other["approvalId"]) == (False, paused["approvalId"])
     await loop.desk.deny(paused["approvalId"], OPERATOR)
     assert (await loop.step(AGENT, "helper", None, "read_file z", None))["continue"] is True
+
+
+async def test_the_danger_zone_broadcast_tells_other_principals_nothing_about_the_blocked_action_8_7_3(
+    store: Store,
+) -> None:
+    clock = Clock()
+    loop = _loop(store, clock)
+    await loop.start(AGENT, None, "tenant-a-agent", {})
+    await loop.start("p-other-tenant", None, "builder", {})
+    stopped = await loop.step(AGENT, "tenant-a-agent", None, "drop_table customers_of_acme", None)
+    seen = await loop.step("p-other-tenant", "builder", None, "read_file x", None)
+    own = await loop.step(AGENT, "tenant-a-agent", None, "read_file x", None)
+    [broadcast] = seen["notifications"]
+    assert broadcast["type"] == "danger_zone"
+    assert broadcast["metadata"] == {"verificationId": stopped["verificationId"]}
+    assert "acme" not in str(seen)
+    assert "tenant-a-agent" not in str(seen)
+    [full] = own["notifications"]
+    assert full["metadata"]["operation"] == "drop_table customers_of_acme"
+    assert "tenant-a-agent" in full["message"]

@@ -80,12 +80,18 @@ class Verification:
         return challenge
 
     async def announce(self, challenge: Challenge, now: float) -> None:
-        """`danger_zone` to every executing agent for a hard block, `autonomy_pause` to the agent for
-        a `verify` pause; both with the challenge id as `verificationId` (§8.7.3)."""
+        """`danger_zone` for a hard block, `autonomy_pause` to the agent for a `verify` pause; both
+        with the challenge id as `verificationId` (§8.7.3). The blocked agent's notice says what it
+        did and why; the broadcast to every other executing agent says only that an agent is
+        blocked: another principal (another tenant) must not learn its name, action or reason."""
         metadata = {"reason": challenge.reason, "verificationId": challenge.id, "operation": challenge.action}
         if holds_agent(challenge.tier):
             message = f"Agent '{challenge.agent}' is hard-blocked until out-of-band verification"
-            await self._store.add_notice(BROADCAST, "danger_zone", message, metadata, now, ref=challenge.id)
+            await self._store.add_notice(challenge.principal, "danger_zone", message, metadata, now, ref=challenge.id)
+            neutral = "Another agent is hard-blocked until out-of-band verification"
+            await self._store.add_notice(
+                BROADCAST, "danger_zone", neutral, {"verificationId": challenge.id}, now, ref=challenge.id
+            )
         else:
             message = "Execution paused until out-of-band verification of the next action"
             await self._store.add_notice(
