@@ -248,3 +248,20 @@ async def test_an_operator_override_lifts_the_block_and_fails_its_challenge(stor
     failed = await safety.get_challenge("c1")
     assert failed is not None
     assert failed.status == "failed"
+
+
+async def test_an_attempt_is_claimed_against_the_limit_in_one_transaction_8_8_5(store: Store) -> None:
+    safety = store.safety
+    claimed: list[int | None] = []
+
+    async def attempt() -> None:
+        claimed.append(await safety.claim_attempt("p-agent", NOW, 60, 3))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(20):
+            group.start_soon(attempt)
+    assert sorted(n for n in claimed if n is not None) == [1, 2, 3]
+    assert claimed.count(None) == 17
+    await safety.forgive_attempt("p-agent", NOW)
+    assert await safety.failures("p-agent", NOW - 60) == 2
+    assert await safety.claim_attempt("p-agent", NOW + 61, 60, 3) == 1

@@ -101,8 +101,11 @@ class SafetyDesk:
     async def verify(self, challenge_id: str, code: str, operator: str) -> None:
         now = self._clock()
         challenge = await self._pending(challenge_id, operator, now)
-        window = self._settings.failure_window_seconds
-        if await self._store.failures(challenge.principal, now - window) >= self._settings.max_failed_verifications:
+        window, limit = self._settings.failure_window_seconds, self._settings.max_failed_verifications
+        # Counted before the comparison, in one transaction with the check (§8.8.5): of concurrent
+        # guesses, only as many as the limit allows are compared at all.
+        failures = await self._store.claim_attempt(challenge.principal, now, window, limit)
+        if failures is None:
             await self.journal.record(
                 challenge.agent, "verification_rate_limited", operator, now, challenge=challenge.id
             )
@@ -112,7 +115,9 @@ class SafetyDesk:
                 {"retryAfterSeconds": int(window)},
             )
         if challenge.expires_at <= now:
-            await self._count_failure(challenge, operator, now, "verification_expired")
+            await self.journal.record(
+                challenge.agent, "verification_expired", operator, now, challenge=challenge.id, failures=failures
+            )
             if not holds_agent(challenge.tier):
                 await self._store.expire_challenges(now)  # a verify pause lifts with its challenge
                 raise OperationError(TOKEN_EXPIRED, "The challenge has expired")
@@ -120,9 +125,12 @@ class SafetyDesk:
                 TOKEN_EXPIRED, "The challenge has expired", await self._replacement(challenge, operator, now)
             )
         if not codes_match(code, challenge.code):
-            failures = await self._count_failure(challenge, operator, now, "verification_failed")
+            await self.journal.record(
+                challenge.agent, "verification_failed", operator, now, challenge=challenge.id, failures=failures
+            )
             details = await self._replacement(challenge, operator, now)
             raise OperationError(TOKEN_INVALID, "The verification code is wrong", {**details, "failures": failures})
+        await self._store.forgive_attempt(challenge.principal, now)
         if await self._store.pass_challenge(challenge.id, operator, now) is None:
             raise OperationError(TOKEN_ALREADY_USED, "The challenge was answered already")
         await self._grant(challenge, operator, now)
@@ -199,11 +207,6 @@ class SafetyDesk:
             "Permission denied: 'the agent that was held back cannot approve itself'",
             {"reason": SELF_APPROVAL},
         )
-
-    async def _count_failure(self, challenge: Challenge, operator: str, now: float, kind: str) -> int:
-        failures = await self._store.note_failure(challenge.principal, now, self._settings.failure_window_seconds)
-        await self.journal.record(challenge.agent, kind, operator, now, challenge=challenge.id, failures=failures)
-        return failures
 
     async def _replacement(self, challenge: Challenge, operator: str, now: float) -> dict[str, str]:
         fresh = await self.verification.replace(challenge, operator, now)

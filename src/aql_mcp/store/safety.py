@@ -204,6 +204,16 @@ class SafetyStore(Protocol):
         ...
 
     async def failures(self, principal: str, since: float) -> int: ...
+    async def claim_attempt(self, principal: str, now: float, window: float, limit: int) -> int | None:
+        """Before a code is compared: count the attempt as a failure and return the count within
+        the window, this one included, or None (nothing counted) when `limit` failures are there
+        already. Checked and counted in one transaction, so concurrent guesses cannot all pass the
+        check before any is counted (§8.8.5)."""
+        ...
+
+    async def forgive_attempt(self, principal: str, at: float) -> None:
+        """Take back the attempt claimed at `at`: the code was right."""
+        ...
 
     # Approvals
     async def open_approval(self, approval: Approval) -> None: ...

@@ -291,6 +291,26 @@ class PostgresSafetyStore:
             )
         )
 
+    async def claim_attempt(self, principal: str, now: float, window: float, limit: int) -> int | None:
+        async def claim(db: asyncpg.Connection) -> int | None:
+            await db.execute("SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.safety:' || $1, 0))", principal)
+            await db.execute("DELETE FROM safety_failures WHERE principal = $1 AND at <= $2", principal, now - window)
+            count = int(await db.fetchval("SELECT count(*) FROM safety_failures WHERE principal = $1", principal))
+            if count >= limit:
+                return None
+            await db.execute("INSERT INTO safety_failures (principal, at) VALUES ($1, $2)", principal, now)
+            return count + 1
+
+        return await self._engine.run(claim)
+
+    async def forgive_attempt(self, principal: str, at: float) -> None:
+        await self._engine.execute(
+            "DELETE FROM safety_failures WHERE ctid IN "
+            "(SELECT ctid FROM safety_failures WHERE principal = $1 AND at = $2 LIMIT 1)",
+            principal,
+            at,
+        )
+
     # Approvals
 
     async def open_approval(self, approval: Approval) -> None:

@@ -297,6 +297,28 @@ class SqliteSafetyStore:
             )
         )
 
+    async def claim_attempt(self, principal: str, now: float, window: float, limit: int) -> int | None:
+        def claim(db: sqlite3.Connection) -> int | None:
+            db.execute("DELETE FROM safety_failures WHERE principal = ? AND at <= ?", (principal, now - window))
+            count = int(
+                db.execute("SELECT count(*) FROM safety_failures WHERE principal = ?", (principal,)).fetchone()[0]
+            )
+            if count >= limit:
+                return None
+            db.execute("INSERT INTO safety_failures (principal, at) VALUES (?, ?)", (principal, now))
+            return count + 1
+
+        return await self._engine.write(claim)
+
+    async def forgive_attempt(self, principal: str, at: float) -> None:
+        await self._engine.write(
+            lambda db: db.execute(
+                "DELETE FROM safety_failures WHERE rowid IN "
+                "(SELECT rowid FROM safety_failures WHERE principal = ? AND at = ? LIMIT 1)",
+                (principal, at),
+            )
+        )
+
     # Approvals
 
     async def open_approval(self, approval: Approval) -> None:
