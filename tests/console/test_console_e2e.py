@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from aql_mcp.auth.principal import subject_digest
 from tests.support.aql import session
 from tests.support.console import LEAKS, ConsoleClient, code_on, csrf_on, login_code, raise_challenge, step
+from tests.support.idp import running_idp
 from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, start_server
 from tests.support.sse import iter_events
@@ -425,3 +428,31 @@ def test_a_console_sign_in_is_not_a_credential_for_mcp(server: ServerProcess) ->
     assert 'error="invalid_token"' in refused.headers["www-authenticate"]
     assert token not in refused.text
     assert as_bearer.status_code == 401
+
+
+@pytest.mark.anyio
+async def test_the_event_stream_ends_when_the_operators_token_is_revoked(tmp_path: Path) -> None:
+    """An opaque token has no expiry of its own: the stream asks the verifier again every tick, so a
+    token the IdP now calls inactive stops receiving codes."""
+    with running_idp() as idp:
+        env = {
+            **idp.service_env(),
+            "AQL_MCP_AUTH__INTROSPECTION_CACHE_SECONDS": "0",
+            "AQL_MCP_CONSOLE__REFRESH_SECONDS": "0.2",
+        }
+        with start_server(tmp_path, env=env) as server:
+            token = remember_secret(idp.issue_opaque(sub="olivia", scope="mcp aql:operator"))
+            async with (
+                httpx.AsyncClient(base_url=server.base, timeout=20) as http,
+                http.stream("GET", "/console/events", headers={"authorization": f"Bearer {token}"}) as response,
+            ):
+                assert response.status_code == 200
+                events = iter_events(response)
+                first = await anext(events)
+                assert first.data is not None
+                idp.answer_introspection(token, {"active": False})
+                with anyio.fail_after(15):
+                    rest = [event async for event in events]
+                again = await http.get("/console/events", headers={"authorization": f"Bearer {token}"})
+    assert all('<section id="challenges"' not in (event.data or "") for event in rest)
+    assert again.status_code == 401

@@ -187,3 +187,23 @@ async def test_concurrent_wrong_guesses_are_compared_no_more_often_than_the_limi
     assert codes.count(TOKEN_INVALID) <= 3
     assert len(codes) == 20
     assert set(codes) <= {TOKEN_INVALID, RATE_LIMIT_EXCEEDED, TOKEN_ALREADY_USED}
+
+
+async def test_two_replicas_renewing_an_expired_block_challenge_leave_one_pending_challenge(store: Store) -> None:
+    clock = Clock()
+    first, second = _desk(store, clock, challenge_ttl_seconds=60), _desk(store, clock, challenge_ttl_seconds=60)
+    challenge = await _blocked(store, first, clock)
+    clock.now += 61
+    views = []
+
+    async def look(desk: SafetyDesk) -> None:
+        views.append(await desk.overview())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(look, first)
+        group.start_soon(look, second)
+    block = await store.safety.get_block(AGENT)
+    assert block is not None
+    pending = (await first.overview()).challenges
+    assert [c.id for c in pending] == [block.challenge_id]
+    assert block.challenge_id != challenge.id

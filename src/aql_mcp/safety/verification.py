@@ -116,12 +116,12 @@ class Verification:
 
     async def renew_block(self, block: Block, now: float) -> Challenge:
         """The block's challenge is no longer answerable (expired, failed, refused): a new one, so the
-        block can still be lifted; the block itself stays (§8.8.3)."""
+        block can still be lifted; the block itself stays (§8.8.3). The page and the stream of the
+        console call this on every replica: the block is re-pointed only if it still holds the old
+        challenge, so two replicas racing leave one pending challenge, not two."""
         current = await self._store.get_challenge(block.challenge_id)
         if current is not None and current.status == "pending" and current.expires_at > now:
             return current
-        if current is not None and current.status == "pending":
-            await self._store.note_failure(current.principal, now, self._settings.failure_window_seconds)
         run_id = current.run_id if current else ""
         fresh = self.challenge_for(
             agent=block.agent,
@@ -132,10 +132,13 @@ class Verification:
             reason=block.reason,
             now=now,
         )
-        renewed = Block(block.agent, fresh.id, block.reason, block.created_at, block.principal)
-        if current is not None and current.status == "pending":
-            await self._store.fail_challenge(current.id, "expiry", now)
-        await self._store.open_challenge(fresh, block=renewed)
+        if not await self._store.renew_block(block.challenge_id, fresh):
+            # Another replica renewed it (or it was lifted) meanwhile: use what it put there.
+            latest = await self._store.get_block(block.principal)
+            winner = await self._store.get_challenge(latest.challenge_id) if latest is not None else None
+            return winner or fresh
+        if current is not None and await self._store.fail_challenge(current.id, "expiry", now):
+            await self._store.note_failure(current.principal, now, self._settings.failure_window_seconds)
         await self.announce(fresh, now)
         await self._journal.record(block.agent, "challenge_renewed", block.principal, now, challenge=fresh.id)
         return fresh

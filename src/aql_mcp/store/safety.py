@@ -170,6 +170,12 @@ class SafetyStore(Protocol):
         previous one) in the same transaction."""
         ...
 
+    async def renew_block(self, old_challenge_id: str, fresh: Challenge) -> bool:
+        """Point the block held by `old_challenge_id` at `fresh` and store `fresh`, in one
+        transaction and only if the block still holds the old one: of two replicas renewing the
+        same block, one wins; the loser stores nothing and reads the winner's challenge."""
+        ...
+
     async def get_challenge(self, challenge_id: str) -> Challenge | None: ...
     async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
         """The principal's newest challenge still pending and unexpired."""

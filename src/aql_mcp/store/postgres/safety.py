@@ -171,6 +171,21 @@ class PostgresSafetyStore:
 
         await self._engine.run(put)
 
+    async def renew_block(self, old_challenge_id: str, fresh: Challenge) -> bool:
+        async def renew(db: asyncpg.Connection) -> bool:
+            changed = await db.execute(
+                "UPDATE safety_blocks SET challenge_id = $1 WHERE principal = $2 AND challenge_id = $3",
+                fresh.id,
+                fresh.principal,
+                old_challenge_id,
+            )
+            if changed != "UPDATE 1":
+                return False
+            await _insert_challenge(db, fresh)
+            return True
+
+        return await self._engine.run(renew)
+
     async def get_challenge(self, challenge_id: str) -> Challenge | None:
         row = await self._engine.fetchrow(f"SELECT {CHALLENGE} FROM safety_challenges WHERE id = $1", challenge_id)  # noqa: S608
         return Challenge(*row) if row else None

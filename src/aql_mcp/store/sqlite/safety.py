@@ -169,6 +169,19 @@ class SqliteSafetyStore:
 
         await self._engine.write(put)
 
+    async def renew_block(self, old_challenge_id: str, fresh: Challenge) -> bool:
+        def renew(db: sqlite3.Connection) -> bool:
+            changed = db.execute(
+                "UPDATE safety_blocks SET challenge_id = ? WHERE principal = ? AND challenge_id = ?",
+                (fresh.id, fresh.principal, old_challenge_id),
+            ).rowcount
+            if changed != 1:
+                return False
+            _insert_challenge(db, fresh)
+            return True
+
+        return await self._engine.write(renew)
+
     async def get_challenge(self, challenge_id: str) -> Challenge | None:
         row = await self._engine.read(
             lambda db: db.execute(
