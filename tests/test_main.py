@@ -190,8 +190,10 @@ def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None
         process = subprocess.Popen(serve_command(port), env=environ, stdout=log, stderr=child_side)
     os.close(child_side)
     try:
-        banner = read_until(terminal, b"export MCP_TOKEN=", 20.0).decode()
+        banner = read_until(terminal, b"sign-in code: ", 20.0).decode()
         token = remember_secret(banner.split("export MCP_TOKEN=", 1)[1].split()[0])
+        code = remember_secret(banner.split("sign-in code: ", 1)[1].split(")")[0])
+        assert code == (tmp_path / "console-login-code").read_text().strip()
         answer = post_initialize(process, f"http://127.0.0.1:{port}/mcp", token, seconds=20.0)
         assert answer.status_code == 200
         assert "mcp-session-id" in answer.headers
@@ -208,6 +210,8 @@ def test_dev_banner_without_a_terminal_prints_no_token_but_how_to_get_one(tmp_pa
     assert "DEVELOPMENT mode" in log
     assert "export MCP_TOKEN=$(aql-mcp dev-token " in log
     assert f"Operator console: {server.base}/console" in log
+    assert f"sign-in code: run `cat {tmp_path / 'console-login-code'}`" in log
+    assert (tmp_path / "console-login-code").read_text().strip() not in log
     assert not re.search(r"eyJ[\w-]+\.[\w-]+\.[\w-]+", log)  # no JWT anywhere
 
 

@@ -351,6 +351,15 @@ class CsrfRefused(Forbidden):
         super().__init__(data={"reason": reason})
 
 
+class LoginCodeRefused(Forbidden):
+    """The development login without the sign-in code the service wrote at start (docs/console.md)."""
+
+    message = "Forbidden: the sign-in code is wrong; it is on the service's terminal and in its state directory"
+
+    def __init__(self) -> None:
+        super().__init__(data={"reason": "login_code"})
+
+
 class HostNotAllowed(Forbidden):
     status = 421
     message = "Misdirected request: Host not allowed"

@@ -21,6 +21,7 @@ from aql_mcp.app import create_app, create_metrics_app
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.configuration import load_settings
 from aql_mcp.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
+from aql_mcp.console.passcode import code_path, current_code
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.file_limit import fit_connections, raise_file_limit
 from aql_mcp.logging import configure_logging
@@ -258,9 +259,14 @@ def _print_banner(settings: Settings) -> None:
 
 
 def _console_line(settings: Settings) -> str:
+    """The console's address and the development login's sign-in code (console/passcode.py): the
+    code, like the token, only to a terminal; otherwise where to read it."""
     if not settings.console.enabled:
         return ""
-    return f"\nOperator console: {settings.base_url}/console (development login, no token needed)\n"
+    path = code_path(settings.store.path)
+    code = current_code(settings.store.path) if sys.stderr.isatty() else None
+    how = f"sign-in code: {code}" if code else f"sign-in code: run `cat {path}`"
+    return f"\nOperator console: {settings.base_url}/console (development login; {how})\n"
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.aql import session
-from tests.support.console import raise_challenge, step
+from tests.support.console import login_code, raise_challenge, step
 from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, start_server
 
@@ -84,6 +84,7 @@ def test_an_operator_signs_in_reads_a_live_challenge_code_and_approves_it_in_chr
             page.goto(f"{server.base}/console")
             expect(page).to_have_url(f"{server.base}/console/login")
             page.get_by_label("Operator name").fill("olivia")
+            page.get_by_label("Sign-in code").fill(login_code(server))
             page.get_by_role("button", name="Sign in").click()
             expect(page.get_by_role("heading", name="Operator console")).to_be_visible()
             cookie = next(c for c in context.cookies() if c["name"] == "aql_console")

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from aql_mcp.auth.principal import subject_digest
 from tests.support.aql import session
-from tests.support.console import LEAKS, ConsoleClient, code_on, csrf_on, raise_challenge, step
+from tests.support.console import LEAKS, ConsoleClient, code_on, csrf_on, login_code, raise_challenge, step
+from tests.support.idp import running_idp
 from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, start_server
 from tests.support.sse import iter_events
@@ -281,9 +284,12 @@ def test_the_development_login_sets_an_httponly_samesite_strict_cookie_and_sign_
         json_accept = {"accept": "application/json"}
         forged = http.post("/console/login", data={"operator": "mallory", "csrf": "forged"}, headers=json_accept)
         assert assert_refused(forged, 403)["data"]["reason"] == "csrf_token"
-        bad_name = http.post("/console/login", data={"operator": "<x>", "csrf": nonce}, headers=json_accept)
+        code = login_code(server)
+        bad_name = http.post(
+            "/console/login", data={"operator": "<x>", "csrf": nonce, "code": code}, headers=json_accept
+        )
         assert_refused(bad_name, 400)
-        signed_in = http.post("/console/login", data={"operator": "olga", "csrf": nonce})
+        signed_in = http.post("/console/login", data={"operator": "olga", "csrf": nonce, "code": code})
         assert signed_in.status_code == 303
         assert signed_in.headers["location"] == "/console"
         session_cookie = next(c for c in signed_in.headers.get_list("set-cookie") if c.startswith("aql_console="))
@@ -374,3 +380,79 @@ def test_a_paused_action_is_approved_or_denied_with_the_console_buttons(
     assert "approval_denied" in after
     decided = {line["operation"] for line in audit_lines(server, "console_action") if line["outcome"] == "ok"}
     assert {"approve", "deny"} <= decided
+
+
+def test_the_development_login_needs_the_sign_in_code_the_service_wrote_at_start(server: ServerProcess) -> None:
+    """Without it anyone who reaches the console would sign in as an operator (docs/console.md)."""
+    path = server.state / "console-login-code"
+    with httpx.Client(base_url=server.base, timeout=20) as http:
+        form = http.get("/console/login")
+        nonce, accept = csrf_on(form.text), {"accept": "application/json"}
+        guessed = http.post(
+            "/console/login", data={"operator": "mallory", "csrf": nonce, "code": "guess"}, headers=accept
+        )
+        missing = http.post("/console/login", data={"operator": "mallory", "csrf": nonce}, headers=accept)
+    assert assert_refused(guessed, 403)["data"]["reason"] == "login_code"
+    assert "aql_console=" not in str(guessed.headers.get_list("set-cookie"))
+    assert assert_refused(missing, 400)["data"]["field"] == "code"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert login_code(server) not in server.log_text()
+
+
+def test_a_console_sign_in_is_not_a_credential_for_mcp(server: ServerProcess) -> None:
+    """The login's token has the console's own audience: `/mcp` answers 401 invalid_token."""
+    with httpx.Client(base_url=server.base, timeout=20) as http:
+        form = http.get("/console/login")
+        signed_in = http.post(
+            "/console/login", data={"operator": "olga", "csrf": csrf_on(form.text), "code": login_code(server)}
+        )
+        cookie = next(c for c in signed_in.headers.get_list("set-cookie") if c.startswith("aql_console="))
+        token = remember_secret(cookie.split(";")[0].split("=", 1)[1])
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        refused = http.post(
+            "/mcp",
+            json=initialize,
+            headers={"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"},
+        )
+        as_bearer = http.get("/console", headers={"authorization": f"Bearer {token}", "accept": "application/json"})
+    assert refused.status_code == 401
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+    assert token not in refused.text
+    assert as_bearer.status_code == 401
+
+
+@pytest.mark.anyio
+async def test_the_event_stream_ends_when_the_operators_token_is_revoked(tmp_path: Path) -> None:
+    """An opaque token has no expiry of its own: the stream asks the verifier again every tick, so a
+    token the IdP now calls inactive stops receiving codes."""
+    with running_idp() as idp:
+        env = {
+            **idp.service_env(),
+            "AQL_MCP_AUTH__INTROSPECTION_CACHE_SECONDS": "0",
+            "AQL_MCP_CONSOLE__REFRESH_SECONDS": "0.2",
+        }
+        with start_server(tmp_path, env=env) as server:
+            token = remember_secret(idp.issue_opaque(sub="olivia", scope="mcp aql:operator"))
+            async with (
+                httpx.AsyncClient(base_url=server.base, timeout=20) as http,
+                http.stream("GET", "/console/events", headers={"authorization": f"Bearer {token}"}) as response,
+            ):
+                assert response.status_code == 200
+                events = iter_events(response)
+                first = await anext(events)
+                assert first.data is not None
+                idp.answer_introspection(token, {"active": False})
+                with anyio.fail_after(15):
+                    rest = [event async for event in events]
+                again = await http.get("/console/events", headers={"authorization": f"Bearer {token}"})
+    assert all('<section id="challenges"' not in (event.data or "") for event in rest)
+    assert again.status_code == 401

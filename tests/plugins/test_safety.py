@@ -199,3 +199,22 @@ async def test_an_action_denied_on_the_console_is_not_taken_and_the_run_goes_on_
     assert moved_on["continue"] is True, moved_on
     assert run is not None
     assert run.status == "running"
+
+
+async def test_a_token_obtained_before_the_run_is_held_when_redeemed_during_it_8_7_3(tmp_path: Path) -> None:
+    async with aql_session(_settings(tmp_path)) as aql:
+        await aql.call("mcp_aql_create", "create_collection", collection="old")
+        gated = await aql.call("mcp_aql_delete", "delete_collection", collection="old")
+        token = gated["error"]["details"]["confirmation_token"]
+        await aql.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        early = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        pending = await _step(aql, "read_file x")
+        operator = await aql.as_user("olivia", OPERATOR)
+        confirmed = await operator.call("mcp_aql_execute", "confirm_operation", confirmation_token=token)
+        done = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+    assert early["error"]["code"] == "PERMISSION_DENIED"
+    assert early["error"]["details"]["reason"] == "awaiting_operator"
+    assert "confirmation_token" not in str(early["error"]["details"])
+    assert [n["type"] for n in pending["notifications"]] == ["permission_pending"]
+    assert confirmed["data"]["kind"] == "permission_pending"
+    assert done["data"]["deleted"] is True

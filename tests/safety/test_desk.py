@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from aql_mcp.operations.results import (
@@ -164,3 +165,45 @@ async def test_the_overview_always_offers_an_answerable_challenge_for_a_block(st
     assert later.challenges[0].id not in (challenge.id, view.challenges[0].id)
     await desk.verify(later.challenges[0].id, later.challenges[0].code, OPERATOR)
     assert (await desk.overview()).blocks == []
+
+
+async def test_concurrent_wrong_guesses_are_compared_no_more_often_than_the_limit_allows_8_8_5(store: Store) -> None:
+    clock = Clock()
+    desk = _desk(store, clock, max_failed_verifications=3, failure_window_seconds=60)
+    challenge = await _blocked(store, desk, clock)
+    codes: list[str] = []
+
+    async def guess(i: int) -> None:
+        try:
+            await desk.verify(challenge.id, f"wrong{i}", OPERATOR)
+        except OperationError as exc:
+            codes.append(exc.code)
+
+    async with anyio.create_task_group() as group:
+        for i in range(20):
+            group.start_soon(guess, i)
+    # Guesses that read the challenge after the first wrong one failed it are refused as used.
+    assert await store.safety.failures(AGENT, clock.now - 60) <= 3
+    assert codes.count(TOKEN_INVALID) <= 3
+    assert len(codes) == 20
+    assert set(codes) <= {TOKEN_INVALID, RATE_LIMIT_EXCEEDED, TOKEN_ALREADY_USED}
+
+
+async def test_two_replicas_renewing_an_expired_block_challenge_leave_one_pending_challenge(store: Store) -> None:
+    clock = Clock()
+    first, second = _desk(store, clock, challenge_ttl_seconds=60), _desk(store, clock, challenge_ttl_seconds=60)
+    challenge = await _blocked(store, first, clock)
+    clock.now += 61
+    views = []
+
+    async def look(desk: SafetyDesk) -> None:
+        views.append(await desk.overview())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(look, first)
+        group.start_soon(look, second)
+    block = await store.safety.get_block(AGENT)
+    assert block is not None
+    pending = (await first.overview()).challenges
+    assert [c.id for c in pending] == [block.challenge_id]
+    assert block.challenge_id != challenge.id

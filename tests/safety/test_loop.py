@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aql_mcp.operations.results import OperationError
 from aql_mcp.safety.loop import ExecutionLoop
 from aql_mcp.settings import SafetySettings, Settings
 from aql_mcp.store.base import Store
@@ -79,3 +80,83 @@ async def test_an_agent_may_tighten_its_policy_but_never_loosen_it_8_7_4(store: 
     extra = await loop.start("p-third", None, "c", {"deny": ["curl *"]})
     denied = await loop.step("p-third", "c", extra["execution_id"], "curl http://example.invalid", None)
     assert denied["stopped"] is True
+
+
+async def test_a_verified_challenge_lets_the_same_action_through_once_8_8_1(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock)
+    await loop.start(AGENT, None, "builder", {})
+    first = await loop.step(AGENT, "builder", None, "rotate the password", None)
+    assert first["nextStepRisk"] == "verify"
+    challenge = await store.safety.get_challenge(first["verificationId"])
+    assert challenge is not None
+    await loop.desk.verify(challenge.id, challenge.code, OPERATOR)
+    allowed = await loop.step(AGENT, "builder", None, "rotate the password", None)
+    afresh = await loop.step(AGENT, "builder", None, "rotate the password", None)
+    assert allowed["continue"] is True
+    assert (afresh["continue"], afresh["nextStepRisk"]) == (False, "verify")
+    assert afresh["verificationId"] != first["verificationId"]
+
+
+async def test_a_verified_hard_block_lets_the_blocked_action_through_once_8_8_3(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock)
+    await loop.start(AGENT, None, "builder", {})
+    stopped = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    challenge = await store.safety.get_challenge(stopped["verificationId"])
+    assert challenge is not None
+    await loop.desk.verify(challenge.id, challenge.code, OPERATOR)
+    allowed = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    afresh = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    assert allowed["continue"] is True
+    assert (afresh["continue"], afresh["stopped"]) == (False, True)
+
+
+async def test_a_step_limit_pause_holds_the_agent_and_refuses_a_new_execution_8_6_4(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock, max_autonomous_steps=2)
+    first = await loop.start(AGENT, None, "builder", {})
+    for i in range(2):
+        assert (await loop.step(AGENT, "builder", None, f"read_file {i}", None))["continue"] is True
+    limit = await loop.step(AGENT, "builder", None, "read_file x", None)
+    assert (limit["continue"], limit["reason"]) == (False, "Step limit exceeded")
+    with pytest.raises(OperationError) as refused:
+        await loop.start(AGENT, None, "other-name", {})
+    assert (refused.value.code, refused.value.details["reason"]) == ("PERMISSION_DENIED", "agent_paused")
+    assert refused.value.details["approvalId"] == limit["approvalId"]
+    await loop.desk.approve(limit["approvalId"], OPERATOR)
+    assert (await loop.step(AGENT, "builder", first["execution_id"], "read_file y", None))["continue"] is True
+    assert (await loop.start(AGENT, None, "other-name", {}))["status"] == "running"
+
+
+async def test_a_pause_in_one_execution_holds_every_execution_of_the_agent_8_6_4(store: Store) -> None:
+    clock = Clock()
+    loop = _loop(store, clock, requires_approval=("deploy*",))
+    await loop.start(AGENT, None, "builder", {})
+    await loop.start(AGENT, None, "helper", {})
+    paused = await loop.step(AGENT, "builder", None, "deploy prod", None)
+    other = await loop.step(AGENT, "helper", None, "read_file z", None)
+    assert paused["continue"] is False
+    assert (other["continue"], other["approvalId"]) == (False, paused["approvalId"])
+    await loop.desk.deny(paused["approvalId"], OPERATOR)
+    assert (await loop.step(AGENT, "helper", None, "read_file z", None))["continue"] is True
+
+
+async def test_the_danger_zone_broadcast_tells_other_principals_nothing_about_the_blocked_action_8_7_3(
+    store: Store,
+) -> None:
+    clock = Clock()
+    loop = _loop(store, clock)
+    await loop.start(AGENT, None, "tenant-a-agent", {})
+    await loop.start("p-other-tenant", None, "builder", {})
+    stopped = await loop.step(AGENT, "tenant-a-agent", None, "drop_table customers_of_acme", None)
+    seen = await loop.step("p-other-tenant", "builder", None, "read_file x", None)
+    own = await loop.step(AGENT, "tenant-a-agent", None, "read_file x", None)
+    [broadcast] = seen["notifications"]
+    assert broadcast["type"] == "danger_zone"
+    assert broadcast["metadata"] == {"verificationId": stopped["verificationId"]}
+    assert "acme" not in str(seen)
+    assert "tenant-a-agent" not in str(seen)
+    [full] = own["notifications"]
+    assert full["metadata"]["operation"] == "drop_table customers_of_acme"
+    assert "tenant-a-agent" in full["message"]

@@ -248,3 +248,39 @@ async def test_an_operator_override_lifts_the_block_and_fails_its_challenge(stor
     failed = await safety.get_challenge("c1")
     assert failed is not None
     assert failed.status == "failed"
+
+
+async def test_an_attempt_is_claimed_against_the_limit_in_one_transaction_8_8_5(store: Store) -> None:
+    safety = store.safety
+    claimed: list[int | None] = []
+
+    async def attempt() -> None:
+        claimed.append(await safety.claim_attempt("p-agent", NOW, 60, 3))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(20):
+            group.start_soon(attempt)
+    assert sorted(n for n in claimed if n is not None) == [1, 2, 3]
+    assert claimed.count(None) == 17
+    await safety.forgive_attempt("p-agent", NOW)
+    assert await safety.failures("p-agent", NOW - 60) == 2
+    assert await safety.claim_attempt("p-agent", NOW + 61, 60, 3) == 1
+
+
+async def test_a_block_is_renewed_once_when_two_replicas_race(store: Store) -> None:
+    safety = store.safety
+    await safety.open_challenge(_challenge("c1"), block=Block("builder", "c1", "deny", NOW, "p-agent"))
+    won: list[bool] = []
+
+    async def renew(fresh_id: str) -> None:
+        won.append(await safety.renew_block("c1", _challenge(fresh_id)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(renew, "c2")
+        group.start_soon(renew, "c3")
+    block = await safety.get_block("p-agent")
+    assert sorted(won) == [False, True]
+    assert block is not None
+    assert block.challenge_id in ("c2", "c3")
+    loser = "c3" if block.challenge_id == "c2" else "c2"
+    assert await safety.get_challenge(loser) is None

@@ -44,6 +44,12 @@ def code_on(html: str, challenge_id: str) -> str:
     return remember_secret(unescape(found.group(1)))
 
 
+def login_code(server: Any) -> str:
+    """The development login's sign-in code, read as the person running the service would: from the
+    file the service wrote in its state directory (its terminal shows it too, when it is one)."""
+    return remember_secret((server.state / "console-login-code").read_text().strip())
+
+
 def csrf_on(html: str) -> str:
     found = CSRF.search(html)
     assert found, "no CSRF token on the page"

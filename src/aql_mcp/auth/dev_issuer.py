@@ -43,11 +43,12 @@ class DevIssuer:
     def jwks(self) -> dict[str, Any]:
         return {"keys": [self.jwk]}
 
-    def mint(self, *, subject: str, scopes: list[str], ttl: int) -> str:
+    def mint(self, *, subject: str, scopes: list[str], ttl: int, audience: str | None = None) -> str:
+        """A token for `audience` (the service's by default; the console's login uses its own)."""
         now = int(time.time())
         claims = {
             "iss": self.issuer,
-            "aud": self.audience,
+            "aud": audience or self.audience,
             "sub": subject,
             "iat": now,
             "nbf": now,

@@ -2,12 +2,14 @@
 
 Route middleware on every console route but the development login. The credential is the
 `Authorization: Bearer` header (a gateway injects it) or, in development mode only, the login
-cookie; either is verified by the service's one token verifier (JWKS, opaque, development issuer).
+cookie. The header is verified by the service's token verifier (JWKS, opaque, development issuer).
 No credential: 401 with the same `WWW-Authenticate` challenge as `/mcp` (RFC 6750 §3), except that a
 browser asking for the page in development mode is sent to the login page (303). An invalid token:
 401 `error="invalid_token"`. A valid token without `auth.operator_scope`: 403
-`error="insufficient_scope"`. The reason is logged with the request id, never the token (corporate
-§7.4, §15.2).
+`error="insufficient_scope"`. The development login's cookie holds a token for the console's own
+audience, checked by `cookie_verifier` (the development issuer's key, that audience): `/mcp`'s
+verifier refuses it. The reason is logged with the request id, never the token (corporate §7.4,
+§15.2).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Operator:
     principal: Principal
     credential: str
     from_cookie: bool
+    # The verifier that accepted the credential: the live stream asks it again on every tick.
+    verifier: TokenVerifier
 
 
 def operator_of(request: Request) -> Operator:
@@ -48,12 +52,21 @@ def operator_of(request: Request) -> Operator:
 
 
 class ConsoleGuard:
-    def __init__(self, app: ASGIApp, *, verifier: TokenVerifier, scope: str, challenge: str, dev: bool) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier,
+        scope: str,
+        challenge: str,
+        cookie_verifier: TokenVerifier | None = None,
+    ) -> None:
         self.app = app
         self.verifier = verifier
+        self.cookie_verifier = cookie_verifier
         self.scope = scope
         self.challenge = challenge
-        self.dev = dev
+        self.dev = cookie_verifier is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,17 +84,17 @@ class ConsoleGuard:
 
     async def _authenticate(self, request: Request) -> Operator:
         header = request.headers.get("authorization")
-        cookie = session_token(request) if self.dev else None
+        cookie = session_token(request) if self.cookie_verifier is not None else None
         if header is not None:
-            credential, from_cookie = _bearer(header), False
-        elif cookie is not None:
-            credential, from_cookie = cookie, True
+            credential, verifier = _bearer(header), self.verifier
+        elif cookie is not None and self.cookie_verifier is not None:
+            credential, verifier = cookie, self.cookie_verifier
         else:
             raise MissingToken()
-        principal = await self.verifier.verify(credential)
+        principal = await verifier.verify(credential)
         if self.scope not in principal.scopes:
             raise InsufficientScope((self.scope,))
-        return Operator(principal, credential, from_cookie)
+        return Operator(principal, credential, verifier is not self.verifier, verifier)
 
     def _refuse(self, request: Request, exc: WireError) -> ASGIApp:
         request_id = request_id_of(request.scope)

@@ -1,16 +1,20 @@
 """The development login (`/console/login`, development mode only; docs/console.md, "Signing in").
 
 Outside development mode these routes do not exist (404): operators come through the gateway,
-which injects their bearer token. Here a form asks for an operator name and signs the browser in
-with a token minted by the development issuer for that name, holding `auth.operator_scope`, kept
-in the HttpOnly, SameSite=Strict console cookie (session.py). The form is protected by a double
-submit (the login cookie's one-time value must come back in the form) and the Fetch Metadata check.
+which injects their bearer token. Here a form asks for an operator name and the sign-in code the
+service made at start (passcode.py: on its terminal and in its state directory, so only whoever runs
+the service can sign in), and signs the browser in with a token minted by the development issuer for
+that name, holding `auth.operator_scope`, kept in the HttpOnly, SameSite=Strict console cookie
+(session.py). The token's audience is the console's own (`console_audience`), which `/mcp` refuses:
+a console sign-in is not a credential for the MCP endpoint. The form is protected by a double submit
+(the login cookie's one-time value must come back in the form) and the Fetch Metadata check.
 """
 
 from __future__ import annotations
 
 import re
 from html import escape
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -21,6 +25,7 @@ from aql_mcp.console.csrf import FIELD, check_csrf, csrf_token
 from aql_mcp.console.document import page_response
 from aql_mcp.console.form import read_form, required
 from aql_mcp.console.guard import operator_of
+from aql_mcp.console.passcode import code_matches, new_code
 from aql_mcp.console.refusal import refusal
 from aql_mcp.console.session import (
     LOGIN_COOKIE,
@@ -32,17 +37,33 @@ from aql_mcp.console.session import (
     new_login_nonce,
     session_cookie,
 )
-from aql_mcp.exceptions import InvalidRequest, WireError
+from aql_mcp.exceptions import InvalidRequest, LoginCodeRefused, WireError
 from aql_mcp.operations.audit import AuditLog
 
 OPERATOR_NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+CODE_FIELD = "code"
+
+
+def console_audience(audience: str) -> str:
+    """The audience of the development login's tokens: the console guard's alone, never `/mcp`'s."""
+    return audience + "#console"
 
 
 class DevLogin:
     def __init__(
-        self, issuer: DevIssuer, *, scope: str, max_age: int, secure: bool, audit: AuditLog, service: str
+        self,
+        issuer: DevIssuer,
+        *,
+        state_dir: Path,
+        scope: str,
+        max_age: int,
+        secure: bool,
+        audit: AuditLog,
+        service: str,
     ) -> None:
         self.issuer = issuer
+        self.state_dir = state_dir
+        new_code(state_dir)
         self.scope = scope
         self.max_age = max_age
         self.secure = secure
@@ -55,11 +76,15 @@ class DevLogin:
             f"<main><h1>Operator console: sign in</h1>"
             f"<p>Development mode of <strong>{escape(self.service)}</strong>: signing in gives this browser a "
             f"token from the development issuer holding the operator scope <code>{escape(self.scope)}</code>. "
+            "The sign-in code is on the terminal that started the service (and in the file "
+            "<code>console-login-code</code> of its state directory). "
             "In production, the gateway in front of the service signs operators in.</p>"
             f'<form method=post action="{LOGIN_PATH}"><input type=hidden name={FIELD} value="{nonce}">'
             "<label for=operator>Operator name</label> "
             "<input type=text id=operator name=operator value=operator required maxlength=64 "
             'pattern="[A-Za-z0-9._@\\-]+" autocomplete=username> '
+            f"<label for={CODE_FIELD}>Sign-in code</label> "
+            f"<input type=password id={CODE_FIELD} name={CODE_FIELD} required maxlength=64 autocomplete=off> "
             "<button type=submit>Sign in</button></form></main>"
         )
         cookie = login_cookie(nonce, secure=self.secure)
@@ -72,12 +97,15 @@ class DevLogin:
             name = required(form, "operator")
             if not OPERATOR_NAME.fullmatch(name):
                 raise InvalidRequest("Invalid request: an operator name is 1-64 letters, digits or ._@-")
+            if not code_matches(self.state_dir, required(form, CODE_FIELD)):
+                raise LoginCodeRefused()
         except WireError as exc:
             self.audit.event(
                 "console_login", operation="login", principal="-", outcome="refused", code=type(exc).__name__
             )
             return refusal(request, exc)
-        token = self.issuer.mint(subject=name, scopes=[self.scope], ttl=self.max_age)
+        audience = console_audience(self.issuer.audience)
+        token = self.issuer.mint(subject=name, scopes=[self.scope], ttl=self.max_age, audience=audience)
         response = RedirectResponse("/console", status_code=303)
         for cookie in (session_cookie(token, max_age=self.max_age, secure=self.secure), self._spent_login_cookie()):
             response.raw_headers.append((b"set-cookie", cookie.encode("latin-1")))

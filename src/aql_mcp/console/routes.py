@@ -11,10 +11,11 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.tokens import TokenVerifier
+from aql_mcp.auth.jwks import SigningKey
+from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier
 from aql_mcp.console.actions import ACTIONS, Actions
 from aql_mcp.console.guard import ConsoleGuard
-from aql_mcp.console.login import DevLogin
+from aql_mcp.console.login import DevLogin, console_audience
 from aql_mcp.console.page import ConsolePage
 from aql_mcp.console.session import LOGIN_PATH
 from aql_mcp.console.stream import LiveStream
@@ -44,7 +45,7 @@ def console_routes(
             verifier=verifier,
             scope=settings.auth.operator_scope,
             challenge=challenge,
-            dev=issuer is not None,
+            cookie_verifier=_login_verifier(settings, issuer) if issuer is not None else None,
         ),
     ]
     page = ConsolePage(desk, service=settings.server.name)
@@ -60,6 +61,7 @@ def console_routes(
     if issuer is not None:
         login = DevLogin(
             issuer,
+            state_dir=settings.store.path,
             scope=settings.auth.operator_scope,
             max_age=settings.console.cookie_seconds,
             secure=settings.base_url.startswith("https://"),
@@ -72,3 +74,13 @@ def console_routes(
             Route("/console/logout", login.logout, methods=["POST"], middleware=guard),
         ]
     return routes
+
+
+def _login_verifier(settings: Settings, issuer: DevIssuer) -> TokenVerifier:
+    """The development login's tokens: the development issuer's key, the console's own audience."""
+    return BearerVerifier(
+        issuer=settings.issuer,
+        audience=console_audience(settings.audience),
+        static_keys={issuer.kid: SigningKey(issuer.kid, "ES256", issuer.public_key)},
+        leeway=settings.auth.clock_skew_seconds,
+    )

@@ -4,8 +4,11 @@ An SSE stream (sse-starlette) that re-reads the operator desk every `console.ref
 sends the re-rendered live region as an `overview` event whenever its HTML differs from the last
 one sent, the first time at once. Polling the store rather than listening to this replica's
 signals is what makes a challenge raised or decided on another replica show up here. Comment pings
-keep idle proxies from closing the stream. The stream ends when the operator's token expires (the
-browser reconnects and is asked to sign in again) and when the server shuts down. A store that
+keep idle proxies from closing the stream. The credential is verified again before every tick
+(the verifier caches, so this costs an introspection call only when its cache expired): the stream
+ends when the operator's token expires, is revoked (an opaque token the IdP now calls inactive) or
+lost the operator scope, so a signed-out or revoked operator stops seeing codes; the browser
+reconnects and is asked to sign in again. It also ends when the server shuts down. A store that
 fails is retried at the next tick; the kind of failure is logged (never its text), nothing is sent.
 """
 
@@ -24,6 +27,7 @@ from starlette.responses import Response
 from aql_mcp.console.csrf import csrf_token
 from aql_mcp.console.guard import Operator, operator_of
 from aql_mcp.console.tables import live_region
+from aql_mcp.exceptions import AuthError, WireError
 from aql_mcp.safety.desk import OperatorDesk
 
 log = structlog.get_logger("aql_mcp.console")
@@ -48,13 +52,25 @@ class LiveStream:
         csrf = csrf_token(operator.credential)
         expires = operator.principal.expires_at
         last = b""
-        while expires is None or time.time() < expires:
+        while (expires is None or time.time() < expires) and await self._still_valid(operator):
             html = await self._render(csrf)
             digest = hashlib.sha256(html.encode("utf-8")).digest() if html is not None else last
             if digest != last:
                 last = digest
                 yield ServerSentEvent(data=html, event=EVENT)
             await anyio.sleep(self.refresh)
+
+    async def _still_valid(self, operator: Operator) -> bool:
+        try:
+            principal = await operator.verifier.verify(operator.credential)
+        except AuthError as exc:
+            log.info("console_stream_ended", reason=exc.reason)
+            return False
+        except WireError as exc:
+            # The IdP unreachable: no codes are shown on a credential nobody can vouch for.
+            log.info("console_stream_ended", reason=type(exc).__name__)
+            return False
+        return operator.principal.scopes <= principal.scopes
 
     async def _render(self, csrf: str) -> str | None:
         try:

@@ -51,6 +51,11 @@ class GateWatcher(Protocol):
         """Raise `OperationError` to refuse the redemption."""
         ...
 
+    async def may_elicit(self, principal: str) -> bool:
+        """False when the person answering an elicitation could be the agent itself: the call then
+        gets a token, which the watcher holds until another principal approves it (§8.7.3)."""
+        ...
+
 
 def behavior(operation: Operation, trust: TrustLevel) -> str:
     """allow, confirm or deny for this operation from a plugin of this trust; the matrix's
@@ -75,6 +80,13 @@ class Gatekeeper:
 
     def watch(self, watcher: GateWatcher) -> None:
         self._watchers.append(watcher)
+
+    async def may_elicit(self, principal: str) -> bool:
+        """Whether a confirmation may be asked by elicitation: not when a watcher says no."""
+        for watcher in self._watchers:
+            if not await watcher.may_elicit(principal):
+                return False
+        return True
 
     def deny(self, operation: Operation, trust: TrustLevel) -> OperationError:
         danger = operation.danger_level

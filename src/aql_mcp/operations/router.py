@@ -252,7 +252,11 @@ class Router:
                 raise
             self.audit.event("token", operation=operation.name, principal=principal, outcome="redeemed")
             return
-        if self.options.confirm_with_elicitation and call.ctx.has_client_capability("elicitation"):
+        if (
+            self.options.confirm_with_elicitation
+            and call.ctx.has_client_capability("elicitation")
+            and await self.gatekeeper.may_elicit(principal)
+        ):
             await self._elicit(operation, values, call, principal)
             return
         self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")

@@ -25,6 +25,7 @@ The refusals (docs/safety.md, "Errors"):
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -100,8 +101,11 @@ class SafetyDesk:
     async def verify(self, challenge_id: str, code: str, operator: str) -> None:
         now = self._clock()
         challenge = await self._pending(challenge_id, operator, now)
-        window = self._settings.failure_window_seconds
-        if await self._store.failures(challenge.principal, now - window) >= self._settings.max_failed_verifications:
+        window, limit = self._settings.failure_window_seconds, self._settings.max_failed_verifications
+        # Counted before the comparison, in one transaction with the check (§8.8.5): of concurrent
+        # guesses, only as many as the limit allows are compared at all.
+        failures = await self._store.claim_attempt(challenge.principal, now, window, limit)
+        if failures is None:
             await self.journal.record(
                 challenge.agent, "verification_rate_limited", operator, now, challenge=challenge.id
             )
@@ -111,7 +115,9 @@ class SafetyDesk:
                 {"retryAfterSeconds": int(window)},
             )
         if challenge.expires_at <= now:
-            await self._count_failure(challenge, operator, now, "verification_expired")
+            await self.journal.record(
+                challenge.agent, "verification_expired", operator, now, challenge=challenge.id, failures=failures
+            )
             if not holds_agent(challenge.tier):
                 await self._store.expire_challenges(now)  # a verify pause lifts with its challenge
                 raise OperationError(TOKEN_EXPIRED, "The challenge has expired")
@@ -119,11 +125,15 @@ class SafetyDesk:
                 TOKEN_EXPIRED, "The challenge has expired", await self._replacement(challenge, operator, now)
             )
         if not codes_match(code, challenge.code):
-            failures = await self._count_failure(challenge, operator, now, "verification_failed")
+            await self.journal.record(
+                challenge.agent, "verification_failed", operator, now, challenge=challenge.id, failures=failures
+            )
             details = await self._replacement(challenge, operator, now)
             raise OperationError(TOKEN_INVALID, "The verification code is wrong", {**details, "failures": failures})
+        await self._store.forgive_attempt(challenge.principal, now)
         if await self._store.pass_challenge(challenge.id, operator, now) is None:
             raise OperationError(TOKEN_ALREADY_USED, "The challenge was answered already")
+        await self._grant(challenge, operator, now)
         await self.journal.record(
             challenge.agent, "verified", operator, now, challenge=challenge.id, tier=challenge.tier
         )
@@ -171,6 +181,25 @@ class SafetyDesk:
         await self.journal.record(decided.agent, f"approval_{status}", operator, now, approval=approval_id)
         return decided
 
+    async def _grant(self, challenge: Challenge, operator: str, now: float) -> None:
+        """A verified code lets the challenged action through once, as an approved pause would:
+        otherwise reporting it again would only raise the same challenge (§8.8.1). The grant is an
+        approved `autonomy_pause` for (run, action), used by the agent's next report of it."""
+        grant = Approval(
+            id=str(uuid.uuid4()),
+            agent=challenge.agent,
+            run_id=challenge.run_id,
+            principal=challenge.principal,
+            kind="autonomy_pause",
+            action=challenge.action,
+            reason=f"verified challenge {challenge.id}",
+            status="approved",
+            created_at=now,
+            decided_at=now,
+            decided_by=operator,
+        )
+        await self._store.open_approval(grant)
+
     async def _refuse_self(self, agent: str, operator: str, now: float) -> None:
         await self.journal.record(agent, "self_approval_refused", operator, now)
         raise OperationError(
@@ -178,11 +207,6 @@ class SafetyDesk:
             "Permission denied: 'the agent that was held back cannot approve itself'",
             {"reason": SELF_APPROVAL},
         )
-
-    async def _count_failure(self, challenge: Challenge, operator: str, now: float, kind: str) -> int:
-        failures = await self._store.note_failure(challenge.principal, now, self._settings.failure_window_seconds)
-        await self.journal.record(challenge.agent, kind, operator, now, challenge=challenge.id, failures=failures)
-        return failures
 
     async def _replacement(self, challenge: Challenge, operator: str, now: float) -> dict[str, str]:
         fresh = await self.verification.replace(challenge, operator, now)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from aql_mcp.store.safety import Notice
+from aql_mcp.store.safety import BROADCAST, Notice
 
 
 def iso(epoch: float) -> str:
@@ -47,5 +47,12 @@ def directive(
         out["stepsRemaining"] = max(steps_remaining, 0)
     if risk is not None:
         out["nextStepRisk"] = risk
-    out["notifications"] = [notification(n) for n in notices]
+    out["notifications"] = [notification(n) for n in _own_first(list(notices))]
     return {**out, **(extra or {})}
+
+
+def _own_first(notices: list[Notice]) -> list[Notice]:
+    """A hard block is announced twice: in full to the blocked agent, neutrally to everyone
+    (verification.py). The blocked agent gets its own copy only."""
+    own = {n.ref for n in notices if n.agent != BROADCAST and n.ref is not None}
+    return [n for n in notices if n.agent != BROADCAST or n.ref not in own]

@@ -5,8 +5,13 @@ When the gatekeeper answers CONFIRMATION_REQUIRED to a principal with a live run
 SHA-256, as the gatekeeper stores it) is recorded as a `permission_pending` approval with a notice
 for the agent's next directive. The agent holds the token, so redeeming it is refused until
 another principal with the operator scope (or the console) approved it with `confirm_operation`:
-otherwise the agent would approve itself by retrying (self-approval, §8.7.3). A token issued outside
-any run is the gatekeeper's business alone.
+otherwise the agent would approve itself by retrying (self-approval, §8.7.3). A token issued before
+the agent's run started and redeemed during it is held the same way, from the redemption on. A
+token issued and redeemed outside any run is the gatekeeper's business alone.
+
+For the same reason a principal with a live run in enforcing mode is never asked by elicitation
+(`aql.confirm_with_elicitation`): the client that would answer is the agent's own, so the agent
+would confirm its own call. It gets a token instead, held as above.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable
 
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.results import PERMISSION_DENIED, OperationError
-from aql_mcp.store.safety import Approval, SafetyStore
+from aql_mcp.store.safety import AgentRun, Approval, SafetyStore
 
 
 class GateWatch:
@@ -26,13 +31,20 @@ class GateWatch:
         self._enforcing = enforcing
         self._clock = clock
 
+    async def may_elicit(self, principal: str) -> bool:
+        if not self._enforcing:
+            return True
+        return not any(run.principal == principal for run in await self._store.live_runs())
+
     async def issued(self, operation: Operation, principal: str, token_hash: str) -> None:
         if not self._enforcing:
             return
         runs = [run for run in await self._store.live_runs() if run.principal == principal]
-        if not runs:
-            return
-        run, now = runs[-1], self._clock()
+        if runs:
+            await self._hold(runs[-1], operation, principal, token_hash)
+
+    async def _hold(self, run: AgentRun, operation: Operation, principal: str, token_hash: str) -> Approval:
+        now = self._clock()
         reason = f"Operation '{operation.name}' ({operation.danger_level}) requires confirmation"
         approval = Approval(
             id=str(uuid.uuid4()),
@@ -55,12 +67,20 @@ class GateWatch:
         }
         await self._store.add_notice(principal, "permission_pending", reason, metadata, now, ref=approval.id)
         await self._store.add_event(run.agent, "permission_pending", principal, {"approval": approval.id}, now)
+        return approval
 
     async def redeeming(self, operation: Operation, principal: str, token_hash: str) -> None:
         if not self._enforcing:
             return
         approval = await self._store.approval_by_token(token_hash)
-        if approval is None or approval.status == "approved":
+        if approval is None:
+            # A token obtained before the run started, redeemed during it: held like one issued
+            # during the run, or an agent could stock up on tokens and then start its execution.
+            runs = [run for run in await self._store.live_runs() if run.principal == principal]
+            if not runs:
+                return
+            approval = await self._hold(runs[-1], operation, principal, token_hash)
+        if approval.status == "approved":
             return
         reason = "awaiting_operator" if approval.status == "pending" else "denied_by_operator"
         raise OperationError(

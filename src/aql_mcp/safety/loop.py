@@ -50,6 +50,7 @@ class ExecutionLoop:
         """`execute_agent`: a new monitored run, refused while the agent is hard-blocked (§8.8.3)."""
         now = self._clock()
         await self._refuse_if_blocked(principal, now)
+        await self._refuse_if_paused(principal, now)
         policy = self.policy_for(asked)
         run = AgentRun(
             id="exec_" + uuid.uuid4().hex,
@@ -163,24 +164,21 @@ class ExecutionLoop:
         return None
 
     async def _approved_or_waiting(self, run: AgentRun, action: str, now: float) -> dict[str, Any] | None:
-        """An operator's decision on this action (or on the step limit) is applied once; a gatekeeper
-        confirmation pending for the agent holds every step until decided (§7.3 of the gatekeeper)."""
-        permissions = [a for a in await self._store.pending_approvals(run.principal) if a.kind == "permission_pending"]
-        if permissions:
-            return await self._waiting(run, permissions[0], now)
+        """Anything pending for the agent's principal holds every step of every run it has: a
+        gatekeeper confirmation (§7.3 of the gatekeeper) or a pause of any of its executions, so
+        that starting another execution does not escape a pause or the step limit (§8.6.4). An
+        operator's decision on this action (or on this run's step limit), or a verified challenge
+        for it, is applied once."""
+        pending = await self._store.pending_approvals(run.principal)
+        if pending:
+            permission = [a for a in pending if a.kind == "permission_pending"]
+            return await self._waiting(run, (permission or pending)[0], now)
         limit = await self._store.find_approval(run.principal, STEP_LIMIT_ACTION.format(run.id), "autonomy_pause")
         if limit is not None and limit.status == "approved" and await self._store.use_approval(limit.id, now):
             await self._store.reset_steps(run.id, now)
-        for marker in (action, STEP_LIMIT_ACTION.format(run.id), run.last_action):
-            if marker is None:
-                continue
-            approval = await self._store.find_approval(run.principal, marker, "autonomy_pause")
-            if approval is None or approval.run_id != run.id:
-                continue
-            if approval.status == "pending":
-                return await self._waiting(run, approval, now)
-            if marker == action and await self._store.use_approval(approval.id, now):
-                return await self._decided(run, approval, action, now)
+        approval = await self._store.find_approval(run.principal, action, "autonomy_pause")
+        if approval is not None and approval.run_id == run.id and await self._store.use_approval(approval.id, now):
+            return await self._decided(run, approval, action, now)
         return None
 
     async def _waiting(self, run: AgentRun, approval: Approval, now: float) -> dict[str, Any]:
@@ -297,6 +295,23 @@ class ExecutionLoop:
             PERMISSION_DENIED,
             "Permission denied: 'the agent is hard-blocked until out-of-band verification'",
             {"reason": "agent_blocked", "verificationId": challenge.id},
+        )
+
+    async def _refuse_if_paused(self, principal: str, now: float) -> None:
+        """A new execution while one is paused (the step limit, a pattern, a risk above the
+        tolerance) would start the count afresh past a human's decision (§8.6.4, §8.7.2 stage 1)."""
+        if not self.enforcing:
+            return
+        pauses = [a for a in await self._store.pending_approvals(principal) if a.kind == "autonomy_pause"]
+        if not pauses:
+            return
+        await self.desk.journal.record(
+            pauses[0].agent, "paused_operation_refused", principal, now, approval=pauses[0].id
+        )
+        raise OperationError(
+            PERMISSION_DENIED,
+            "Permission denied: 'an execution of this agent is paused until an operator decides'",
+            {"reason": "agent_paused", "approvalId": pauses[0].id},
         )
 
     async def _run(self, principal: str, agent: str, execution_id: str | None) -> AgentRun:

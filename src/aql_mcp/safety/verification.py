@@ -80,12 +80,18 @@ class Verification:
         return challenge
 
     async def announce(self, challenge: Challenge, now: float) -> None:
-        """`danger_zone` to every executing agent for a hard block, `autonomy_pause` to the agent for
-        a `verify` pause; both with the challenge id as `verificationId` (§8.7.3)."""
+        """`danger_zone` for a hard block, `autonomy_pause` to the agent for a `verify` pause; both
+        with the challenge id as `verificationId` (§8.7.3). The blocked agent's notice says what it
+        did and why; the broadcast to every other executing agent says only that an agent is
+        blocked: another principal (another tenant) must not learn its name, action or reason."""
         metadata = {"reason": challenge.reason, "verificationId": challenge.id, "operation": challenge.action}
         if holds_agent(challenge.tier):
             message = f"Agent '{challenge.agent}' is hard-blocked until out-of-band verification"
-            await self._store.add_notice(BROADCAST, "danger_zone", message, metadata, now, ref=challenge.id)
+            await self._store.add_notice(challenge.principal, "danger_zone", message, metadata, now, ref=challenge.id)
+            neutral = "Another agent is hard-blocked until out-of-band verification"
+            await self._store.add_notice(
+                BROADCAST, "danger_zone", neutral, {"verificationId": challenge.id}, now, ref=challenge.id
+            )
         else:
             message = "Execution paused until out-of-band verification of the next action"
             await self._store.add_notice(
@@ -110,12 +116,12 @@ class Verification:
 
     async def renew_block(self, block: Block, now: float) -> Challenge:
         """The block's challenge is no longer answerable (expired, failed, refused): a new one, so the
-        block can still be lifted; the block itself stays (§8.8.3)."""
+        block can still be lifted; the block itself stays (§8.8.3). The page and the stream of the
+        console call this on every replica: the block is re-pointed only if it still holds the old
+        challenge, so two replicas racing leave one pending challenge, not two."""
         current = await self._store.get_challenge(block.challenge_id)
         if current is not None and current.status == "pending" and current.expires_at > now:
             return current
-        if current is not None and current.status == "pending":
-            await self._store.note_failure(current.principal, now, self._settings.failure_window_seconds)
         run_id = current.run_id if current else ""
         fresh = self.challenge_for(
             agent=block.agent,
@@ -126,10 +132,13 @@ class Verification:
             reason=block.reason,
             now=now,
         )
-        renewed = Block(block.agent, fresh.id, block.reason, block.created_at, block.principal)
-        if current is not None and current.status == "pending":
-            await self._store.fail_challenge(current.id, "expiry", now)
-        await self._store.open_challenge(fresh, block=renewed)
+        if not await self._store.renew_block(block.challenge_id, fresh):
+            # Another replica renewed it (or it was lifted) meanwhile: use what it put there.
+            latest = await self._store.get_block(block.principal)
+            winner = await self._store.get_challenge(latest.challenge_id) if latest is not None else None
+            return winner or fresh
+        if current is not None and await self._store.fail_challenge(current.id, "expiry", now):
+            await self._store.note_failure(current.principal, now, self._settings.failure_window_seconds)
         await self.announce(fresh, now)
         await self._journal.record(block.agent, "challenge_renewed", block.principal, now, challenge=fresh.id)
         return fresh

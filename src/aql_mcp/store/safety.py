@@ -170,6 +170,12 @@ class SafetyStore(Protocol):
         previous one) in the same transaction."""
         ...
 
+    async def renew_block(self, old_challenge_id: str, fresh: Challenge) -> bool:
+        """Point the block held by `old_challenge_id` at `fresh` and store `fresh`, in one
+        transaction and only if the block still holds the old one: of two replicas renewing the
+        same block, one wins; the loser stores nothing and reads the winner's challenge."""
+        ...
+
     async def get_challenge(self, challenge_id: str) -> Challenge | None: ...
     async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
         """The principal's newest challenge still pending and unexpired."""
@@ -204,6 +210,16 @@ class SafetyStore(Protocol):
         ...
 
     async def failures(self, principal: str, since: float) -> int: ...
+    async def claim_attempt(self, principal: str, now: float, window: float, limit: int) -> int | None:
+        """Before a code is compared: count the attempt as a failure and return the count within
+        the window, this one included, or None (nothing counted) when `limit` failures are there
+        already. Checked and counted in one transaction, so concurrent guesses cannot all pass the
+        check before any is counted (§8.8.5)."""
+        ...
+
+    async def forgive_attempt(self, principal: str, at: float) -> None:
+        """Take back the attempt claimed at `at`: the code was right."""
+        ...
 
     # Approvals
     async def open_approval(self, approval: Approval) -> None: ...

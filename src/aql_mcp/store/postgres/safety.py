@@ -7,7 +7,12 @@ from typing import Any
 
 import asyncpg
 
-from aql_mcp.store.postgres.engine import PostgresEngine
+from aql_mcp.store.postgres.safety_challenges import (
+    PostgresChallenges,
+    clear_ref,
+    count_of,
+    resume_run,
+)
 from aql_mcp.store.safety import (
     APPROVAL_COLUMNS,
     BLOCK_COLUMNS,
@@ -28,7 +33,6 @@ from aql_mcp.store.safety import (
     RunStatus,
     SafetyOverview,
     approval_row,
-    challenge_row,
     dumps,
     event_of,
     notice_of,
@@ -45,37 +49,7 @@ EVENT = EVENT_COLUMNS
 LIVE = list(LIVE_RUNS)
 
 
-def _count(status: str) -> int:
-    return int(status.rsplit(" ", 1)[-1])
-
-
-async def _resume(db: asyncpg.Connection, run_id: str, now: float) -> None:
-    await db.execute(
-        "UPDATE safety_runs SET status = 'running', reason = NULL, updated_at = $2 "
-        "WHERE id = $1 AND status IN ('paused', 'blocked')",
-        run_id,
-        now,
-    )
-
-
-async def _clear(db: asyncpg.Connection, ref: str, now: float) -> int:
-    status = await db.execute(
-        "UPDATE safety_notices SET cleared_at = $2 WHERE ref = $1 AND cleared_at IS NULL", ref, now
-    )
-    return _count(status)
-
-
-async def _insert_challenge(db: asyncpg.Connection, c: Challenge) -> None:
-    await db.execute(
-        f"INSERT INTO safety_challenges ({CHALLENGE}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",  # noqa: S608
-        *challenge_row(c),
-    )
-
-
-class PostgresSafetyStore:
-    def __init__(self, engine: PostgresEngine) -> None:
-        self._engine = engine
-
+class PostgresSafetyStore(PostgresChallenges):
     async def overview(self, now: float, *, recent: int = 50) -> SafetyOverview:
         async def read(db: asyncpg.Connection) -> SafetyOverview:
             runs = await db.fetch(
@@ -137,7 +111,7 @@ class PostgresSafetyStore:
             ended,
             LIVE,
         )
-        return _count(result) == 1
+        return count_of(result) == 1
 
     async def live_runs(self) -> list[AgentRun]:
         rows = await self._engine.fetch(
@@ -150,146 +124,7 @@ class PostgresSafetyStore:
         status = await self._engine.execute(
             "UPDATE safety_runs SET steps = 0, updated_at = $2 WHERE id = $1", run_id, now
         )
-        return _count(status) == 1
-
-    # Challenges and blocks
-
-    async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
-        async def put(db: asyncpg.Connection) -> None:
-            await _insert_challenge(db, challenge)
-            if block is not None:
-                await db.execute(
-                    "INSERT INTO safety_blocks (principal, agent, challenge_id, reason, created_at) "
-                    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (principal) DO UPDATE SET agent = excluded.agent, "
-                    "challenge_id = excluded.challenge_id, reason = excluded.reason, created_at = excluded.created_at",
-                    block.principal,
-                    block.agent,
-                    block.challenge_id,
-                    block.reason,
-                    block.created_at,
-                )
-
-        await self._engine.run(put)
-
-    async def get_challenge(self, challenge_id: str) -> Challenge | None:
-        row = await self._engine.fetchrow(f"SELECT {CHALLENGE} FROM safety_challenges WHERE id = $1", challenge_id)  # noqa: S608
-        return Challenge(*row) if row else None
-
-    async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
-        row = await self._engine.fetchrow(
-            f"SELECT {CHALLENGE} FROM safety_challenges WHERE principal = $1 AND status = 'pending' "  # noqa: S608
-            "AND expires_at > $2 ORDER BY created_at DESC LIMIT 1",
-            principal,
-            now,
-        )
-        return Challenge(*row) if row else None
-
-    async def pass_challenge(self, challenge_id: str, operator: str, now: float) -> Challenge | None:
-        async def verify(db: asyncpg.Connection) -> Challenge | None:
-            row = await db.fetchrow(
-                "UPDATE safety_challenges SET status = 'verified', decided_at = $2, decided_by = $3 "  # noqa: S608
-                f"WHERE id = $1 AND status = 'pending' AND expires_at > $2 RETURNING {CHALLENGE}",
-                challenge_id,
-                now,
-                operator,
-            )
-            if row is None:
-                return None
-            challenge = Challenge(*row)
-            await db.execute(
-                "DELETE FROM safety_blocks WHERE principal = $1 AND challenge_id = $2",
-                challenge.principal,
-                challenge.id,
-            )
-            await _clear(db, challenge.id, now)
-            await _resume(db, challenge.run_id, now)
-            return challenge
-
-        return await self._engine.run(verify)
-
-    async def fail_challenge(
-        self, challenge_id: str, operator: str, now: float, *, replacement: Challenge | None = None
-    ) -> bool:
-        async def fail(db: asyncpg.Connection) -> bool:
-            status = await db.execute(
-                "UPDATE safety_challenges SET status = CASE WHEN expires_at <= $2 THEN 'expired' ELSE 'failed' END, "
-                "decided_at = $2, decided_by = $3 WHERE id = $1 AND status = 'pending'",
-                challenge_id,
-                now,
-                operator,
-            )
-            if _count(status) != 1:
-                return False
-            await _clear(db, challenge_id, now)
-            if replacement is not None:
-                await _insert_challenge(db, replacement)
-                await db.execute(
-                    "UPDATE safety_blocks SET challenge_id = $1 WHERE challenge_id = $2", replacement.id, challenge_id
-                )
-            return True
-
-        return await self._engine.run(fail)
-
-    async def expire_challenges(self, now: float) -> list[Challenge]:
-        async def expire(db: asyncpg.Connection) -> list[Challenge]:
-            rows = await db.fetch(
-                "UPDATE safety_challenges SET status = 'expired', decided_at = $1 "  # noqa: S608
-                f"WHERE status = 'pending' AND expires_at <= $1 RETURNING {CHALLENGE}",
-                now,
-            )
-            expired = [Challenge(*r) for r in rows]
-            for challenge in expired:
-                if challenge.tier == "verify":
-                    await _clear(db, challenge.id, now)
-                    await _resume(db, challenge.run_id, now)
-            return expired
-
-        return await self._engine.run(expire)
-
-    async def get_block(self, principal: str) -> Block | None:
-        row = await self._engine.fetchrow(f"SELECT {BLOCK} FROM safety_blocks WHERE principal = $1", principal)  # noqa: S608
-        return Block(*row) if row else None
-
-    async def lift_block(self, principal: str, operator: str, now: float) -> Block | None:
-        async def lift(db: asyncpg.Connection) -> Block | None:
-            row = await db.fetchrow(f"DELETE FROM safety_blocks WHERE principal = $1 RETURNING {BLOCK}", principal)  # noqa: S608
-            if row is None:
-                return None
-            block = Block(*row)
-            await db.execute(
-                "UPDATE safety_challenges SET status = 'failed', decided_at = $2, decided_by = $3 "
-                "WHERE id = $1 AND status = 'pending'",
-                block.challenge_id,
-                now,
-                operator,
-            )
-            await _clear(db, block.challenge_id, now)
-            await db.execute(
-                "UPDATE safety_runs SET status = 'running', reason = NULL, updated_at = $2 "
-                "WHERE principal = $1 AND status = 'blocked'",
-                principal,
-                now,
-            )
-            return block
-
-        return await self._engine.run(lift)
-
-    async def note_failure(self, principal: str, now: float, window: float) -> int:
-        async def note(db: asyncpg.Connection) -> int:
-            # One principal's failures are counted in turn: two replicas cannot both count nine.
-            await db.execute("SELECT pg_advisory_xact_lock(hashtextextended('aql_mcp.safety:' || $1, 0))", principal)
-            await db.execute("DELETE FROM safety_failures WHERE principal = $1 AND at <= $2", principal, now - window)
-            await db.execute("INSERT INTO safety_failures (principal, at) VALUES ($1, $2)", principal, now)
-            return int(await db.fetchval("SELECT count(*) FROM safety_failures WHERE principal = $1", principal))
-
-        return await self._engine.run(note)
-
-    async def failures(self, principal: str, since: float) -> int:
-        return int(
-            await self._engine.fetchval(
-                "SELECT count(*) FROM safety_failures WHERE principal = $1 AND at > $2", principal, since
-            )
-        )
+        return count_of(status) == 1
 
     # Approvals
 
@@ -344,9 +179,9 @@ class PostgresSafetyStore:
             if row is None:
                 return None
             approval = Approval(*row)
-            await _clear(db, approval.id, now)
+            await clear_ref(db, approval.id, now)
             if status == "approved":
-                await _resume(db, approval.run_id, now)
+                await resume_run(db, approval.run_id, now)
             return approval
 
         return await self._engine.run(decide)
@@ -358,7 +193,7 @@ class PostgresSafetyStore:
             approval_id,
             now,
         )
-        return _count(status) == 1
+        return count_of(status) == 1
 
     # Notices and the audit trail
 
@@ -404,7 +239,7 @@ class PostgresSafetyStore:
         return await self._engine.run(take)
 
     async def clear_notices(self, ref: str, now: float) -> int:
-        return await self._engine.run(lambda db: _clear(db, ref, now))
+        return await self._engine.run(lambda db: clear_ref(db, ref, now))
 
     async def add_event(self, agent: str, kind: str, actor: str, detail: dict[str, Any], now: float) -> None:
         await self._engine.execute(

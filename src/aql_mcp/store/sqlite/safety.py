@@ -25,14 +25,13 @@ from aql_mcp.store.safety import (
     RunStatus,
     SafetyOverview,
     approval_row,
-    challenge_row,
     dumps,
     event_of,
     notice_of,
     run_of,
     run_row,
 )
-from aql_mcp.store.sqlite.engine import SqliteEngine
+from aql_mcp.store.sqlite.safety_challenges import SqliteChallenges, clear_ref, resume_run
 
 RUN = RUN_COLUMNS
 CHALLENGE = CHALLENGE_COLUMNS
@@ -43,25 +42,8 @@ EVENT = EVENT_COLUMNS
 LIVE_SQL = "(" + ", ".join(f"'{status}'" for status in LIVE_RUNS) + ")"
 
 
-def _resume(db: sqlite3.Connection, run_id: str, now: float) -> None:
-    db.execute(
-        "UPDATE safety_runs SET status = 'running', reason = NULL, updated_at = ? "
-        "WHERE id = ? AND status IN ('paused', 'blocked')",
-        (now, run_id),
-    )
-
-
-def _clear(db: sqlite3.Connection, ref: str, now: float) -> int:
-    return int(
-        db.execute("UPDATE safety_notices SET cleared_at = ? WHERE ref = ? AND cleared_at IS NULL", (now, ref)).rowcount
-    )
-
-
-class SqliteSafetyStore:
+class SqliteSafetyStore(SqliteChallenges):
     """`SafetyStore` on the service's SQLite engine."""
-
-    def __init__(self, engine: SqliteEngine) -> None:
-        self._engine = engine
 
     async def overview(self, now: float, *, recent: int = 50) -> SafetyOverview:
         def read(db: sqlite3.Connection) -> SafetyOverview:
@@ -154,149 +136,6 @@ class SqliteSafetyStore:
         )
         return bool(changed == 1)
 
-    # Challenges and blocks
-
-    async def open_challenge(self, challenge: Challenge, *, block: Block | None = None) -> None:
-        def put(db: sqlite3.Connection) -> None:
-            _insert_challenge(db, challenge)
-            if block is not None:
-                db.execute(
-                    "INSERT INTO safety_blocks (principal, agent, challenge_id, reason, created_at) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (principal) DO UPDATE SET agent = excluded.agent, "
-                    "challenge_id = excluded.challenge_id, reason = excluded.reason, created_at = excluded.created_at",
-                    (block.principal, block.agent, block.challenge_id, block.reason, block.created_at),
-                )
-
-        await self._engine.write(put)
-
-    async def get_challenge(self, challenge_id: str) -> Challenge | None:
-        row = await self._engine.read(
-            lambda db: db.execute(
-                f"SELECT {CHALLENGE} FROM safety_challenges WHERE id = ?",  # noqa: S608
-                (challenge_id,),
-            ).fetchone()
-        )
-        return Challenge(*row) if row else None
-
-    async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
-        row = await self._engine.read(
-            lambda db: db.execute(
-                f"SELECT {CHALLENGE} FROM safety_challenges WHERE principal = ? AND status = 'pending' "  # noqa: S608
-                "AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
-                (principal, now),
-            ).fetchone()
-        )
-        return Challenge(*row) if row else None
-
-    async def pass_challenge(self, challenge_id: str, operator: str, now: float) -> Challenge | None:
-        def verify(db: sqlite3.Connection) -> Challenge | None:
-            row = db.execute(
-                "UPDATE safety_challenges SET status = 'verified', decided_at = ?, decided_by = ? "  # noqa: S608
-                f"WHERE id = ? AND status = 'pending' AND expires_at > ? RETURNING {CHALLENGE}",
-                (now, operator, challenge_id, now),
-            ).fetchone()
-            if row is None:
-                return None
-            challenge = Challenge(*row)
-            db.execute(
-                "DELETE FROM safety_blocks WHERE principal = ? AND challenge_id = ?",
-                (challenge.principal, challenge.id),
-            )
-            _clear(db, challenge.id, now)
-            _resume(db, challenge.run_id, now)
-            return challenge
-
-        return await self._engine.write(verify)
-
-    async def fail_challenge(
-        self, challenge_id: str, operator: str, now: float, *, replacement: Challenge | None = None
-    ) -> bool:
-        def fail(db: sqlite3.Connection) -> bool:
-            changed = db.execute(
-                "UPDATE safety_challenges SET status = CASE WHEN expires_at <= ? THEN 'expired' ELSE 'failed' END, "
-                "decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'",
-                (now, now, operator, challenge_id),
-            ).rowcount
-            if changed != 1:
-                return False
-            _clear(db, challenge_id, now)
-            if replacement is not None:
-                _insert_challenge(db, replacement)
-                db.execute(
-                    "UPDATE safety_blocks SET challenge_id = ? WHERE challenge_id = ?", (replacement.id, challenge_id)
-                )
-            return True
-
-        return await self._engine.write(fail)
-
-    async def expire_challenges(self, now: float) -> list[Challenge]:
-        def expire(db: sqlite3.Connection) -> list[Challenge]:
-            rows = db.execute(
-                "UPDATE safety_challenges SET status = 'expired', decided_at = ? "  # noqa: S608
-                f"WHERE status = 'pending' AND expires_at <= ? RETURNING {CHALLENGE}",
-                (now, now),
-            ).fetchall()
-            expired = [Challenge(*r) for r in rows]
-            for challenge in expired:
-                if challenge.tier == "verify":
-                    _clear(db, challenge.id, now)
-                    _resume(db, challenge.run_id, now)
-            return expired
-
-        return await self._engine.write(expire)
-
-    async def get_block(self, principal: str) -> Block | None:
-        row = await self._engine.read(
-            lambda db: db.execute(
-                f"SELECT {BLOCK} FROM safety_blocks WHERE principal = ?",  # noqa: S608
-                (principal,),
-            ).fetchone()
-        )
-        return Block(*row) if row else None
-
-    async def lift_block(self, principal: str, operator: str, now: float) -> Block | None:
-        def lift(db: sqlite3.Connection) -> Block | None:
-            row = db.execute(
-                f"DELETE FROM safety_blocks WHERE principal = ? RETURNING {BLOCK}",  # noqa: S608
-                (principal,),
-            ).fetchone()
-            if row is None:
-                return None
-            block = Block(*row)
-            db.execute(
-                "UPDATE safety_challenges SET status = 'failed', decided_at = ?, decided_by = ? "
-                "WHERE id = ? AND status = 'pending'",
-                (now, operator, block.challenge_id),
-            )
-            _clear(db, block.challenge_id, now)
-            db.execute(
-                "UPDATE safety_runs SET status = 'running', reason = NULL, updated_at = ? "
-                "WHERE principal = ? AND status = 'blocked'",
-                (now, principal),
-            )
-            return block
-
-        return await self._engine.write(lift)
-
-    async def note_failure(self, principal: str, now: float, window: float) -> int:
-        def note(db: sqlite3.Connection) -> int:
-            db.execute("DELETE FROM safety_failures WHERE principal = ? AND at <= ?", (principal, now - window))
-            db.execute("INSERT INTO safety_failures (principal, at) VALUES (?, ?)", (principal, now))
-            return int(
-                db.execute("SELECT count(*) FROM safety_failures WHERE principal = ?", (principal,)).fetchone()[0]
-            )
-
-        return await self._engine.write(note)
-
-    async def failures(self, principal: str, since: float) -> int:
-        return int(
-            await self._engine.read(
-                lambda db: db.execute(
-                    "SELECT count(*) FROM safety_failures WHERE principal = ? AND at > ?", (principal, since)
-                ).fetchone()[0]
-            )
-        )
-
     # Approvals
 
     async def open_approval(self, approval: Approval) -> None:
@@ -358,9 +197,9 @@ class SqliteSafetyStore:
             if row is None:
                 return None
             approval = Approval(*row)
-            _clear(db, approval.id, now)
+            clear_ref(db, approval.id, now)
             if status == "approved":
-                _resume(db, approval.run_id, now)
+                resume_run(db, approval.run_id, now)
             return approval
 
         return await self._engine.write(decide)
@@ -418,7 +257,7 @@ class SqliteSafetyStore:
         return await self._engine.write(take)
 
     async def clear_notices(self, ref: str, now: float) -> int:
-        return await self._engine.write(lambda db: _clear(db, ref, now))
+        return await self._engine.write(lambda db: clear_ref(db, ref, now))
 
     async def add_event(self, agent: str, kind: str, actor: str, detail: dict[str, Any], now: float) -> None:
         row = (now, agent, kind, actor, dumps(detail))
@@ -427,10 +266,3 @@ class SqliteSafetyStore:
                 "INSERT INTO safety_events (at, agent, kind, actor, detail) VALUES (?, ?, ?, ?, ?)", row
             )
         )
-
-
-def _insert_challenge(db: sqlite3.Connection, c: Challenge) -> None:
-    db.execute(
-        f"INSERT INTO safety_challenges ({CHALLENGE}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-        challenge_row(c),
-    )
