@@ -23,12 +23,15 @@ def code_path(state_dir: Path) -> Path:
 
 
 def new_code(state_dir: Path) -> str:
-    """A fresh code replaces the previous one: written with 0600 from the start, then renamed."""
+    """A fresh code replaces the previous one: written to a new file with 0600 from the start, then
+    renamed. A temporary file left behind (or a link planted in its place) is removed first, so the
+    code never goes into a file someone else created."""
     code = secrets.token_urlsafe(CODE_BYTES)
     path = code_path(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(code + "\n")
     os.replace(tmp, path)
