@@ -9,6 +9,7 @@ must hand out a token (held as `permission_pending`) instead of asking.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import types
@@ -63,3 +64,31 @@ async def test_without_a_live_run_the_human_is_still_asked_by_elicitation(tmp_pa
     assert ended["success"] is True, ended
     assert len(asked) == 1
     assert done["data"]["deleted"] is True
+
+
+async def test_a_run_started_while_the_question_is_open_holds_the_accepted_call_8_7_3(tmp_path: Path) -> None:
+    """The hold is checked again after the answer: the agent starts an execution from a second
+    session while the elicitation is open, then accepts; the call is not run, it gets a held token."""
+    started: list[dict[str, Any]] = []
+
+    with start_server(tmp_path, env=ELICIT, plugins=()) as server:
+
+        async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+            async with aql_client(server, subject="agent") as other:
+                started.append(await other("mcp_aql_execute", "execute_agent", element_name="builder"))
+            return types.ElicitResult(action="accept", content={"confirm": True})
+
+        async with aql_client(server, subject="agent", elicitation_callback=elicit) as call:
+            await call("mcp_aql_create", "create_collection", collection="old")
+            gated = await call("mcp_aql_delete", "delete_collection", collection="old")
+            token = gated["error"]["details"]["confirmation_token"]
+            early = await call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+            step = await call("mcp_aql_create", "record_execution_step", element_name="builder", nextActionHint="x")
+            listed = await call("mcp_aql_read", "list_collections")
+    assert started[0]["success"] is True, started
+    assert gated["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert early["error"]["code"] == "PERMISSION_DENIED"
+    assert early["error"]["details"]["reason"] == "awaiting_operator"
+    assert step["data"]["continue"] is False
+    assert [n["type"] for n in step["data"]["notifications"]] == ["permission_pending"]
+    assert "old" in str(listed["data"])

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aql_mcp.executions.worker import ExecutionWorker
+from aql_mcp.operations.models import Call
 from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import OperationError
 from aql_mcp.plugins.executions import Executions, ExecutionsPlugin, _decoded, plugin
@@ -17,7 +18,7 @@ from aql_mcp.plugins.records import Records
 from aql_mcp.protocol.context import Context
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
-from aql_mcp.store.executions import ExecutionRecord
+from aql_mcp.store.executions import ExecutionRecord, ExecutionStore
 from aql_mcp.store.records import Quota
 from tests.support.wait import eventually
 
@@ -95,3 +96,55 @@ async def test_only_the_clients_cancellation_of_a_following_call_cancels_its_exe
     found = await store.executions.load("exec_f")
     assert found is not None
     assert found.status == ("cancelled" if by_client else "running")
+
+
+class _SweptAfterCreate:
+    """The real execution store, with this replica's sweep run right after a creation returns:
+    the moment a pending row of this replica has no worker yet (between `create` and `start`)."""
+
+    def __init__(self, store: ExecutionStore) -> None:
+        self._store = store
+        self.worker: ExecutionWorker | None = None
+        self.swept = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def create(self, *args: Any, **kwargs: Any) -> bool:
+        created = await self._store.create(*args, **kwargs)
+        assert self.worker is not None
+        await self.worker._sweep()
+        self.swept += 1
+        return created
+
+
+@pytest.mark.anyio
+async def test_the_sweep_leaves_an_execution_being_created_alone(store: Store) -> None:
+    """The sweep cancels a pending row of this replica whose start failed; one still between its
+    creation and its start is not such a row (its launch follows)."""
+    settings = Settings()
+    quota = Quota(settings.records.max_records, settings.records.max_bytes)
+    swept = _SweptAfterCreate(store.executions)
+    # The sweep's clock is ahead, so the row just created is older than its `before`.
+    worker = ExecutionWorker(
+        swept,  # type: ignore[arg-type]
+        store.records,
+        settings.executions,
+        lambda: quota,
+        Limits(10, 10, 10),
+        clock=lambda: time.time() + 60,
+    )
+    swept.worker = worker
+    executions = Executions(settings, Records(settings, store.records), worker)
+    notes = _Notes()
+    ctx = Context(request_id="r", message_id=1, peer=None, principal=None, outbound=notes, hub=notes)
+    call = Call(principal=None, session_id=None, ctx=ctx)
+    try:
+        answer = await executions._launch(call, "alice", "export", {"collection": "c"}, None)
+        found = await store.executions.load(answer["execution_id"])
+    finally:
+        await worker.stop()
+    assert swept.swept == 1
+    assert answer["status"] != "cancelled", answer
+    assert found is not None
+    assert found.status != "cancelled"

@@ -218,3 +218,46 @@ async def test_a_token_obtained_before_the_run_is_held_when_redeemed_during_it_8
     assert [n["type"] for n in pending["notifications"]] == ["permission_pending"]
     assert confirmed["data"]["kind"] == "permission_pending"
     assert done["data"]["deleted"] is True
+
+
+async def test_aborting_the_run_does_not_free_a_held_confirmation_8_7_3(tmp_path: Path) -> None:
+    """Ending the run leaves the operator's pending decision behind: a fresh token asked for after
+    `abort_execution` is held too, so the agent cannot confirm its own call outside the run."""
+    async with aql_session(_settings(tmp_path)) as aql:
+        await aql.call("mcp_aql_create", "create_collection", collection="old")
+        await aql.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        gated = await aql.call("mcp_aql_delete", "delete_collection", collection="old")
+        held = gated["error"]["details"]["confirmation_token"]
+        aborted = await aql.call("mcp_aql_execute", "abort_execution", element_name="builder")
+        again = await aql.call("mcp_aql_delete", "delete_collection", collection="old")
+        fresh = again["error"]["details"]["confirmation_token"]
+        refused = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=fresh)
+        listed = await aql.call("mcp_aql_read", "list_collections")
+        operator = await aql.as_user("olivia", OPERATOR)
+        confirmed = await operator.call("mcp_aql_execute", "confirm_operation", confirmation_token=held)
+        done = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=held)
+    assert aborted["success"] is True, aborted
+    assert again["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert refused["error"]["code"] == "PERMISSION_DENIED"
+    assert refused["error"]["details"]["reason"] == "awaiting_operator"
+    assert "old" in str(listed["data"])
+    assert confirmed["data"]["kind"] == "permission_pending"
+    assert done["data"]["deleted"] is True
+
+
+async def test_aborting_a_run_paused_at_its_step_limit_does_not_free_gated_calls_8_6_4(tmp_path: Path) -> None:
+    async with aql_session(_settings(tmp_path, max_autonomous_steps=1)) as aql:
+        await aql.call("mcp_aql_create", "create_collection", collection="old")
+        await aql.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        await _step(aql, "read_file a")
+        paused = await _step(aql, "read_file b")
+        aborted = await aql.call("mcp_aql_execute", "abort_execution", element_name="builder")
+        gated = await aql.call("mcp_aql_delete", "delete_collection", collection="old")
+        token = gated["error"]["details"]["confirmation_token"]
+        refused = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        listed = await aql.call("mcp_aql_read", "list_collections")
+    assert paused["continue"] is False
+    assert aborted["success"] is True, aborted
+    assert refused["error"]["code"] == "PERMISSION_DENIED"
+    assert refused["error"]["details"]["reason"] == "awaiting_operator"
+    assert "old" in str(listed["data"])

@@ -128,8 +128,8 @@ class ExecutionWorker:
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
-        """Around a start or retry whose row may be `running` here before `launch` registers it:
-        the sweep leaves this replica's running rows alone meanwhile."""
+        """Around a creation and start, or a retry, whose row may be `pending` or `running` here
+        before `launch` registers it: the sweep leaves this replica's rows alone meanwhile."""
         self._starting += 1
         try:
             yield

@@ -257,12 +257,14 @@ class Router:
             and call.ctx.has_client_capability("elicitation")
             and await self.gatekeeper.may_elicit(principal)
         ):
-            await self._elicit(operation, values, call, principal)
+            await self._elicit(operation, values, call, principal, session)
             return
         self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
         raise await self.gatekeeper.require(operation, values, principal, session)
 
-    async def _elicit(self, operation: Operation, values: dict[str, Any], call: Call, principal: str) -> None:
+    async def _elicit(
+        self, operation: Operation, values: dict[str, Any], call: Call, principal: str, session: str
+    ) -> None:
         # The question names the call's parameters, so two confirmations in one batch differ for
         # the person answering; its key is bound to them, so in the modern era an answer counts
         # only for the call it was given for (docs/eras.md, "Asking the client").
@@ -276,6 +278,12 @@ class Router:
         answer = await call.ctx.elicit(message, CONFIRM_SCHEMA, key=key)
         content = answer.get("content") or {}
         if answer.get("action") == "accept" and content.get("confirm") is True:
+            if not await self.gatekeeper.may_elicit(principal):
+                # The principal became held while the question was open (it started an execution
+                # from another session, say): the answer may be the agent's own, so the call gets
+                # a token a watcher holds for an operator instead (docs/safety.md).
+                self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
+                raise await self.gatekeeper.require(operation, values, principal, session)
             self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="approved")
             return
         self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="declined")

@@ -174,24 +174,26 @@ class Executions:
         )
         cap = self.settings.executions.max_live_per_principal
         kept = self.settings.executions.max_retained_bytes_per_tenant
-        try:
-            created = await self.store.create(record, payload, max_live_per_owner=cap, max_retained_bytes=kept)
-        except RetainedBytesExceeded as exc:
-            raise OperationError(
-                RATE_LIMIT_QUOTA_EXHAUSTED,
-                f"Quota exhausted: this tenant's executions may keep at most {exc.limit} bytes of import payloads "
-                "and export outputs (executions.max_retained_bytes_per_tenant); they are freed as executions "
-                "complete, are cancelled or expire",
-                {"metric": "retained_bytes", "current": exc.current, "hard_stop_threshold": exc.limit},
-            ) from None
-        if not created:
-            raise OperationError(
-                RATE_LIMIT_QUOTA_EXHAUSTED,
-                f"Too many executions: at most {cap} may be pending or running at once "
-                "(executions.max_live_per_principal)",
-                {"metric": "live_executions", "hard_stop_threshold": cap, "retry_after_seconds": 5},
-            )
+        # From its creation to its launch the row is `pending` on this replica with no worker: the
+        # sweep (worker.py) would take it for one whose start failed and cancel it.
         with self.worker.starting():
+            try:
+                created = await self.store.create(record, payload, max_live_per_owner=cap, max_retained_bytes=kept)
+            except RetainedBytesExceeded as exc:
+                raise OperationError(
+                    RATE_LIMIT_QUOTA_EXHAUSTED,
+                    f"Quota exhausted: this tenant's executions may keep at most {exc.limit} bytes of import payloads "
+                    "and export outputs (executions.max_retained_bytes_per_tenant); they are freed as executions "
+                    "complete, are cancelled or expire",
+                    {"metric": "retained_bytes", "current": exc.current, "hard_stop_threshold": exc.limit},
+                ) from None
+            if not created:
+                raise OperationError(
+                    RATE_LIMIT_QUOTA_EXHAUSTED,
+                    f"Too many executions: at most {cap} may be pending or running at once "
+                    "(executions.max_live_per_principal)",
+                    {"metric": "live_executions", "hard_stop_threshold": cap, "retry_after_seconds": 5},
+                )
             started = await self.store.start(record.id, time.time())
             if started is not None:
                 # Launched from the row the start returned: nothing between the two may fail.
