@@ -78,6 +78,25 @@ def test_check_config_accepts_a_good_file(state: Path, tmp_path: Path, capsys: p
     assert captured.err == ""
 
 
+def test_check_config_loads_every_plugin_and_names_what_it_registered(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-config", "--dev"]) == 0
+    out = capsys.readouterr().out
+    for name in ("records", "corporate", "executions", "safety"):
+        assert f"'{name}'" in out
+
+
+def test_check_config_refuses_a_plugin_that_cannot_be_imported(
+    state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AQL_MCP_SERVER__PLUGINS", '["no_such_package.plugin:plugin"]')
+    assert main(["check-config", "--dev"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_package.plugin:plugin" in err
+    assert "Traceback" not in err
+
+
 def test_check_config_refuses_a_bad_file_naming_the_setting(
     state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

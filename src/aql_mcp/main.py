@@ -25,8 +25,11 @@ from aql_mcp.console.passcode import code_path, current_code
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.file_limit import fit_connections, raise_file_limit
 from aql_mcp.logging import configure_logging
+from aql_mcp.plugins.loader import load_plugins
+from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.shutdown import Companion, DrainingServer
+from aql_mcp.store.factory import open_store
 
 log = structlog.get_logger("aql_mcp.main")
 # Descriptors kept out of the connection budget: listeners, logs, the JWKS and OTLP clients, the
@@ -220,10 +223,13 @@ def dev_token(args: argparse.Namespace) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
+    """The settings, and every plugin imported and registered as `serve` would (the store built but
+    never opened, nothing started), so a plugin that cannot load fails here rather than in the pod."""
     settings = _settings(args)
+    plugins = load_plugins(settings.plugin_paths, Registry(), settings, open_store(settings))
     print(
         f"configuration ok: {settings.server.name} on {settings.server.host}:{settings.server.port}, "
-        f"dev={settings.server.dev}, plugins={list(settings.plugin_paths)}"
+        f"dev={settings.server.dev}, plugins={[plugin.name for plugin in plugins]}"
     )
     return 0
 
