@@ -66,6 +66,12 @@ def test_unrelated_environment_variables_are_ignored() -> None:
     assert load_settings(None, environ, DEV).server.port == 8000
 
 
+def test_a_variable_with_a_typo_in_its_section_is_refused_not_ignored() -> None:
+    message = refusal({"AQL_MCP_LOGGIN__LEVEL": "debug"}, DEV)
+    assert "AQL_MCP_LOGGIN__LEVEL" in message
+    assert "logging" in message
+
+
 def test_settings_are_frozen() -> None:
     settings = load_settings(None, {}, DEV)
     with pytest.raises(ValidationError):

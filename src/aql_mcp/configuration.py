@@ -41,6 +41,7 @@ def load_settings(
     """Build settings from the file, then the environment, then CLI overrides; raise ConfigError."""
     data = _read_yaml(config_file) if config_file else {}
     env = os.environ if environ is None else environ
+    _refuse_unknown_sections(env)
     try:
         env_data = _MappingEnvSource(Settings, env)()
     except Exception:  # pydantic-settings raises SettingsError for JSON it cannot decode
@@ -52,6 +53,23 @@ def load_settings(
         raise ConfigError(_describe(exc, env, config_file)) from None
     check_safety(settings)
     return settings
+
+
+def _refuse_unknown_sections(environ: Mapping[str, str]) -> None:
+    """`AQL_MCP_<SECTION>__<NAME>` with a section no setting has is a typo that would silently change
+    nothing (`AQL_MCP_LOGGIN__LEVEL`). Variables without `__` are not settings: Kubernetes injects
+    `AQL_MCP_PORT` and `AQL_MCP_SERVICE_HOST` for a Service of that name, and the tests read their
+    own `AQL_MCP_TEST_*` knobs."""
+    sections = set(Settings.model_fields)
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or "__" not in upper[len(ENV_PREFIX) :]:
+            continue
+        section = upper[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+        if section not in sections:
+            raise ConfigError(
+                f"{upper}: there is no settings section {section!r}; sections: {', '.join(sorted(sections))}"
+            )
 
 
 def env_name(loc: tuple[str | int, ...]) -> str:
