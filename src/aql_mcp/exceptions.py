@@ -44,8 +44,8 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         ├── UnsupportedMediaType        415  -32600
         ├── Forbidden                   403  -32600
         │   ├── OriginNotAllowed
-        │   ├── CsrfRefused               (a console form without its CSRF token, or sent cross-site)
-        │   └── HostNotAllowed      421   (Misdirected Request)
+        │   ├── HostNotAllowed      421   (Misdirected Request)
+        │   └── (the console's CsrfRefused and LoginCodeRefused, console/refusal.py)
         └── AuthError                   401  -32000   (HTTP 401 is the signal, corporate §7.4)
             ├── MissingToken
             └── InvalidToken
@@ -339,25 +339,6 @@ class Forbidden(WireError):
 
 class OriginNotAllowed(Forbidden):
     message = "Forbidden: Origin not allowed"
-
-
-class CsrfRefused(Forbidden):
-    """A console POST without the CSRF token of its operator's credential, or from another site
-    (docs/console.md); `data.reason` says which."""
-
-    message = "Forbidden: the form's CSRF check failed; reload the console page and try again"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(data={"reason": reason})
-
-
-class LoginCodeRefused(Forbidden):
-    """The development login without the sign-in code the service wrote at start (docs/console.md)."""
-
-    message = "Forbidden: the sign-in code is wrong; it is on the service's terminal and in its state directory"
-
-    def __init__(self) -> None:
-        super().__init__(data={"reason": "login_code"})
 
 
 class HostNotAllowed(Forbidden):

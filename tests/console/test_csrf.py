@@ -6,7 +6,7 @@ import pytest
 from starlette.requests import Request
 
 from aql_mcp.console.csrf import check_csrf, csrf_token
-from aql_mcp.exceptions import CsrfRefused
+from aql_mcp.console.refusal import CsrfRefused
 
 
 def request(headers: dict[str, str]) -> Request:

@@ -20,7 +20,7 @@ import hmac
 
 from starlette.requests import Request
 
-from aql_mcp.exceptions import CsrfRefused
+from aql_mcp.console.refusal import CsrfRefused
 
 FIELD = "csrf"
 LABEL = b"aql-mcp console csrf v1"

@@ -26,7 +26,7 @@ from aql_mcp.console.document import page_response
 from aql_mcp.console.form import read_form, required
 from aql_mcp.console.guard import operator_of
 from aql_mcp.console.passcode import code_matches, new_code
-from aql_mcp.console.refusal import refusal
+from aql_mcp.console.refusal import LoginCodeRefused, refusal
 from aql_mcp.console.session import (
     LOGIN_COOKIE,
     LOGIN_PATH,
@@ -37,7 +37,7 @@ from aql_mcp.console.session import (
     new_login_nonce,
     session_cookie,
 )
-from aql_mcp.exceptions import InvalidRequest, LoginCodeRefused, WireError
+from aql_mcp.exceptions import InvalidRequest, WireError
 from aql_mcp.operations.audit import AuditLog
 
 OPERATOR_NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from aql_mcp.console.document import page_response
-from aql_mcp.exceptions import WireError
+from aql_mcp.exceptions import Forbidden, WireError
 from aql_mcp.operations.results import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
@@ -39,6 +39,25 @@ DESK_STATUS = {
     TOKEN_INVALID: 422,
     RATE_LIMIT_EXCEEDED: 429,
 }
+
+
+class CsrfRefused(Forbidden):
+    """A console POST without the CSRF token of its operator's credential, or from another site
+    (docs/console.md); `data.reason` says which."""
+
+    message = "Forbidden: the form's CSRF check failed; reload the console page and try again"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(data={"reason": reason})
+
+
+class LoginCodeRefused(Forbidden):
+    """The development login without the sign-in code the service wrote at start (docs/console.md)."""
+
+    message = "Forbidden: the sign-in code is wrong; it is on the service's terminal and in its state directory"
+
+    def __init__(self) -> None:
+        super().__init__(data={"reason": "login_code"})
 
 
 def refusal(request: Request, exc: WireError) -> Response:
