@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from aql_mcp.console.settings import ConsoleSettings
+from aql_mcp.executions.settings import ExecutionSettings
+from aql_mcp.safety.settings import SafetySettings
+from aql_mcp.section import Section
 
 ENV_PREFIX = "AQL_MCP_"
 BUILTIN_PLUGINS: tuple[str, ...] = (
@@ -32,18 +37,14 @@ TRUST_LEVELS: tuple[TrustLevel, ...] = ("untested", "generated", "validated", "c
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class OpaqueToken(_Section):
+class OpaqueToken(Section):
     """What an opaque token in the allow-list stands for."""
 
     sub: str
     scopes: tuple[str, ...] = ()
 
 
-class ScopePolicy(_Section):
+class ScopePolicy(Section):
     """Scopes a caller needs, all of them, per tool, prompt, resource, MCP-AQL operation and
     endpoint family (an operation needs its own, its family's and its family tool's, whatever tool
     carried it); `*` applies to the rest."""
@@ -55,7 +56,7 @@ class ScopePolicy(_Section):
     families: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
-class ServerSettings(_Section):
+class ServerSettings(Section):
     name: str = "aql-mcp"
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -81,12 +82,12 @@ class ServerSettings(_Section):
         return value.rstrip("/") if value else value
 
 
-class ShutdownSettings(_Section):
+class ShutdownSettings(Section):
     drain_seconds: float = Field(default=5.0, ge=0, le=300)
     grace_seconds: float = Field(default=20.0, ge=0, le=600)
 
 
-class StoreSettings(_Section):
+class StoreSettings(Section):
     """Where state lives: SQLite under `path` (one replica), or PostgreSQL at `url` (any number)."""
 
     path: Path = Path("state")
@@ -119,12 +120,12 @@ class StoreSettings(_Section):
         return bool(self.url.get_secret_value())
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["json", "console"] | None = None
 
 
-class MetricsSettings(_Section):
+class MetricsSettings(Section):
     enabled: bool = True
     port: int | None = Field(default=None, ge=1, le=65535)
     allowed_clients: tuple[str, ...] = ()
@@ -137,18 +138,18 @@ class MetricsSettings(_Section):
         return value
 
 
-class TracingSettings(_Section):
+class TracingSettings(Section):
     otlp_endpoint: str | None = None
     service_name: str | None = None
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
-class CorporateSettings(_Section):
+class CorporateSettings(Section):
     agent_brief: str | None = None
     agent_prompt: str | None = None
 
 
-class HttpSettings(_Section):
+class HttpSettings(Section):
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
@@ -172,7 +173,7 @@ class HttpSettings(_Section):
         return value
 
 
-class AuthSettings(_Section):
+class AuthSettings(Section):
     issuer: str | None = None
     audience: str | None = None
     jwks_url: str | None = None
@@ -215,7 +216,7 @@ class AuthSettings(_Section):
         return value
 
 
-class LimitSettings(_Section):
+class LimitSettings(Section):
     tool_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     max_result_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     rate_per_second: float = Field(default=50.0, gt=0)
@@ -224,7 +225,7 @@ class LimitSettings(_Section):
     max_sessions_per_principal: int = Field(default=100, ge=1)
 
 
-class SessionSettings(_Section):
+class SessionSettings(Section):
     idle_seconds: int = Field(default=3600, ge=10)
     max_open: int = Field(default=10_000, ge=1)
     retry_after_seconds: int = Field(default=30, ge=1)
@@ -232,7 +233,7 @@ class SessionSettings(_Section):
     max_client_info_depth: int = Field(default=10, ge=4, le=64)
 
 
-class StreamSettings(_Section):
+class StreamSettings(Section):
     retry_ms: int = Field(default=1000, ge=100)
     keepalive_seconds: float = Field(default=15.0, gt=0)
     event_retention_seconds: int = Field(default=600, ge=10)
@@ -243,7 +244,7 @@ class StreamSettings(_Section):
     max_listen_resources: int = Field(default=100, ge=1, le=10_000)
 
 
-class AqlSettings(_Section):
+class AqlSettings(Section):
     """MCP-AQL: which endpoint tools are exposed and the payload limits of MCP-AQL §4.7.5."""
 
     mode: Literal["semantic", "single", "all"] = "semantic"
@@ -262,7 +263,7 @@ class AqlSettings(_Section):
     plugin_trust: dict[str, TrustLevel] = Field(default_factory=dict)
 
 
-class RecordsSettings(_Section):
+class RecordsSettings(Section):
     """The built-in `records` plugin: who owns a record, and how much each owner may store."""
 
     tenant_claim: str = "sub"
@@ -271,7 +272,7 @@ class RecordsSettings(_Section):
     idempotency_retention_seconds: int = Field(default=86_400, ge=60)
 
 
-class McpSettings(_Section):
+class McpSettings(Section):
     """Which MCP protocol eras `/mcp` serves beside the legacy one (docs/eras.md)."""
 
     # Serve MCP 2026-07-28 beside the legacy era. Off: a 2026-07-28 request is refused with 400
@@ -296,65 +297,6 @@ class McpSettings(_Section):
         if value is not None and len(value.get_secret_value().encode()) < 32:
             raise ValueError("must be at least 32 bytes (e.g. `openssl rand -base64 48`)")
         return value
-
-
-class ExecutionSettings(_Section):
-    """The `executions` plugin (docs/executions.md): background imports and exports (MCP-AQL §8.4)."""
-
-    batch_size: int = Field(default=1000, ge=1, le=100_000)
-    max_live_per_principal: int = Field(default=4, ge=1, le=1000)
-    max_import_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    report_cap: int = Field(default=100, ge=0, le=10_000)
-    max_export_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    retention_seconds: int = Field(default=86_400, ge=60)
-    batch_pause_seconds: float = Field(default=0.0, ge=0, le=10)
-    max_retained_bytes_per_tenant: int = Field(default=256 * 1024 * 1024, ge=1024)
-
-
-SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]
-RiskTolerance = Literal["conservative", "moderate", "aggressive"]
-
-
-class RiskRule(_Section):
-    """A risk score (0-100) for the actions a glob pattern matches (MCP-AQL §8.7.2 stage 4)."""
-
-    pattern: str = Field(min_length=1, max_length=200)
-    score: int = Field(ge=0, le=100)
-
-
-class SafetySettings(_Section):
-    """The MCP-AQL execution safety loop (§8.6-8.8, docs/safety.md): the adapter-wide defaults an
-    agent's `execute_agent` may tighten but never loosen."""
-
-    mode: SafetyMode = "enforcing"
-    max_autonomous_steps: int = Field(default=50, ge=1, le=100_000)
-    risk_tolerance: RiskTolerance = "moderate"
-    deny: tuple[str, ...] = ("drop_*", "delete_all*", "*_production*", "rm -rf*")
-    requires_approval: tuple[str, ...] = ("delete_*", "*force*", "deploy_*", "git push*")
-    auto_approve: tuple[str, ...] = ("read_*", "list_*", "get_*", "search_*")
-    risk_rules: tuple[RiskRule, ...] = (
-        RiskRule(pattern="*write*", score=40),
-        RiskRule(pattern="*password*", score=70),
-        RiskRule(pattern="*secret*", score=70),
-        RiskRule(pattern="*credential*", score=70),
-        RiskRule(pattern="*sudo *", score=90),
-        RiskRule(pattern="*mkfs*", score=95),
-        RiskRule(pattern="*shutdown*", score=90),
-    )
-    default_risk: int = Field(default=10, ge=0, le=100)
-    challenge_ttl_seconds: float = Field(default=300.0, gt=0, le=86_400)
-    max_failed_verifications: int = Field(default=10, ge=1, le=1000)
-    failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)
-
-
-class ConsoleSettings(_Section):
-    """The operator console at `/console` (docs/console.md)."""
-
-    enabled: bool = True
-    # How often an open console page's event stream re-reads the store (seconds).
-    refresh_seconds: float = Field(default=2.0, ge=0.2, le=60)
-    # Lifetime of the development login cookie and the token it carries (development mode only).
-    cookie_seconds: int = Field(default=28_800, ge=60, le=86_400)
 
 
 class Settings(BaseSettings):

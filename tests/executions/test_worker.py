@@ -8,9 +8,9 @@ import time
 import anyio
 import pytest
 
+from aql_mcp.executions.settings import ExecutionSettings
 from aql_mcp.executions.worker import ExecutionWorker
 from aql_mcp.operations.payload import Limits
-from aql_mcp.settings import ExecutionSettings
 from aql_mcp.store.base import Store
 from aql_mcp.store.executions import ExecutionRecord, ExecutionStatus
 from aql_mcp.store.records import Quota

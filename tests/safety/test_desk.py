@@ -15,7 +15,8 @@ from aql_mcp.operations.results import (
     OperationError,
 )
 from aql_mcp.safety.desk import SafetyDesk
-from aql_mcp.settings import SafetySettings, Settings
+from aql_mcp.safety.settings import SafetySettings
+from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.safety import AgentRun, Approval, Challenge
 

@@ -6,7 +6,8 @@ import pytest
 
 from aql_mcp.operations.results import OperationError
 from aql_mcp.safety.loop import ExecutionLoop
-from aql_mcp.settings import SafetySettings, Settings
+from aql_mcp.safety.settings import SafetySettings
+from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 
 pytestmark = pytest.mark.anyio

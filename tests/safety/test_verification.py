@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from aql_mcp.safety.journal import Journal
+from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.safety.verification import Verification, codes_match, holds_agent, new_code
-from aql_mcp.settings import SafetySettings
 
 
 def test_a_code_carries_at_least_128_bits_and_never_repeats_8_8_2() -> None:

@@ -30,6 +30,7 @@ import orjson
 import structlog
 
 from aql_mcp.executions.rows import Format, PayloadError, Rows
+from aql_mcp.executions.settings import ExecutionSettings
 from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import (
     INTERNAL_ERROR,
@@ -39,7 +40,6 @@ from aql_mcp.operations.results import (
     VALIDATION_PAYLOAD_TOO_LARGE,
 )
 from aql_mcp.plugins.records import new_etag, new_id, record_wire
-from aql_mcp.settings import ExecutionSettings
 from aql_mcp.store.executions import Batch, ExecutionRecord, ExecutionStore, Progress
 from aql_mcp.store.listing import Listing
 from aql_mcp.store.records import Missing, NewRecord, Quota, QuotaExceeded, RecordStore, timestamp

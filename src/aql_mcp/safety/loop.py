@@ -22,7 +22,8 @@ from aql_mcp.operations.results import NOT_FOUND_RESOURCE, PERMISSION_DENIED, Op
 from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.safety.directive import directive, iso
 from aql_mcp.safety.evaluator import Policy, Verdict, evaluate, tighter
-from aql_mcp.settings import SafetySettings, Settings
+from aql_mcp.safety.settings import SafetySettings
+from aql_mcp.settings import Settings
 from aql_mcp.store.safety import AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
 
 STEP_LIMIT_ACTION = "step limit of execution {}"

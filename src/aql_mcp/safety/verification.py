@@ -21,7 +21,7 @@ import secrets
 import uuid
 
 from aql_mcp.safety.journal import Journal
-from aql_mcp.settings import SafetySettings
+from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.store.safety import BROADCAST, AgentRun, Block, Challenge, ChallengeTier, SafetyStore
 
 CODE_BYTES = 24  # 192 bits

@@ -1,0 +1,20 @@
+"""The `executions` settings section (config/default.yaml documents each key)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from aql_mcp.section import Section
+
+
+class ExecutionSettings(Section):
+    """The `executions` plugin (docs/executions.md): background imports and exports (MCP-AQL §8.4)."""
+
+    batch_size: int = Field(default=1000, ge=1, le=100_000)
+    max_live_per_principal: int = Field(default=4, ge=1, le=1000)
+    max_import_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    report_cap: int = Field(default=100, ge=0, le=10_000)
+    max_export_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    retention_seconds: int = Field(default=86_400, ge=60)
+    batch_pause_seconds: float = Field(default=0.0, ge=0, le=10)
+    max_retained_bytes_per_tenant: int = Field(default=256 * 1024 * 1024, ge=1024)

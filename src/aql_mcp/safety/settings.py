@@ -1,0 +1,44 @@
+"""The `safety` settings section (config/default.yaml documents each key)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from aql_mcp.section import Section
+
+SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]
+RiskTolerance = Literal["conservative", "moderate", "aggressive"]
+
+
+class RiskRule(Section):
+    """A risk score (0-100) for the actions a glob pattern matches (MCP-AQL §8.7.2 stage 4)."""
+
+    pattern: str = Field(min_length=1, max_length=200)
+    score: int = Field(ge=0, le=100)
+
+
+class SafetySettings(Section):
+    """The MCP-AQL execution safety loop (§8.6-8.8, docs/safety.md): the adapter-wide defaults an
+    agent's `execute_agent` may tighten but never loosen."""
+
+    mode: SafetyMode = "enforcing"
+    max_autonomous_steps: int = Field(default=50, ge=1, le=100_000)
+    risk_tolerance: RiskTolerance = "moderate"
+    deny: tuple[str, ...] = ("drop_*", "delete_all*", "*_production*", "rm -rf*")
+    requires_approval: tuple[str, ...] = ("delete_*", "*force*", "deploy_*", "git push*")
+    auto_approve: tuple[str, ...] = ("read_*", "list_*", "get_*", "search_*")
+    risk_rules: tuple[RiskRule, ...] = (
+        RiskRule(pattern="*write*", score=40),
+        RiskRule(pattern="*password*", score=70),
+        RiskRule(pattern="*secret*", score=70),
+        RiskRule(pattern="*credential*", score=70),
+        RiskRule(pattern="*sudo *", score=90),
+        RiskRule(pattern="*mkfs*", score=95),
+        RiskRule(pattern="*shutdown*", score=90),
+    )
+    default_risk: int = Field(default=10, ge=0, le=100)
+    challenge_ttl_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    max_failed_verifications: int = Field(default=10, ge=1, le=1000)
+    failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)

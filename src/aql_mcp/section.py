@@ -1,0 +1,11 @@
+"""The base of every settings section: frozen once loaded, and an unknown key is an error (a typo
+that would silently change nothing). Feature packages define their own sections on it
+(`executions/settings.py`, `safety/settings.py`, `console/settings.py`); settings.py gathers them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
