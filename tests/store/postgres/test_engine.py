@@ -186,8 +186,9 @@ async def test_closing_lets_the_signal_being_handled_finish(postgres: Backend) -
             await sender.bus.publish(Signal("cancel", "session-1", "1"))
             await entered.wait()
             closing = asyncio.create_task(listener.close())
-            await asyncio.sleep(0)  # one turn: close() has begun before the handler is let go
-            release.set()
+            # Callbacks run in the order they were scheduled: close() takes its first step (where a
+            # cancelling close would cancel the handler) before the handler is let go.
+            asyncio.get_running_loop().call_soon(release.set)
             await closing
         assert finished.is_set()
     finally:
