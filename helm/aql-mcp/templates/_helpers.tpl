@@ -117,6 +117,9 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- if and .Values.metrics.serviceMonitor.enabled (not $metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs config.metrics.enabled: the ServiceMonitor would scrape a /metrics the service does not serve" }}
 {{- end }}
+{{- if and .Values.prometheusRule.enabled (not $metrics.enabled) }}
+{{- fail "prometheusRule.enabled needs config.metrics.enabled: the alerts read the /metrics the service would not serve" }}
+{{- end }}
 {{- if and $metrics.port (eq (int $metrics.port) (int .Values.containerPort)) }}
 {{- fail "config.metrics.port must differ from containerPort (leave it null to serve /metrics on the service port)" }}
 {{- end }}
