@@ -108,6 +108,15 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     return names
 
 
+def test_the_metrics_docs_name_only_metrics_the_service_exposes(exposed: set[str]) -> None:
+    documented = re.findall(
+        r"`((?:aql_mcp|process|python)_[a-z_]+)`", (ROOT / "docs" / "monitoring.md").read_text(encoding="utf-8")
+    )
+    assert len(set(documented)) > 20
+    for name in documented:
+        assert {name, f"{name}_bucket"} & exposed, f"docs/monitoring.md names {name}"
+
+
 # --- the files: one content in two places --------------------------------------------------------
 
 

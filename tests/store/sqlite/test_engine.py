@@ -71,6 +71,26 @@ async def test_a_store_migrated_by_a_newer_release_is_refused_untouched(sqlite: 
         assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
 
 
+async def test_an_online_backup_of_a_store_in_use_opens_with_its_data(sqlite: SqliteStore, db_path: Path) -> None:
+    """docs/operations.md: the backup API copies the file while the service keeps its connections."""
+    assert await admit(sqlite, record("s1")) == "created"
+    copy = db_path.with_name("backup.sqlite3")
+    source, target = sqlite3.connect(db_path), sqlite3.connect(copy)
+    with source, target:
+        source.backup(target)
+        assert target.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    source.close()
+    target.close()
+    assert await admit(sqlite, record("s2")) == "created"  # the service kept writing
+    restored = SqliteStore(copy)
+    await restored.open()
+    try:
+        assert await restored.get_session("s1") == record("s1")
+        assert await restored.get_session("s2") is None
+    finally:
+        await restored.close()
+
+
 def test_migrate_is_idempotent() -> None:
     db = sqlite3.connect(":memory:", isolation_level=None)
     try:
