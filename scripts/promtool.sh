@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Check a Prometheus text exposition read from stdin with `promtool check metrics`.
+# Check a Prometheus text exposition read from stdin with `promtool check metrics`; with
+# arguments, run promtool with them instead (the alert rules: `check rules`, `test rules`).
 #
 #   curl -s http://127.0.0.1:8000/metrics | scripts/promtool.sh
+#   scripts/promtool.sh check rules deploy/prometheus/aql-mcp-rules.yaml
 #
 # promtool ships in the Debian/Ubuntu package `prometheus`; when it is not on PATH this installs
 # it with apt (as root, or through `sudo -n`), once: `apt-get update` runs only when promtool is
@@ -23,5 +25,8 @@ install_promtool() {
 
 if ! command -v promtool >/dev/null 2>&1; then
   install_promtool
+fi
+if [ "$#" -gt 0 ]; then
+  exec promtool "$@"
 fi
 exec promtool check metrics

@@ -2,6 +2,7 @@ import os
 import pty
 import re
 import select
+import sqlite3
 import subprocess
 import sys
 import time
@@ -256,3 +257,17 @@ def post_initialize(process: subprocess.Popen[bytes], url: str, token: str, *, s
         except subprocess.TimeoutExpired:
             continue
         raise AssertionError("the server exited while starting")
+
+
+def test_serve_refuses_to_start_on_a_store_a_newer_release_migrated(tmp_path: Path) -> None:
+    """A rollback of the image onto a newer schema: the pod fails to start and says why (docs/operations.md)."""
+    with start_server(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / "aql-mcp.sqlite3") as db:
+        db.execute("INSERT INTO schema_version VALUES (1000)")
+    command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(free_port())]
+    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path)}
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "SchemaTooNew" in done.stdout + done.stderr
+    assert "1000" in done.stdout + done.stderr

@@ -2,6 +2,7 @@ import random
 import re
 import string
 import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from aql_mcp.metrics import (
     Metrics,
     MetricsEndpoint,
 )
+from tests.support.server import free_port, start_server
 
 PROMTOOL = Path(__file__).resolve().parents[1] / "scripts" / "promtool.sh"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -168,6 +170,52 @@ def test_open_sessions_and_streams_are_read_when_scraped(metrics: Metrics) -> No
     counts.update(sessions=7, streams=0)
     assert value(metrics, "aql_mcp_open_sessions") == 7
     assert value(metrics, "aql_mcp_open_sse_streams") == 0
+
+
+def test_the_session_cap_is_exposed_beside_the_open_sessions(metrics: Metrics) -> None:
+    """The "sessions near the cap" alert divides one by the other (deploy/prometheus)."""
+    metrics.track(sessions=lambda: 9, streams=lambda: 0, session_cap=10)
+    assert value(metrics, "aql_mcp_open_sessions_limit") == 10
+    assert value(metrics, "aql_mcp_open_sessions") == 9
+
+
+def test_a_successful_jwks_refresh_stamps_the_wall_clock_and_a_failed_one_does_not(metrics: Metrics) -> None:
+    assert value(metrics, "aql_mcp_jwks_last_success_timestamp_seconds") == 0
+    before = time.time()
+    metrics.jwks_refresh(ok=True)
+    stamped = value(metrics, "aql_mcp_jwks_last_success_timestamp_seconds")
+    assert before <= stamped <= time.time()
+    metrics.jwks_refresh(ok=False)
+    assert value(metrics, "aql_mcp_jwks_last_success_timestamp_seconds") == stamped
+
+
+def test_store_availability_follows_the_last_check(metrics: Metrics) -> None:
+    metrics.store_check(available=True)
+    assert value(metrics, "aql_mcp_store_available") == 1
+    metrics.store_check(available=False)
+    assert value(metrics, "aql_mcp_store_available") == 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ],
+)
+def test_the_own_registry_carries_the_process_metrics(metrics: Metrics, name: str) -> None:
+    assert value(metrics, name) > 0
+
+
+def test_the_own_registry_carries_the_python_platform_and_gc_metrics(metrics: Metrics) -> None:
+    body, _ = metrics.exposition()
+    families = {family.name for family in text_string_to_metric_families(body.decode())}
+    assert {"python_info", "python_gc_objects_collected", "python_gc_collections"} <= families
+    assert value(metrics, "python_gc_collections_total", generation="0") >= 0
 
 
 def test_values_outside_the_fixed_sets_become_other(metrics: Metrics) -> None:
@@ -318,3 +366,32 @@ async def test_endpoint_matches_ipv4_mapped_ipv6_clients_and_ipv6_networks(metri
 def test_a_malformed_allow_list_entry_fails_at_construction(metrics: Metrics) -> None:
     with pytest.raises(ConfigError, match=re.escape("10.0.0.0/33")):
         MetricsEndpoint(metrics, allowed=("10.0.0.0/33",))
+
+
+def test_a_real_server_exposes_process_memory_gc_and_the_alerting_gauges_on_its_metrics_port(
+    tmp_path: Path,
+) -> None:
+    """Issue 15: memory, CPU, open files and GC of the serving process, beside the alerts' gauges."""
+    port = free_port()
+    with start_server(tmp_path, env={"AQL_MCP_METRICS__PORT": str(port), "AQL_MCP_SESSIONS__MAX_OPEN": "250"}):
+        scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10.0)
+    assert scraped.status_code == 200
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+    }
+    names = {name for name, _ in samples}
+    assert {
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "python_info",
+        "python_gc_collections_total",
+        "python_gc_objects_collected_total",
+    } <= names
+    assert samples[("process_resident_memory_bytes", ())] > 0
+    assert samples[("aql_mcp_open_sessions_limit", ())] == 250
+    assert samples[("aql_mcp_store_available", ())] == 1  # the store opened at start
+    assert samples[("aql_mcp_jwks_last_success_timestamp_seconds", ())] == 0  # development mode: no JWKS

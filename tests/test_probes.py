@@ -68,3 +68,17 @@ async def test_a_draining_replica_is_not_ready_at_once(store: Store) -> None:
     status, body = await ready(probes)
     assert status == 503
     assert body["status"] == "not_ready"
+
+
+async def test_each_store_check_reports_its_answer_to_the_metrics(backend: Backend) -> None:
+    """aql_mcp_store_available follows what /ready saw (the "store unavailable" alert)."""
+    store = await backend.open()
+    clock = Clock()
+    seen: list[bool] = []
+    probes = Probes(store, clock=clock, on_store_check=lambda *, available: seen.append(available))
+    await ready(probes)
+    await ready(probes)  # the kept answer: no second report
+    async with write_lock(backend, "replicas"):
+        clock.now += STORE_CHECK_SECONDS
+        await ready(probes)
+    assert seen == [True, False]

@@ -163,13 +163,14 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         sessions=sessions.live_count,
         streams=lambda: len(endpoint.connections) + len(listeners),
         replicas=lambda: share.replicas,
+        session_cap=settings.sessions.max_open,
     )
     services = Services(
         settings,
         registry,
         sessions,
         endpoint,
-        Probes(store, authentication.jwks),
+        Probes(store, authentication.jwks, on_store_check=metrics.store_check),
         issuer,
         authentication,
         telemetry,

@@ -8,6 +8,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
 
     AqlMcpError
     ├── ConfigError                     startup only, never on the wire
+    │   └── SchemaTooNew                the store's schema is newer than this release (a rollback)
     └── WireError                       status, code, safe message, data
         ├── ParseError                  400  -32700
         ├── InvalidRequest              400  -32600
@@ -85,6 +86,22 @@ class AqlMcpError(Exception):
 
 class ConfigError(AqlMcpError):
     """A setting is missing, malformed or unsafe; the message names the setting and its variable."""
+
+
+class SchemaTooNew(ConfigError):
+    """The store was migrated by a newer release than this one, as after a rollback of the image.
+
+    Migrations only go forward: an older release cannot know what a newer migration changed, so it
+    refuses to start rather than read and write a schema it does not understand (docs/operations.md).
+    """
+
+    def __init__(self, *, found: int, known: int) -> None:
+        super().__init__(
+            f"the store's schema is at version {found}, this release knows versions up to {known}: "
+            "it was migrated by a newer release; run that release (or restore a backup taken before the upgrade)"
+        )
+        self.found = found
+        self.known = known
 
 
 class WireError(AqlMcpError):

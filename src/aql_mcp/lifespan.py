@@ -64,6 +64,7 @@ def lifespan(
     async def run(app: Starlette) -> AsyncIterator[None]:
         store.bus.listen(services.notifier.on_signal)
         await store.open()
+        services.telemetry.metrics.store_check(available=True)  # opened: it answered, migrations ran
         services.share.replicas = await store.bus.heartbeat(time.time())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))

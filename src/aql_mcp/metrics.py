@@ -3,7 +3,10 @@
 Every label has a bounded set of values by construction: a value outside its fixed set becomes
 `other`, and tool and operation names are capped at a number of distinct values, so no caller can
 grow the series without limit. Labels never carry ids, subjects, tokens or error text.
-Each `Metrics` has its own `CollectorRegistry`, so two apps (or two tests) never share a series.
+Each `Metrics` has its own `CollectorRegistry`, so two apps (or two tests) never share a series;
+the process, platform and garbage-collector collectors prometheus-client puts on its global
+registry are added to each one, so /metrics carries memory, CPU, open files and `python_gc_*`.
+The alerts and the dashboard shipped beside the chart read these names (docs/monitoring.md).
 """
 
 from __future__ import annotations
@@ -11,9 +14,19 @@ from __future__ import annotations
 import ipaddress
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from starlette.types import Receive, Scope, Send
 
@@ -111,6 +124,10 @@ class Metrics:
         # switch is process-wide in prometheus-client, so it is thrown here, idempotently.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
+        # The global registry's default collectors, on this one: memory, CPU, fds, python_info, GC.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._tools = BoundedNames(MAX_TOOLS)
         self._operations = BoundedNames(MAX_OPERATIONS)
         # Labelled children by the raw label values: `.labels()` costs more than the update it serves.
@@ -162,6 +179,19 @@ class Metrics:
         self._streams = Gauge("aql_mcp_open_sse_streams", "Open SSE streams.", registry=self.registry)
         self._replicas = Gauge(
             "aql_mcp_replicas", "Live replicas sharing the store, this one included.", registry=self.registry
+        )
+        self._sessions_limit = Gauge(
+            "aql_mcp_open_sessions_limit", "The cap on open sessions (sessions.max_open).", registry=self.registry
+        )
+        self._jwks_last_success = Gauge(
+            "aql_mcp_jwks_last_success_timestamp_seconds",
+            "Unix time of the last successful JWKS refresh; 0 before the first one or without a JWKS.",
+            registry=self.registry,
+        )
+        self._store_available = Gauge(
+            "aql_mcp_store_available",
+            "1 when the store read and committed a write at its last readiness check (or opened at start), else 0.",
+            registry=self.registry,
         )
         build = Gauge(
             "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
@@ -218,14 +248,26 @@ class Metrics:
 
     def jwks_refresh(self, *, ok: bool) -> None:
         self._jwks_refreshes.labels(result="ok" if ok else "failed").inc()
+        if ok:
+            # Wall-clock time, not an age: Prometheus computes the age with time() at query time.
+            self._jwks_last_success.set(time.time())
+
+    def store_check(self, *, available: bool) -> None:
+        self._store_available.set(1 if available else 0)
 
     def introspection_call(self, result: str) -> None:
         self._introspections.labels(result=clamp(result, INTROSPECTION_RESULTS)).inc()
 
     def track(
-        self, *, sessions: Callable[[], int], streams: Callable[[], int], replicas: Callable[[], int] = lambda: 1
+        self,
+        *,
+        sessions: Callable[[], int],
+        streams: Callable[[], int],
+        replicas: Callable[[], int] = lambda: 1,
+        session_cap: int = 0,
     ) -> None:
         """Read the open sessions, streams and live replicas when scraped, not on every change."""
+        self._sessions_limit.set(session_cap)
         self._sessions.set_function(sessions)
         self._streams.set_function(streams)
         self._replicas.set_function(replicas)

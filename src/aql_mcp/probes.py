@@ -35,8 +35,10 @@ class Probes:
         jwks: JwksKeySource | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_store_check: Callable[..., None] | None = None,
     ) -> None:
         self._store = store
+        self._on_store_check = on_store_check
         self._jwks = jwks
         self._clock = clock
         self._started = clock()
@@ -65,6 +67,8 @@ class Probes:
                 writable = readable and await self._store.is_writable()
                 self._store_checks = {"store": _status(readable), "store_write": _status(writable)}
                 self._checked_at = self._clock()
+                if self._on_store_check is not None:
+                    self._on_store_check(available=writable)
             return self._store_checks
 
 

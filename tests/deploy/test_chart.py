@@ -8,12 +8,14 @@ ConfigMap renders. The tools come from scripts/deploy-tools.sh (PyPI only).
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -955,14 +957,18 @@ def test_metrics_have_a_port_of_their_own_by_default(default_docs: list[dict[str
 
 def test_without_metrics_peers_the_metrics_port_admits_the_service_peers(deploy_tools: dict[str, Path]) -> None:
     docs = render(deploy_tools, "-f", PRODUCTION, "--set", "networkPolicy.metricsFrom=null")
-    service, metrics = only(docs, "NetworkPolicy")["spec"]["ingress"]
-    assert metrics["from"] == service["from"]
+    _, metrics = only(docs, "NetworkPolicy")["spec"]["ingress"]
+    production = yaml.safe_load(PRODUCTION.read_text(encoding="utf-8"))
+    assert metrics["from"] == production["networkPolicy"]["ingressFrom"]
 
 
 def test_metrics_on_the_service_port_need_no_metrics_rule(deploy_tools: dict[str, Path]) -> None:
     docs = render(deploy_tools, "-f", PRODUCTION, "--set", "config.metrics.port=null")
     (ingress,) = only(docs, "NetworkPolicy")["spec"]["ingress"]
     assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    # ... but Prometheus' peers join the service port's (issue 15: ingress limited to the gateway).
+    production = yaml.safe_load(PRODUCTION.read_text(encoding="utf-8"))
+    assert all(peer in ingress["from"] for peer in production["networkPolicy"]["metricsFrom"])
     (endpoint,) = only(docs, "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["port"] == "http"
 
@@ -1012,6 +1018,190 @@ def test_network_policy_admits_the_service_port_and_dns(production_docs: list[di
     assert prometheus["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "prometheus"
     dns = policy["egress"][0]["ports"]
     assert {"port": 53, "protocol": "UDP"} in dns
+
+
+# --- NetworkPolicy paths: who reaches the pod, where the pod may go (issue 15) --------------------
+#
+# A small evaluator of the NetworkPolicy semantics the chart uses (networking.k8s.io/v1): a rule
+# without peers admits every peer, a rule without ports every port; a peer is an ipBlock, a
+# namespaceSelector, a podSelector (in the policy's namespace) or both selectors together. Named
+# ports resolve through the server container's ports. Each path below is asked of the rendered
+# policy, with a control that the evaluator does refuse a path the policy leaves out.
+
+GATEWAY = {"namespace": {"kubernetes.io/metadata.name": "gateway"}, "pod": {"app": "envoy"}}
+PROMETHEUS = {
+    "namespace": {"kubernetes.io/metadata.name": "monitoring"},
+    "pod": {"app.kubernetes.io/name": "prometheus"},
+}
+OTEL_COLLECTOR = {
+    "namespace": {"kubernetes.io/metadata.name": "monitoring"},
+    "pod": {"app.kubernetes.io/name": "otel-collector"},
+}
+KUBE_DNS = {"namespace": {"kubernetes.io/metadata.name": "kube-system"}, "pod": {"k8s-app": "kube-dns"}}
+NEIGHBOUR = {"namespace": {"kubernetes.io/metadata.name": NAMESPACE}, "pod": {"app": "someone-else"}}
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "the evaluator knows matchLabels only"
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def _peer_matches(peer: dict[str, Any], endpoint: dict[str, Any]) -> bool:
+    if "ipBlock" in peer:
+        block = peer["ipBlock"]
+        address = endpoint.get("ip")
+        if address is None:
+            return False
+        inside = ipaddress.ip_address(address) in ipaddress.ip_network(block["cidr"])
+        return inside and not any(
+            ipaddress.ip_address(address) in ipaddress.ip_network(e) for e in block.get("except", [])
+        )
+    if "namespace" not in endpoint:
+        return False
+    if "namespaceSelector" in peer:
+        namespace_ok = _selects(peer["namespaceSelector"], endpoint["namespace"])
+    else:
+        namespace_ok = endpoint["namespace"].get("kubernetes.io/metadata.name") == NAMESPACE
+    pod_ok = _selects(peer.get("podSelector", {}), endpoint["pod"])
+    return namespace_ok and pod_ok
+
+
+def _port_matches(rule: dict[str, Any], port: int, protocol: str, names: dict[str, int]) -> bool:
+    if "ports" not in rule:
+        return True
+    return any(
+        entry.get("protocol", "TCP") == protocol and names.get(entry["port"], entry["port"]) == port
+        for entry in rule["ports"]
+    )
+
+
+def admits_ingress(docs: list[dict[str, Any]], peer: dict[str, Any], port: str, protocol: str = "TCP") -> bool:
+    """Whether the rendered policy lets `peer` open a connection to the server pod's `port` (a name)."""
+    policy = only(docs, "NetworkPolicy")["spec"]
+    names = {p["name"]: p["containerPort"] for p in server_container(docs)["ports"]}
+    number = names[port]
+    return any(
+        _port_matches(rule, number, protocol, names)
+        and ("from" not in rule or any(_peer_matches(p, peer) for p in rule["from"]))
+        for rule in policy.get("ingress", [])
+    )
+
+
+def admits_egress(docs: list[dict[str, Any]], peer: dict[str, Any], port: int, protocol: str = "TCP") -> bool:
+    """Whether the rendered policy lets the server pod open a connection to `peer` on `port`."""
+    policy = only(docs, "NetworkPolicy")["spec"]
+    if "Egress" not in policy["policyTypes"]:
+        return True
+    return any(
+        _port_matches(rule, port, protocol, {})
+        and ("to" not in rule or any(_peer_matches(p, peer) for p in rule["to"]))
+        for rule in policy.get("egress", [])
+    )
+
+
+def helm_test_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (pod,) = find(docs, "Pod")
+    return {"namespace": {"kubernetes.io/metadata.name": NAMESPACE}, "pod": pod["metadata"]["labels"]}
+
+
+def otlp_port(docs: list[dict[str, Any]]) -> int:
+    endpoint = urllib.parse.urlsplit(rendered_config(docs)["tracing"]["otlp_endpoint"])
+    return endpoint.port or {"https": 443, "http": 80}[endpoint.scheme]
+
+
+@pytest.fixture(params=["production", "postgres"])
+def restricted_docs(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    """The production examples, whose policy limits ingress to the gateway and restricts egress."""
+    rendered: list[dict[str, Any]] = request.getfixturevalue(f"{request.param}_docs")
+    return rendered
+
+
+def test_the_gateway_reaches_the_service_port_and_nobody_else_in_the_namespace_does(
+    restricted_docs: list[dict[str, Any]],
+) -> None:
+    assert admits_ingress(restricted_docs, GATEWAY, "http")
+    assert not admits_ingress(restricted_docs, NEIGHBOUR, "http")
+    assert not admits_ingress(restricted_docs, GATEWAY, "metrics")
+
+
+def test_the_helm_test_pod_the_readme_runs_reaches_the_service_port(restricted_docs: list[dict[str, Any]]) -> None:
+    """The README says `helm test`: its pod must get through the policy it installed."""
+    assert admits_ingress(restricted_docs, helm_test_pod(restricted_docs), "http")
+    # Its labels open nothing else: not the metrics port, and not the Service's selector.
+    assert not admits_ingress(restricted_docs, helm_test_pod(restricted_docs), "metrics")
+
+
+def test_prometheus_reaches_the_metrics_port_while_ingress_is_limited_to_the_gateway(
+    restricted_docs: list[dict[str, Any]],
+) -> None:
+    (endpoint,) = only(restricted_docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics"
+    assert admits_ingress(restricted_docs, PROMETHEUS, "metrics")
+    assert not admits_ingress(restricted_docs, PROMETHEUS, "http")
+
+
+def test_prometheus_reaches_metrics_served_on_the_service_port(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "config.metrics.port=null")
+    (endpoint,) = only(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "http"
+    assert admits_ingress(docs, PROMETHEUS, "http")
+    assert admits_ingress(docs, helm_test_pod(docs), "http")
+    assert not admits_ingress(docs, NEIGHBOUR, "http")
+
+
+def test_the_pod_resolves_names_with_dns_over_udp_and_tcp(restricted_docs: list[dict[str, Any]]) -> None:
+    assert admits_egress(restricted_docs, KUBE_DNS, 53, "UDP")
+    assert admits_egress(restricted_docs, KUBE_DNS, 53, "TCP")
+    assert not admits_egress(restricted_docs, KUBE_DNS, 80)
+
+
+def test_the_pod_reaches_the_otlp_collector_on_the_configured_port(restricted_docs: list[dict[str, Any]]) -> None:
+    port = otlp_port(restricted_docs)
+    assert port == 4318
+    assert admits_egress(restricted_docs, OTEL_COLLECTOR, port)
+    assert not admits_egress(restricted_docs, OTEL_COLLECTOR, 4317)
+    assert not admits_egress(restricted_docs, NEIGHBOUR, port)  # only the collector's pods
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "port"),
+    [("http://collector.monitoring:4317/v1/traces", 4317), ("https://otlp.example.com/v1/traces", 443)],
+)
+def test_the_otlp_egress_port_follows_the_endpoint_url(deploy_tools: dict[str, Path], endpoint: str, port: int) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", f"config.tracing.otlp_endpoint={endpoint}")
+    assert otlp_port(docs) == port
+    assert admits_egress(docs, OTEL_COLLECTOR, port)
+
+
+def test_without_an_otlp_endpoint_no_collector_egress_is_rendered(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "config.tracing.otlp_endpoint=null")
+    assert not admits_egress(docs, OTEL_COLLECTOR, 4318)
+
+
+def test_the_pod_reaches_the_idp_over_https_for_the_jwks_and_introspection(
+    restricted_docs: list[dict[str, Any]],
+) -> None:
+    """config.auth.jwks_url and introspection_url are https on 443, behind the proxy range 10.20.0.0/16."""
+    auth = rendered_config(restricted_docs)["auth"]
+    for url in (auth["jwks_url"], auth["introspection_url"]):
+        assert urllib.parse.urlsplit(url).scheme == "https"
+    assert admits_egress(restricted_docs, {"ip": "10.20.1.7"}, 443)
+    assert not admits_egress(restricted_docs, {"ip": "10.20.1.7"}, 80)
+    assert not admits_egress(restricted_docs, {"ip": "192.0.2.10"}, 443)
+
+
+def test_the_replicas_reach_postgresql_in_its_subnet_only(
+    postgres_docs: list[dict[str, Any]], production_docs: list[dict[str, Any]]
+) -> None:
+    assert admits_egress(postgres_docs, {"ip": "10.30.4.20"}, 5432)
+    assert not admits_egress(postgres_docs, {"ip": "10.30.5.20"}, 5432)
+    assert not admits_egress(production_docs, {"ip": "10.30.4.20"}, 5432)  # SQLite: no database egress
+
+
+def test_without_egress_rules_the_policy_leaves_egress_open(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "networkPolicy.egress=null")
+    assert only(docs, "NetworkPolicy")["spec"]["policyTypes"] == ["Ingress"]
+    assert admits_egress(docs, OTEL_COLLECTOR, 4318)
 
 
 # --- NOTES.txt ----------------------------------------------------------------------------------

@@ -26,6 +26,24 @@ app.kubernetes.io/name: {{ include "aql-mcp.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The `helm test` pod's labels: not the selector labels, so the Service never selects it. */}}
+{{- define "aql-mcp.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "aql-mcp.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The TCP port a URL reaches: the one it names, else its scheme's (443 for https, 80 for http), as
+an HTTP client connects; for the NetworkPolicy egress rule of an endpoint in the settings.
+*/}}
+{{- define "aql-mcp.urlPort" -}}
+{{- $url := urlParse . }}
+{{- if regexMatch ":[0-9]+$" $url.host }}{{ regexFind "[0-9]+$" $url.host }}
+{{- else if eq (lower $url.scheme) "https" }}443
+{{- else }}80
+{{- end }}
+{{- end }}
+
 {{- define "aql-mcp.labels" -}}
 helm.sh/chart: {{ include "aql-mcp.chart" . }}
 {{ include "aql-mcp.selectorLabels" . }}
@@ -98,6 +116,9 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- $metrics := .Values.config.metrics }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not $metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs config.metrics.enabled: the ServiceMonitor would scrape a /metrics the service does not serve" }}
+{{- end }}
+{{- if and .Values.prometheusRule.enabled (not $metrics.enabled) }}
+{{- fail "prometheusRule.enabled needs config.metrics.enabled: the alerts read the /metrics the service would not serve" }}
 {{- end }}
 {{- if and $metrics.port (eq (int $metrics.port) (int .Values.containerPort)) }}
 {{- fail "config.metrics.port must differ from containerPort (leave it null to serve /metrics on the service port)" }}

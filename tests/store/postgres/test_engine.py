@@ -14,7 +14,7 @@ import pytest
 import structlog
 from pydantic import SecretStr
 
-from aql_mcp.exceptions import ConfigError, StoreError
+from aql_mcp.exceptions import ConfigError, SchemaTooNew, StoreError
 from aql_mcp.settings import StoreSettings
 from aql_mcp.store.base import Signal
 from aql_mcp.store.factory import database_password
@@ -41,6 +41,24 @@ async def test_replicas_starting_together_apply_each_migration_once(postgres: Ba
     finally:
         await asyncio.gather(*(store.close() for store in stores))
     assert versions == list(range(1, len(MIGRATIONS) + 1))
+
+
+async def test_a_database_migrated_by_a_newer_release_is_refused_untouched(postgres: Backend) -> None:
+    """A rollback of the image: the older release must not read and write a schema it does not know."""
+    store = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    await store.open()
+    await store.close()
+    connection = await asyncpg.connect(postgres.url)
+    try:
+        await connection.execute("INSERT INTO schema_version VALUES ($1)", len(MIGRATIONS) + 1)
+        older = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+        with pytest.raises(SchemaTooNew) as refused:
+            await older.open()  # which closes its pool again
+        versions = [row[0] for row in await connection.fetch("SELECT version FROM schema_version ORDER BY version")]
+    finally:
+        await connection.close()
+    assert (refused.value.found, refused.value.known) == (len(MIGRATIONS) + 1, len(MIGRATIONS))
+    assert versions == list(range(1, len(MIGRATIONS) + 2))
 
 
 async def test_the_statement_cache_can_be_off_for_pgbouncer_transaction_mode(postgres: Backend) -> None:

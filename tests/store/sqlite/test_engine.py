@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from aql_mcp.exceptions import StoreError
+from aql_mcp.exceptions import SchemaTooNew, StoreError
 from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
 from tests.store.test_base import admit, record, seqs
 
@@ -53,6 +53,42 @@ async def test_reopening_does_not_migrate_again_and_keeps_the_data(sqlite: Sqlit
         assert await seqs(reopened, "s1", "g") == [1]
     finally:
         await reopened.close()
+
+
+async def test_a_store_migrated_by_a_newer_release_is_refused_untouched(sqlite: SqliteStore, db_path: Path) -> None:
+    """A rollback of the image: the older release must not read and write a schema it does not know."""
+    assert await admit(sqlite, record("s1")) == "created"
+    await sqlite.close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO schema_version VALUES (?)", (len(MIGRATIONS) + 1,))
+    older = SqliteStore(db_path)
+    with pytest.raises(SchemaTooNew) as refused:
+        await older.open()
+    await older.close()
+    assert (refused.value.found, refused.value.known) == (len(MIGRATIONS) + 1, len(MIGRATIONS))
+    assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 2))
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
+
+
+async def test_an_online_backup_of_a_store_in_use_opens_with_its_data(sqlite: SqliteStore, db_path: Path) -> None:
+    """docs/operations.md: the backup API copies the file while the service keeps its connections."""
+    assert await admit(sqlite, record("s1")) == "created"
+    copy = db_path.with_name("backup.sqlite3")
+    source, target = sqlite3.connect(db_path), sqlite3.connect(copy)
+    with source, target:
+        source.backup(target)
+        assert target.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    source.close()
+    target.close()
+    assert await admit(sqlite, record("s2")) == "created"  # the service kept writing
+    restored = SqliteStore(copy)
+    await restored.open()
+    try:
+        assert await restored.get_session("s1") == record("s1")
+        assert await restored.get_session("s2") is None
+    finally:
+        await restored.close()
 
 
 def test_migrate_is_idempotent() -> None:

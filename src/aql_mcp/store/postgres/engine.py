@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import asyncpg
 import structlog
 
-from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
+from aql_mcp.exceptions import ConfigError, SchemaTooNew, StoreError, UpstreamUnavailable
 from aql_mcp.store.postgres.schema import migrate
 
 T = TypeVar("T")
@@ -100,6 +100,9 @@ class PostgresEngine:
         except FAILURES as exc:
             await self.close()
             raise _translated(exc) from exc
+        except SchemaTooNew:
+            await self.close()
+            raise
         except ValueError:
             # asyncpg's message about a malformed URL may quote it, password included: not repeated.
             await self.close()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from aql_mcp.exceptions import SchemaTooNew
+
 # pg_advisory_xact_lock key of the migrations: any constant, the same in every release.
 MIGRATION_LOCK = 0x61716C6D6370  # "aqlmcp"
 
@@ -262,11 +264,17 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 async def migrate(connection: asyncpg.Connection) -> int:
-    """Apply the migrations the database lacks; return the schema version reached."""
+    """Apply the migrations the database lacks; return the schema version reached.
+
+    A database migrated past the last version known here (a newer release wrote it) is refused with
+    `SchemaTooNew`, untouched.
+    """
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
         await connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         current = await connection.fetchval("SELECT coalesce(max(version), 0) FROM schema_version")
+        if current > len(MIGRATIONS):
+            raise SchemaTooNew(found=current, known=len(MIGRATIONS))
         for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
             await connection.execute(script)
             await connection.execute("INSERT INTO schema_version VALUES ($1)", version)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from aql_mcp.exceptions import SchemaTooNew
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: sessions and the SSE event log (resumability, MCP 2025-11-25 transports)
     """
@@ -276,6 +278,9 @@ MIGRATIONS: tuple[str, ...] = (
 def migrate(db: sqlite3.Connection) -> int:
     """Apply the migrations this file is newer by; return the schema version reached.
 
+    A file migrated past the last version known here (a newer release wrote it) is refused with
+    `SchemaTooNew`, untouched.
+
     Run on the writer connection before any other statement; its IMMEDIATE transaction also keeps a
     second process starting on the same file from applying the same migration twice.
     """
@@ -283,6 +288,8 @@ def migrate(db: sqlite3.Connection) -> int:
     db.execute("BEGIN IMMEDIATE")
     try:
         current = db.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+        if current > len(MIGRATIONS):
+            raise SchemaTooNew(found=current, known=len(MIGRATIONS))
         for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
             for statement in (s for s in script.split(";") if s.strip()):
                 db.execute(statement)
