@@ -80,7 +80,14 @@ def _pointers(document: Path) -> list[str]:
         found.append(match.group(0))
     if document.suffix == ".md":
         found += [link for link in LINK.findall(text) if "://" not in link and not link.startswith("mailto:")]
-    return [reference for reference in found if not PLACEHOLDER.search(reference)]
+    return [reference for reference in found if not PLACEHOLDER.search(reference) and _names_a_file(reference)]
+
+
+def _names_a_file(reference: str) -> bool:
+    """A file with a suffix, a Dockerfile or Makefile, or a folder written with its slash: what is
+    left (`deploy/aql-mcp` in a kubectl command) names something else."""
+    last = reference.rstrip("/").rsplit("/", 1)[-1]
+    return "." in last or last in READ_NAMES or reference.endswith("/")
 
 
 def test_every_path_named_in_the_repository_exists() -> None:
