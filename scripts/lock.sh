@@ -19,8 +19,9 @@
 #
 # The resolution is universal (every platform marker kept) for CPython 3.11, and each pin lists the
 # hashes of all of that version's files, so one lock serves Linux x86_64 and aarch64 (the image may
-# be built on arm64). uv comes from the dev lock (.venv/bin/uv) and asks PyPI only: it does not read
-# pip's configuration, so no machine-local mirror or wheel directory leaks into the lock.
+# be built on arm64). uv comes from the dev lock (.venv/bin/uv) and asks its default index, PyPI
+# (or UV_DEFAULT_INDEX when set): it does not read pip's configuration, and --no-config skips uv's
+# own, so no machine-local mirror or wheel directory leaks into the lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV="${UV:-.venv/bin/uv}"
@@ -29,13 +30,13 @@ OUT=requirements
 
 compile() {
   "$UV" pip compile --quiet --universal --python-version "$PYTHON_VERSION" --generate-hashes \
-    --index-url https://pypi.org/simple --no-config \
+    --no-config \
     --custom-compile-command "make lock" "$@"
 }
 
 # [build-system].requires, read with the standard library (one source: pyproject.toml) and given
 # on standard input ("-"), which keeps a temporary file's name out of the lock's annotations.
-build_requires=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+build_requires=$("${PYTHON:-python3}" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 
 compile - -o "$OUT/build.txt" <<<"$build_requires"
 compile pyproject.toml -o "$OUT/runtime.txt"
