@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# aql-mcp: the service image. Three stages: wheels are built, a virtual environment is installed
-# from those wheels alone, and only that environment is copied onto a clean runtime base: no
-# compiler, pip cache, build tool, source tree or test ends up in the final image.
+# aql-mcp: the service image. Three stages: the dependencies' wheels are taken from the hashed lock
+# (requirements/, nothing resolved) and the service's wheel is built, a virtual environment is
+# installed from those wheels alone, and only that environment is copied onto a clean runtime base:
+# no compiler, pip cache, build tool, source tree or test ends up in the final image.
 #
 #   docker build -t aql-mcp:0.1.0 --build-arg VERSION=0.1.0 --build-arg SOURCE=<repository URL> \
 #     --build-arg REVISION=$(git rev-parse HEAD) .
@@ -16,18 +17,30 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+# Nothing is resolved here: every file comes from the hashed lock (requirements/, `make lock`).
+# --require-hashes refuses a file whose sha256 is not in the lock, --no-deps takes the lock's list as
+# the whole closure, and --only-binary keeps compilers out (the lock has wheels for x86_64 and aarch64).
+COPY requirements/build.txt requirements/runtime.txt ./requirements/
+RUN python3 -m venv /build \
+    && /build/bin/python -m pip install --require-hashes --no-deps --only-binary :all: -r requirements/build.txt \
+    && /build/bin/python -m pip wheel --wheel-dir /wheels --require-hashes --no-deps --only-binary :all: \
+       -r requirements/runtime.txt
 COPY pyproject.toml README.md ./
 COPY src ./src
-# The service's wheel and the wheels of everything it depends on (binary wheels from the index).
-RUN python3 -m pip wheel --wheel-dir /wheels .
+# The service's own wheel, by the locked build backend installed above (no isolated build downloads).
+RUN /build/bin/python -m pip wheel --wheel-dir /wheels --no-deps --no-build-isolation .
 
 FROM ${PYTHON_IMAGE} AS install
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels /wheels
-# From the wheels only (--no-index), then the installer itself leaves the environment.
+COPY --from=build /src/requirements/runtime.txt /requirements/runtime.txt
+# From the wheels only (--no-index), checked against the lock again, then the service's wheel; then the
+# installer itself leaves the environment.
 RUN python3 -m venv /opt/aql-mcp \
-    && /opt/aql-mcp/bin/python -m pip install --no-index --find-links /wheels /wheels/aql_mcp-*.whl \
+    && /opt/aql-mcp/bin/python -m pip install --no-index --find-links /wheels --require-hashes --no-deps \
+       -r /requirements/runtime.txt \
+    && /opt/aql-mcp/bin/python -m pip install --no-index --no-deps /wheels/aql_mcp-*.whl \
     && /opt/aql-mcp/bin/python -m pip uninstall --yes pip setuptools \
     && /opt/aql-mcp/bin/aql-mcp --version
 

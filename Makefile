@@ -2,52 +2,68 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
+# Installs come from the hashed lock files under requirements/ (scripts/lock.sh) and resolve nothing:
+# --require-hashes pins every file by its sha256, --no-deps takes the lock's list as complete, and the
+# project itself is built with the locked backend (--no-build-isolation) instead of a fresh download.
+LOCKED_INSTALL := $(BIN)/python -m pip install --quiet --require-hashes --no-deps
+RUNTIME_STAMP := $(VENV)/.runtime-stamp
+DEV_STAMP := $(VENV)/.dev-stamp
 
-.PHONY: run test lint typecheck unit conformance bench token-cost image-test clean
+.PHONY: run test lint typecheck unit conformance bench token-cost image-test lock clean
 
-$(VENV): $(STAMP)
+$(VENV): $(DEV_STAMP)
 
-$(STAMP): pyproject.toml
+# `make run` needs the service only: the runtime lock, the build backend and the project (editable).
+$(RUNTIME_STAMP): requirements/build.txt requirements/runtime.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(LOCKED_INSTALL) -r requirements/build.txt
+	$(LOCKED_INSTALL) -r requirements/runtime.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(RUNTIME_STAMP)
 
-run: $(STAMP)
+# The checks add the development tools on top (dev.txt holds the runtime pins too, at the same versions).
+$(DEV_STAMP): $(RUNTIME_STAMP) requirements/dev.txt
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(LOCKED_INSTALL) -r requirements/dev.txt
+	touch $(DEV_STAMP)
+
+run: $(RUNTIME_STAMP)
 	$(BIN)/aql-mcp serve --dev --port $(PORT)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 # The store tests run on SQLite and on a throwaway PostgreSQL the suite starts (scripts/postgres.sh);
 # the console's browser test on Debian's chromium (scripts/chromium.sh; AQL_MCP_TEST_SKIP_BROWSER=1 skips it).
-unit: $(STAMP)
+unit: $(DEV_STAMP)
 	scripts/postgres.sh install
 	test "$$AQL_MCP_TEST_SKIP_BROWSER" = 1 || scripts/chromium.sh install
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit
 
-conformance: $(STAMP)
+conformance: $(DEV_STAMP)
 	scripts/conformance.sh --serve
 
 # Load benchmark against the official SDK and a bare Starlette ceiling (bench/README.md); REPS=3 optional.
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	bench/run.sh
 
 # Token cost of tools/list in each MCP-AQL endpoint mode against discrete tools; writes bench/TOKENS.md.
-token-cost: $(STAMP)
+token-cost: $(DEV_STAMP)
 	$(BIN)/python scripts/token_cost.py --output bench/TOKENS.md
 
 # Build the Dockerfile with podman and run the image read-only as non-root (slow; not in `make test`).
 image-test:
 	scripts/image-test.sh
+
+# Regenerate the lock files from pyproject.toml (and requirements/*.in): the one step that resolves.
+lock: $(DEV_STAMP)
+	scripts/lock.sh
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache state

@@ -5,7 +5,8 @@
 #   DURATION=30 RATE=100 bench/profile.sh
 #   SOURCE=bench/results/latest/src bench/profile.sh   # the code a `make bench` run served
 #
-# py-spy goes into its own venv under .tools/ (gitignored) the first time; it needs root (ptrace).
+# py-spy goes into its own venv under .tools/ (gitignored) the first time, from the hashed lock
+# requirements/profile.txt; it needs root (ptrace).
 # The service runs as in `make bench` (bench/service.yaml) on CPU 0; wrk and py-spy on CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,8 @@ if ! command -v wrk >/dev/null; then
 fi
 if [ ! -x "$SPY_VENV/bin/py-spy" ]; then
   python3 -m venv "$SPY_VENV"
-  "$SPY_VENV/bin/pip" install -q py-spy
+  # The version and file hashes of requirements/profile.txt (`make lock`): nothing resolved.
+  "$SPY_VENV/bin/pip" install -q --require-hashes --no-deps -r requirements/profile.txt
 fi
 
 "$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \

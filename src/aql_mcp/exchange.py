@@ -19,14 +19,7 @@ from aql_mcp.exceptions import CapabilityNotDeclared, InvalidRequest, ShuttingDo
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result
 from aql_mcp.responses import send_body
 from aql_mcp.sessions import PendingRequest, Session
-
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    # Proxies (nginx, the corporate gateway) must not buffer the stream.
-    (b"x-accel-buffering", b"no"),
-]
-KEEPALIVE = b": keep-alive\n\n"
+from aql_mcp.sse import HEADERS, KEEPALIVE
 
 
 class ClientRequestFailed(ToolError):
@@ -45,7 +38,7 @@ class Connection:
         self.last_write = time.monotonic()
 
     async def start(self, headers: list[tuple[bytes, bytes]]) -> None:
-        await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
+        await self._send({"type": "http.response.start", "status": 200, "headers": HEADERS + headers})
 
     async def write(self, chunk: bytes) -> None:
         if self.ended.is_set():

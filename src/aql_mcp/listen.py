@@ -31,9 +31,8 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.events import format_event
 from aql_mcp.exceptions import MissingToken
-from aql_mcp.exchange import KEEPALIVE, Connection
+from aql_mcp.exchange import Connection
 from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
 from aql_mcp.listeners import Listener, Listeners
 from aql_mcp.logging import bind_log_context
@@ -42,6 +41,7 @@ from aql_mcp.protocol.resources import readable
 from aql_mcp.protocol.versions import META_SERVER_INFO, Era
 from aql_mcp.registry import Registry
 from aql_mcp.scope import principal_of
+from aql_mcp.sse import KEEPALIVE, format_event
 from aql_mcp.subscription import ACKNOWLEDGED, META_SUBSCRIPTION_ID, Change, parse_filter
 
 LISTEN = "subscriptions/listen"

@@ -14,12 +14,11 @@ from typing import Any
 
 from starlette.types import Send
 
-from aql_mcp.events import format_event
 from aql_mcp.exceptions import InvalidParams, MissingClientCapability
-from aql_mcp.exchange import KEEPALIVE, SSE_HEADERS
 from aql_mcp.jsonrpc.messages import encode_notification
 from aql_mcp.responses import send_body
 from aql_mcp.rounds import ASKING_METHODS, InputRound
+from aql_mcp.sse import HEADERS, KEEPALIVE, format_event
 
 
 class Reply:
@@ -48,7 +47,7 @@ class Reply:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if not self.streaming:
             self.streaming = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self._send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             if self._keepalive > 0:
                 self._keeping = asyncio.get_running_loop().create_task(self._keep_alive())
         await self._write(format_event(None, encode_notification(method, params)), more=True)

@@ -48,6 +48,7 @@ from aql_mcp.protocol.versions import Era
 from aql_mcp.responses import error_object, send_body, send_empty, send_error
 from aql_mcp.scope import header, principal_of, request_id_of
 from aql_mcp.sessions import Cancellable, Session, SessionManager
+from aql_mcp.sse import format_retry
 from aql_mcp.statuses import dispatched_status
 from aql_mcp.telemetry import Telemetry
 
@@ -117,7 +118,7 @@ class StreamableHTTPEndpoint:
             log.info("client_waits_interrupted", calls=waiting)
         for connection in list(self.connections):
             if connection.standing:
-                await connection.write(b": shutting down\nretry: " + str(retry_ms).encode("ascii") + b"\n\n")
+                await connection.write(format_retry(retry_ms, comment="shutting down"))
                 await connection.end()
 
     async def keepalive(self, idle: float) -> None:

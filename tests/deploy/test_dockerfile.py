@@ -178,8 +178,28 @@ def test_healthcheck_passes_against_a_running_server_and_fails_without_one(
         assert result.returncode == expected, result.stderr
 
 
-def test_dockerignore_sends_only_the_package_to_the_build() -> None:
+def test_dockerignore_sends_only_the_package_and_its_runtime_lock_to_the_build() -> None:
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines() if line.strip()]
     patterns = [line for line in lines if not line.startswith("#")]
     assert patterns[0] == "*"
-    assert {line[1:].rstrip("/") for line in patterns if line.startswith("!")} == {"pyproject.toml", "README.md", "src"}
+    sent = {line[1:].rstrip("/") for line in patterns if line.startswith("!")}
+    assert sent == {"pyproject.toml", "README.md", "src", "requirements/build.txt", "requirements/runtime.txt"}
+
+
+def test_build_installs_from_the_hashed_lock_and_resolves_nothing(
+    dockerfile: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """Every pip step before the last stage takes the lock's files by hash (requirements/, `make lock`),
+    the project's own wheel is built by the locked backend, and the install stage reads no index."""
+    runs = [run for stage in dockerfile[1][:-1] for run in stage.all("RUN")]
+    steps = [step for run in runs for step in run.split("&&") if re.search(r"pip (install|wheel)", step)]
+    assert any("-r requirements/runtime.txt" in step and "pip wheel" in step for step in steps)
+    assert any("-r requirements/build.txt" in step for step in steps)
+    for step in steps:
+        assert "--no-deps" in step, step
+        if "-r " in step:
+            assert "--require-hashes" in step, step
+        else:  # the service's own wheel: built or installed without pulling anything
+            assert "--no-build-isolation" in step or "--no-index" in step, step
+    install = dockerfile[1][-2]
+    assert all("--no-index" in step for run in install.all("RUN") for step in run.split("&&") if "pip install" in step)

@@ -1,0 +1,40 @@
+"""The Server-Sent Events wire format of the MCP streams, written in this one place.
+
+Every SSE byte the MCP transport sends (2025-11-25 POST and GET streams, the 2026-07-28 replies and
+`subscriptions/listen`) is framed here: an event is its `id`, `retry` and `data` fields followed by a
+blank line, a comment line starts with a colon (HTML Living Standard, "Server-sent events", event
+stream interpretation). The operator console's stream is framed by sse-starlette instead, and
+docs/eras.md ("Why the MCP streams do not use sse-starlette") says why these are not.
+"""
+
+from __future__ import annotations
+
+HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    # Proxies (nginx, the corporate gateway) must not buffer the stream.
+    (b"x-accel-buffering", b"no"),
+]
+# A comment: clients ignore it, proxies see traffic on an idle connection and keep it open.
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def format_event(event_id: str | None, data: bytes, retry_ms: int | None = None) -> bytes:
+    """One event carrying one JSON-RPC message (`data`), with its resumption id and retry hint when given.
+
+    orjson never emits a raw newline (a newline in a string is escaped), so one data line suffices.
+    """
+    lines = []
+    if event_id is not None:
+        lines.append(b"id: " + event_id.encode("ascii"))
+    if retry_ms is not None:
+        lines.append(b"retry: " + str(retry_ms).encode("ascii"))
+    lines.append(b"data: " + data)
+    return b"\n".join(lines) + b"\n\n"
+
+
+def format_retry(retry_ms: int, *, comment: str | None = None) -> bytes:
+    """The retry hint alone, before a connection ends: when the client should reconnect, and no event
+    (an event here would carry an id the client then resumes from, or an empty message)."""
+    prefix = b": " + comment.encode("ascii") + b"\n" if comment is not None else b""
+    return prefix + b"retry: " + str(retry_ms).encode("ascii") + b"\n\n"
