@@ -9,6 +9,10 @@
 # build stage) and the host's CA bundle, passed as the Dockerfile's PYTHON_IMAGE build argument.
 # BASE_IMAGE=<image> uses that base instead (e.g. python:3.11-slim where a registry is reachable).
 #
+# Then the plugin pattern: examples/greeter-plugin/Dockerfile layers the example plugin package onto
+# the image just built; the layered image serves the plugin through its entry point, with its
+# setting from the environment, and still has no pip.
+#
 # Needs root and Debian's podman, buildah, runc and debootstrap (installed when missing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +22,11 @@ STAND_IN="localhost/aql-mcp-test-base:bookworm-py311"
 BASE_IMAGE="${BASE_IMAGE:-}"
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE="localhost/aql-mcp:$VERSION-test"
+PLUGIN_IMAGE="localhost/aql-mcp-greeter:$VERSION-test"
 NAME="aql-mcp-image-test-$$"
 PORT="${IMAGE_TEST_PORT:-18431}"
+# The chart gives /metrics a port of its own (config.metrics.port, 9090 in the container).
+METRICS_PORT=$((PORT + 1))
 TOKEN="image-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 passed=0
 failed=0
@@ -72,6 +79,14 @@ build() {
     -t "$IMAGE" -f Dockerfile . >"$TOOLS/build.log" 2>&1 || { tail -30 "$TOOLS/build.log" >&2; return 1; }
 }
 
+build_plugin() {  # the documented pattern, from the example's own directory as its users build it
+  echo "image-test: layering examples/greeter-plugin onto $IMAGE" >&2
+  podman build --format docker --network host --pull=never --layers \
+    --build-arg "PYTHON_IMAGE=${BASE_IMAGE:-$STAND_IN}" --build-arg "AQL_MCP_IMAGE=$IMAGE" \
+    -t "$PLUGIN_IMAGE" -f examples/greeter-plugin/Dockerfile examples/greeter-plugin \
+    >"$TOOLS/build-plugin.log" 2>&1 || { tail -30 "$TOOLS/build-plugin.log" >&2; return 1; }
+}
+
 # probe URL [BODY [TOKEN]]: prints the HTTP status (0 when unreachable) and, for a POST, whether an
 # MCP-Session-Id came back. Python's urllib: the same tool the image's HEALTHCHECK uses.
 probe() {
@@ -90,6 +105,36 @@ except urllib.error.HTTPError as exc:
 except OSError:
     status, session = 0, False
 print(f"{status} {session}" if body else status)
+PY
+}
+
+# call_tool URL TOKEN NAME ARGUMENTS_JSON: a session (initialize, initialized), then tools/call;
+# prints the first content block's text (empty on any failure).
+call_tool() {
+  python3 - "$@" <<'PY'
+import json, sys, urllib.request
+url, token, name, arguments = sys.argv[1:5]
+headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"}
+def post(message):
+    request = urllib.request.Request(url, data=json.dumps(message).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read().decode()
+        session = response.headers.get("mcp-session-id")
+    if body.lstrip().startswith("{") or not body.strip():
+        return session, json.loads(body) if body.strip() else None
+    data = [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
+    return session, json.loads(data[-1])
+try:
+    session, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+                       "capabilities": {}, "clientInfo": {"name": "image-test", "version": "1"}}})
+    headers["MCP-Session-Id"] = session
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    _, answer = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": name, "arguments": json.loads(arguments)}})
+    print(answer["result"]["content"][0]["text"])
+except Exception:
+    print("")
 PY
 }
 
@@ -134,13 +179,14 @@ TOOLS_PYTHON="$ROOT/.tools/deploy/venv/bin/python"
   { echo "image-test: cannot render the chart's config file" >&2; exit 1; }
 podman volume create "$NAME-state" >/dev/null
 podman run "${RUN_OPTS[@]}" -d --name "$NAME" --read-only --cap-drop ALL --security-opt no-new-privileges \
-  -p "127.0.0.1:$PORT:8000" -v "$NAME-state:/var/lib/aql-mcp" -v "$TOOLS/config.yaml:/etc/aql-mcp/config.yaml:ro" \
+  -p "127.0.0.1:$PORT:8000" -p "127.0.0.1:$METRICS_PORT:9090" \
+  -v "$NAME-state:/var/lib/aql-mcp" -v "$TOOLS/config.yaml:/etc/aql-mcp/config.yaml:ro" \
   "$IMAGE" --config /etc/aql-mcp/config.yaml >/dev/null
 check "the service becomes ready (read-only root, uid 10001, no capabilities)" wait_ready
 [ "$passed" -gt 0 ] || podman logs "$NAME" 2>&1 | tail -20 >&2
 check "GET /health is 200" test "$(probe "http://127.0.0.1:$PORT/health")" = 200
 check "GET /ready is 200" test "$(probe "http://127.0.0.1:$PORT/ready")" = 200
-check "GET /metrics is 200" test "$(probe "http://127.0.0.1:$PORT/metrics")" = 200
+check "GET /metrics on the metrics port is 200" test "$(probe "http://127.0.0.1:$METRICS_PORT/metrics")" = 200
 INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"image-test","version":"1"}}}'
 check "POST /mcp without a token is 401" test "$(probe "http://127.0.0.1:$PORT/mcp" "$INIT")" = "401 False"
 check "POST /mcp initialize with a token is 200 with a session" \
@@ -155,3 +201,26 @@ stops_cleanly() {
   [ "$(podman inspect -f '{{.State.ExitCode}}' "$NAME")" = 0 ]
 }
 check "SIGTERM stops the service cleanly (exit 0) within the grace period" stops_cleanly
+
+# --- a plugin layered into the image (examples/greeter-plugin/Dockerfile, docs/plugins.md) -------
+podman rm --force --time 0 "$NAME" >/dev/null 2>&1
+check "the plugin layers onto the image" build_plugin
+in_plugin_image() { podman run "${RUN_OPTS[@]}" --rm --read-only --entrypoint /bin/sh "$PLUGIN_IMAGE" -c "$1"; }
+check "no pip in the layered image" in_plugin_image '! test -e /opt/aql-mcp/bin/pip && ! /opt/aql-mcp/bin/python -c "import pip"'
+check "the layered image runs as uid 10001 with the service's entrypoint" \
+  test "$(podman image inspect -f '{{.Config.User}} {{json .Config.Entrypoint}}' "$PLUGIN_IMAGE")" = \
+  "10001:10001 $(podman image inspect -f '{{json .Config.Entrypoint}}' "$IMAGE")"
+check "check-config lists the plugin from its entry point" in_plugin_image \
+  'aql-mcp check-config --dev | grep -q "plugin greeter: greeter_plugin:plugin (entry point greeter of greeter-plugin "'
+podman run "${RUN_OPTS[@]}" -d --name "$NAME" --read-only --cap-drop ALL --security-opt no-new-privileges \
+  -p "127.0.0.1:$PORT:8000" -v "$NAME-state:/var/lib/aql-mcp" -v "$TOOLS/config.yaml:/etc/aql-mcp/config.yaml:ro" \
+  -e AQL_MCP_PLUGINS__GREETER__GREETING=Salut "$PLUGIN_IMAGE" --config /etc/aql-mcp/config.yaml >/dev/null
+check "the layered image becomes ready" wait_ready
+greets() {  # greets TOOL ARGUMENTS: the plugin's answer carries the greeting its setting gives
+  call_tool "http://127.0.0.1:$PORT/mcp" "$TOKEN" "$1" "$2" | grep -q 'Salut, Ada!'
+}
+check "the plugin's tool answers through /mcp, with its setting from the environment" \
+  greets greeting '{"name": "Ada"}'
+check "the plugin's MCP-AQL operation answers through /mcp" \
+  greets mcp_aql_read '{"operation": "greet", "params": {"name": "Ada"}}'
+check "SIGTERM stops the layered image cleanly" stops_cleanly

@@ -271,3 +271,90 @@ def test_serve_refuses_to_start_on_a_store_a_newer_release_migrated(tmp_path: Pa
     assert done.returncode != 0
     assert "SchemaTooNew" in done.stdout + done.stderr
     assert "1000" in done.stdout + done.stderr
+
+
+# --- check-config as CI runs it: the real command, its exit code and message (issue 15) ----------
+
+TUNED = "tests.support.tuned:plugin"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`aql-mcp ARGS` in a process of its own, with only the AQL_MCP_ variables given here."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("AQL_MCP_")}
+    environ = {**clean, "AQL_MCP_STORE__PATH": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), **(env or {})}
+    command = [str(Path(sys.executable).parent / "aql-mcp"), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=60, check=False)
+
+
+def refused(result: subprocess.CompletedProcess[str], *names: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    for name in names:
+        assert name in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "configuration ok" not in result.stdout
+
+
+def test_check_config_lists_each_plugin_with_where_it_came_from(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{TUNED}"]', "AQL_MCP_PLUGINS__TUNED__LEVEL": "3"}
+    result = run_cli(tmp_path, "check-config", "--dev", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"plugin tuned: {TUNED} (server.plugins)" in result.stdout
+    assert "plugin records: aql_mcp.plugins.records:plugin (server.builtin_plugins)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "names"),
+    [
+        ("AQL_MCP_PLUGINS__TUNED__LEVEL", "9", ("plugins.tuned.level", "AQL_MCP_PLUGINS__TUNED__LEVEL")),
+        ("AQL_MCP_PLUGINS__TUNED__LEVLE", "2", ("plugins.tuned.levle", "AQL_MCP_PLUGINS__TUNED__LEVLE")),
+        ("AQL_MCP_PLUGINS__TUNDE__LEVEL", "2", ("plugins.tunde", "AQL_MCP_PLUGINS__TUNDE")),
+        ("AQL_MCP_PLUGINS__RECORDS__LEVEL", "2", ("plugins.records", "AQL_MCP_PLUGINS__RECORDS")),
+    ],
+)
+def test_check_config_refuses_a_wrong_plugin_setting_naming_it(
+    tmp_path: Path, variable: str, value: str, names: tuple[str, ...]
+) -> None:
+    """A value the plugin's model rejects, an unknown key, a section for a plugin that is not
+    loaded, and one for a plugin that takes no settings."""
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{TUNED}"]', variable: value}
+    refused(run_cli(tmp_path, "check-config", "--dev", env=env), *names)
+
+
+def test_check_config_refuses_a_plugin_setting_from_the_config_file(tmp_path: Path) -> None:
+    config = write_config(tmp_path, f"server:\n  plugins: ['{TUNED}']\nplugins:\n  tuned:\n    level: 0\n")
+    refused(run_cli(tmp_path, "check-config", "--dev", "--config", str(config)), "plugins.tuned.level")
+
+
+def test_serve_refuses_a_wrong_plugin_setting_before_it_listens(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{TUNED}"]', "AQL_MCP_PLUGINS__TUNED__LEVEL": "9"}
+    result = run_cli(tmp_path, "serve", "--dev", "--port", str(free_port()), env=env)
+    refused(result, "plugins.tuned.level", "AQL_MCP_PLUGINS__TUNED__LEVEL")
+
+
+def test_check_config_refuses_a_plugin_trusted_above_the_cap_saying_what_it_would_run_at(tmp_path: Path) -> None:
+    """`serve` lowers such a plugin with a warning; the CI gate fails instead (MCP-AQL adapter trust)."""
+    env = {"AQL_MCP_SERVER__PLUGINS": '["tests.support.self_certified:plugin"]'}
+    result = run_cli(tmp_path, "check-config", "--dev", env=env)
+    refused(result, "self-certified", "'certified'", "'community_reviewed'", "aql.plugin_trust.self-certified")
+
+
+@pytest.mark.parametrize("trust", ["certified", "validated"])
+def test_check_config_accepts_an_explicit_trust_for_the_plugin_even_above_the_cap(tmp_path: Path, trust: str) -> None:
+    env = {
+        "AQL_MCP_SERVER__PLUGINS": '["tests.support.self_certified:plugin"]',
+        "AQL_MCP_AQL__PLUGIN_TRUST": f'{{"self-certified": "{trust}"}}',
+    }
+    result = run_cli(tmp_path, "check-config", "--dev", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "self-certified" in result.stdout
+
+
+def test_check_config_accepts_a_plugin_within_a_raised_cap(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__PLUGINS": '["tests.support.self_certified:plugin"]', "AQL_MCP_AQL__MAX_TRUST": "certified"}
+    assert run_cli(tmp_path, "check-config", "--dev", env=env).returncode == 0
+
+
+def test_check_config_refuses_disabling_a_plugin_no_package_offers(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["greeter"]'}
+    refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "greeter")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import structlog
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -42,6 +43,7 @@ from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.base import BackgroundPlugin
 from aql_mcp.plugins.loader import legacy_dispatcher, load_plugins
+from aql_mcp.plugins.sources import plugin_sources
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
@@ -57,6 +59,7 @@ from aql_mcp.telemetry import Telemetry
 from aql_mcp.tracing import Tracing
 from aql_mcp.transport import StreamableHTTPEndpoint
 
+log = structlog.get_logger("aql_mcp.plugins")
 Endpoint = Callable[[Request], Awaitable[Response]]
 # What a caller without a token may do when `auth.anonymous_listing` is on (corporate §7.1 MAY).
 # `server/discover` is the modern era's counterpart of `initialize` (docs/eras.md).
@@ -79,7 +82,10 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     registry = Registry()
     store = open_store(settings)
     share = ReplicaShare()
-    plugins = load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
+    sources = plugin_sources(settings)
+    plugins = load_plugins(sources, registry, settings, store, telemetry)
+    for plugin, source in zip(plugins, sources, strict=True):
+        log.info("plugin_loaded", plugin=plugin.name, source=source.origin, path=source.path)
     background = [plugin for plugin in plugins if isinstance(plugin, BackgroundPlugin)]
     sessions = SessionManager(
         store,

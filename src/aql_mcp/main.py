@@ -25,7 +25,8 @@ from aql_mcp.console.passcode import code_path, current_code
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.file_limit import fit_connections, raise_file_limit
 from aql_mcp.logging import configure_logging
-from aql_mcp.plugins.loader import load_plugins
+from aql_mcp.plugins.loader import check_trust, load_plugins
+from aql_mcp.plugins.sources import plugin_sources
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.shutdown import Companion, DrainingServer
@@ -223,14 +224,19 @@ def dev_token(args: argparse.Namespace) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
-    """The settings, and every plugin imported and registered as `serve` would (the store built but
-    never opened, nothing started), so a plugin that cannot load fails here rather than in the pod."""
+    """The settings, and every plugin imported, configured and registered as `serve` would (the store
+    built but never opened, nothing started), so a plugin that cannot load fails here rather than in
+    the pod; so does a plugin that `serve` would run with less trust than it declares."""
     settings = _settings(args)
-    plugins = load_plugins(settings.plugin_paths, Registry(), settings, open_store(settings))
+    sources = plugin_sources(settings)
+    plugins = load_plugins(sources, Registry(), settings, open_store(settings))
+    check_trust(plugins, settings)
     print(
         f"configuration ok: {settings.server.name} on {settings.server.host}:{settings.server.port}, "
         f"dev={settings.server.dev}, plugins={[plugin.name for plugin in plugins]}"
     )
+    for plugin, source in zip(plugins, sources, strict=True):
+        print(f"  plugin {plugin.name}: {source.path} ({source.origin})")
     return 0
 
 

@@ -10,7 +10,8 @@ change between releases, this module's names may not without a CHANGELOG entry. 
   `PromptArgument`, `Resource`, `ResourceTemplate`, and the handler context `Context`.
 - Content helpers: `text`, `image`, `audio`, `text_contents`, `blob_contents`, `embedded`, `message`.
 - What a plugin is: `Plugin` (tools, prompts, resources) and `OperationsPlugin` (operations), with
-  the objects they are given, `Registry` and `PluginOperations`.
+  the objects they are given, `Registry` and `PluginOperations`; `ConfigurablePlugin` for a plugin
+  with settings of its own (`settings_model` and `configure`, the `plugins.<name>` section).
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from aql_mcp.operations.models import (
 )
 from aql_mcp.operations.results import OperationError
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.base import OperationsPlugin, Plugin
+from aql_mcp.plugins.base import ConfigurablePlugin, OperationsPlugin, Plugin
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
 
 __all__ = [
     "Call",
     "Category",
+    "ConfigurablePlugin",
     "Content",
     "Context",
     "DangerLevel",

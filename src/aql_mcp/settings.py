@@ -65,6 +65,10 @@ class ServerSettings(Section):
     plugins: tuple[str, ...] = ()
     builtin_plugins: tuple[str, ...] = BUILTIN_PLUGINS
     forwarded_allow_ips: tuple[str, ...] = ()
+    # Installed packages' plugins (entry-point group `aql_mcp.plugins`) load after the two lists
+    # above; off, only the lists load. `disabled_plugins` names entry points to leave out.
+    entry_point_plugins: bool = True
+    disabled_plugins: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -324,6 +328,9 @@ class Settings(BaseSettings):
     executions: ExecutionSettings = ExecutionSettings()
     safety: SafetySettings = SafetySettings()
     console: ConsoleSettings = ConsoleSettings()
+    # `plugins.<name>`: a plugin's own settings, validated by the plugin's `settings_model` when it
+    # loads (plugins/sections.py), so they are free-form here.
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -379,6 +386,9 @@ def field_defaults() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for section, info in Settings.model_fields.items():
         model = info.annotation
+        if section == "plugins":
+            out[section] = {}  # each plugin's model documents its own fields
+            continue
         assert isinstance(model, type)
         assert issubclass(model, BaseModel)
         out[section] = {name: _plain(f) for name, f in model.model_fields.items()}

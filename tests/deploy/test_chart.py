@@ -1232,3 +1232,27 @@ def test_notes_name_the_secret_holding_the_request_state_key(deploy_tools: dict[
     assert "Secret aql-mcp-request-state." in production
     assert "generated" not in production
     assert "2026-07-28" not in notes(deploy_tools, "--set", "config.mcp.modern_era=false")
+
+
+def test_a_plugins_own_settings_pass_through_the_chart_to_check_config(
+    deploy_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    """`config.plugins.<name>` lands in the config file as `plugins.<name>`, where the plugin's own
+    model validates it (issue 15): a good value passes check-config, a bad one fails it by name."""
+    idp = {
+        "AQL_MCP_AUTH__JWKS_URL": "https://idp.example.com/jwks",
+        "AQL_MCP_AUTH__ISSUER": "https://idp.example.com",
+        "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example.com/mcp",
+        "PYTHONPATH": str(ROOT),  # tests.support.tuned, as if installed in the image
+    }
+    for level, code in ((3, 0), (9, 2)):
+        values = {
+            "config": {"server": {"plugins": ["tests.support.tuned:plugin"]}, "plugins": {"tuned": {"level": level}}}
+        }
+        docs = render(deploy_tools, "--values", values_file(tmp_path, values))
+        assert rendered_config(docs)["plugins"] == {"tuned": {"level": level}}
+        config = only(docs, "ConfigMap")["data"]["config.yaml"]
+        result = check_config(config, {**pod_environment(docs), **idp}, tmp_path)
+        assert result.returncode == code, result.stderr
+        assert ("plugins.tuned.level" in result.stderr) is (code == 2)
+        assert "Traceback" not in result.stderr

@@ -22,6 +22,8 @@ from tests.support.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
+# The documented pattern for layering a plugin into the image (docs/plugins.md, "Installing a plugin").
+PLUGIN_DOCKERFILE = ROOT / "examples" / "greeter-plugin" / "Dockerfile"
 STATE_PATH = "/var/lib/aql-mcp"
 
 
@@ -84,8 +86,9 @@ def labels(stage: Stage) -> dict[str, str]:
     return pairs
 
 
-def test_hadolint_passes(deploy_tools: dict[str, Path]) -> None:
-    command = [str(deploy_tools["hadolint"]), "--no-color", "--failure-threshold", "style", str(DOCKERFILE)]
+@pytest.mark.parametrize("path", [DOCKERFILE, PLUGIN_DOCKERFILE], ids=["service", "plugin"])
+def test_hadolint_passes(deploy_tools: dict[str, Path], path: Path) -> None:
+    command = [str(deploy_tools["hadolint"]), "--no-color", "--failure-threshold", "style", str(path)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -203,3 +206,19 @@ def test_build_installs_from_the_hashed_lock_and_resolves_nothing(
             assert "--no-build-isolation" in step or "--no-index" in step, step
     install = dockerfile[1][-2]
     assert all("--no-index" in step for run in install.all("RUN") for step in run.split("&&") if "pip install" in step)
+
+
+def test_the_plugin_layer_adds_files_to_the_service_environment_and_runs_nothing_there(
+    dockerfile: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """The service image has no pip: the plugin is installed in a build stage on the service's own
+    base, and the last stage only copies it into the service's site-packages (issue 15)."""
+    global_args, stages = parse(PLUGIN_DOCKERFILE.read_text(encoding="utf-8"))
+    assert global_args["PYTHON_IMAGE"] == dockerfile[0]["PYTHON_IMAGE"]
+    assert [stage.base for stage in stages] == ["${PYTHON_IMAGE}", "${AQL_MCP_IMAGE}"]
+    build, layer = stages
+    assert any("--require-hashes" in run for run in build.all("RUN"))  # the build backend, pinned
+    assert any("pip install --no-deps --no-index --target /plugin" in run for run in build.all("RUN"))
+    assert [instruction for instruction, _ in layer.instructions] == ["COPY"]
+    venv = final(dockerfile).last("COPY").split()[-1]  # where the service's environment lives
+    assert layer.last("COPY").split()[-2:] == ["/plugin", f"{venv}/lib/python3.11/site-packages/"]

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +56,10 @@ def start_server(
     env: Mapping[str, str] | None = None,
     plugins: tuple[str, ...] = (CONFORMANCE,),
     dev: bool = True,
+    command: Sequence[str] = (sys.executable, "-m", "aql_mcp.main"),
 ) -> Iterator[ServerProcess]:
-    """`aql-mcp serve` on a free port; `dev=False` starts production mode (give it auth settings in `env`)."""
+    """`aql-mcp serve` on a free port; `dev=False` starts production mode (give it auth settings in `env`);
+    `command` is another `aql-mcp` (one installed in a virtual environment of the test's own)."""
     port = free_port()
     log_path = state / "server.log"
     LOGS.add(log_path)
@@ -70,9 +72,9 @@ def start_server(
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
         **(env or {}),
     }
-    command = [sys.executable, "-m", "aql_mcp.main", "serve", "--port", str(port), *(["--dev"] if dev else [])]
+    arguments = [*command, "serve", "--port", str(port), *(["--dev"] if dev else [])]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=environ, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(arguments, env=environ, stdout=log, stderr=subprocess.STDOUT)
     server = ServerProcess(process, port, state, log_path)
     try:
         _wait_healthy(server)

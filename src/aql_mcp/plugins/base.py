@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from aql_mcp.registry import Registry
 
 if TYPE_CHECKING:
@@ -53,3 +55,15 @@ class LegacyMethodsPlugin(Protocol):
     @property
     def task_capability(self) -> dict[str, Any]: ...
     def legacy_methods(self, tools_call: LegacyHandler, tools_list: LegacyHandler) -> dict[str, LegacyHandler]: ...
+
+
+@runtime_checkable
+class ConfigurablePlugin(Protocol):
+    """Takes settings of its own: the `plugins.<name>` section, validated by `settings_model` (a
+    pydantic model class) and handed to `configure` before the plugin registers anything
+    (plugins/sections.py, docs/plugins.md "Plugin settings")."""
+
+    name: str
+    settings_model: type[BaseModel]
+
+    def configure(self, settings: Any) -> None: ...

@@ -14,6 +14,8 @@ from aql_mcp.operations.models import TRUST_LEVELS, TrustLevel
 from aql_mcp.operations.service import AqlService
 from aql_mcp.operations.trust import effective_trust
 from aql_mcp.plugins.base import LegacyMethodsPlugin, OperationsPlugin, Plugin
+from aql_mcp.plugins.sections import configure_plugin, refuse_unknown_sections
+from aql_mcp.plugins.sources import PluginSource
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
@@ -33,6 +35,8 @@ def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"plugin {path!r}: cannot import {module_name} ({exc})") from None
+    except Exception as exc:  # a module that fails while it runs: the plugin is broken, not the service
+        raise ConfigError(f"plugin {path!r}: importing {module_name} failed ({type(exc).__name__}: {exc})") from None
     candidate = getattr(module, attribute, None)
     if candidate is None:
         raise ConfigError(f"plugin {path!r}: {module_name} has no attribute {attribute!r}")
@@ -52,22 +56,27 @@ def import_plugin(path: str, settings: Settings | None = None) -> AnyPlugin:
 
 
 def load_plugins(
-    paths: Iterable[str],
+    sources: Iterable[str | PluginSource],
     registry: Registry,
     settings: Settings | None = None,
     store: Store | None = None,
     telemetry: Telemetry | None = None,
 ) -> list[AnyPlugin]:
-    """Import every plugin and let it register; a duplicate name fails naming both plugins.
+    """Import every plugin, hand each its own settings, and let it register; a duplicate name
+    fails naming both plugins.
 
     The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
     operations loads; without such a plugin the service exposes no MCP-AQL tools.
     """
     settings = settings or Settings()
-    plugins = [import_plugin(path, settings) for path in paths]
+    named = [source if isinstance(source, PluginSource) else PluginSource(source) for source in sources]
+    plugins = [_import(source, settings) for source in named]
+    _refuse_twins(plugins, named)
+    refuse_unknown_sections(settings.plugins, plugins)
     service: AqlService | None = None
     for plugin in plugins:
         registry.plugin = plugin.name
+        configure_plugin(plugin, settings.plugins)
         if isinstance(plugin, Plugin):
             plugin.register(registry)
         if isinstance(plugin, OperationsPlugin):
@@ -84,6 +93,52 @@ def load_plugins(
     registry.plugin = "runtime"
     _check_overrides(plugins, settings)
     return plugins
+
+
+def _import(source: PluginSource, settings: Settings) -> AnyPlugin:
+    """The plugin of one source; an entry point's errors name the package and the entry point."""
+    if source.entry_point is None:
+        return import_plugin(source.path, settings)
+    try:
+        plugin = import_plugin(source.path, settings)
+    except ConfigError as exc:
+        raise ConfigError(f"{source.origin}: {exc}") from None
+    if plugin.name != source.entry_point:
+        raise ConfigError(
+            f"{source.origin} ({source.path}): the plugin is named {plugin.name!r}; an entry point's "
+            "name must be the name of the plugin it loads"
+        )
+    return plugin
+
+
+def _refuse_twins(plugins: list[AnyPlugin], sources: list[PluginSource]) -> None:
+    """Two plugins with one name would share a `plugins.<name>` section and a trust override."""
+    seen: dict[str, PluginSource] = {}
+    for plugin, source in zip(plugins, sources, strict=True):
+        first = seen.setdefault(plugin.name, source)
+        if first is not source:
+            raise ConfigError(
+                f"plugin name {plugin.name!r} is loaded twice: {first.path} ({first.origin}) "
+                f"and {source.path} ({source.origin})"
+            )
+
+
+def check_trust(plugins: Iterable[AnyPlugin], settings: Settings) -> None:
+    """`check-config`'s gate: a plugin that declares more trust than `aql.max_trust` allows runs
+    lowered (`serve` warns); here that is a failure unless `aql.plugin_trust.<name>` says what it
+    runs with, explicitly, even above the cap."""
+    aql = settings.aql
+    for plugin in plugins:
+        if not isinstance(plugin, OperationsPlugin) or plugin.name in aql.plugin_trust:
+            continue
+        trust = effective_trust(plugin.name, plugin.trust, ceiling=aql.max_trust, overrides=aql.plugin_trust)
+        if trust != plugin.trust:
+            raise ConfigError(
+                f"plugin {plugin.name}: declares trust {plugin.trust!r}, above aql.max_trust "
+                f"(AQL_MCP_AQL__MAX_TRUST) {aql.max_trust!r}: it would run at {trust!r}. Raise aql.max_trust, "
+                f"or accept a trust for it explicitly with aql.plugin_trust.{plugin.name} "
+                f'(AQL_MCP_AQL__PLUGIN_TRUST=\'{{"{plugin.name}": "{trust}"}}\')'
+            )
 
 
 def _trust(plugin: OperationsPlugin, settings: Settings) -> TrustLevel:
