@@ -116,6 +116,41 @@ def test_check_config_refuses_a_bad_environment_variable(
     assert "AQL_MCP_SERVER__PORT" in capsys.readouterr().err
 
 
+# One variable per kind of structured setting: lists of strings and of literals, mappings of models
+# and of literals, a nested model, a mapping inside it, a list of models.
+STRUCTURED_VARIABLES = [
+    "AQL_MCP_HTTP__ALLOWED_ORIGINS",
+    "AQL_MCP_AUTH__ALGORITHMS",
+    "AQL_MCP_AUTH__OPAQUE_TOKENS",
+    "AQL_MCP_AUTH__POLICY",
+    "AQL_MCP_AUTH__POLICY__OPERATIONS",
+    "AQL_MCP_AQL__PLUGIN_TRUST",
+    "AQL_MCP_SAFETY__RISK_RULES",
+]
+
+
+@pytest.mark.parametrize("command", ["serve", "check-config"])
+@pytest.mark.parametrize("variable", STRUCTURED_VARIABLES)
+def test_the_command_refuses_undecodable_json_naming_its_variable(tmp_path: Path, command: str, variable: str) -> None:
+    """STYLE rule 10: a bad setting fails at startup with the variable's name; exit status 2."""
+    environ = {name: value for name, value in os.environ.items() if not name.upper().startswith("AQL_MCP_")}
+    environ |= {"AQL_MCP_STORE__PATH": str(tmp_path), variable: "[http://x"}
+    extra = ["--port", str(free_port())] if command == "serve" else []
+    done = subprocess.run(
+        [sys.executable, "-m", "aql_mcp.main", command, "--dev", *extra],
+        env=environ,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    error = done.stderr.decode()
+    assert variable in error
+    assert "Traceback" not in error
+    assert "[http://x" not in error
+    assert done.stdout == b""
+
+
 def test_check_config_without_dev_is_refused(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config"]) == 2
     assert "AQL_MCP_AUTH__JWKS_URL" in capsys.readouterr().err
