@@ -58,6 +58,20 @@ def load_settings(
     return settings
 
 
+def records_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where development servers leave the record `aql-mcp dev-token` reads (auth/dev_key.py): the
+    user's state directory of the XDG Base Directory specification, `$XDG_STATE_HOME/aql-mcp`, else
+    `~/.local/state/aql-mcp`; None without a home directory."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    if os.path.isabs(base):
+        return Path(base) / "aql-mcp"
+    try:
+        return Path.home() / ".local" / "state" / "aql-mcp"
+    except RuntimeError:
+        return None
+
+
 def _refuse_unknown_sections(environ: Mapping[str, str]) -> None:
     """`AQL_MCP_<SECTION>__<NAME>` with a section no setting has is a typo that would silently change
     nothing (`AQL_MCP_LOGGIN__LEVEL`). Variables without `__` are not settings: Kubernetes injects
