@@ -112,8 +112,6 @@ def serve(args: argparse.Namespace) -> int:
     log_format = settings.logging.format or ("console" if settings.server.dev and sys.stdout.isatty() else "json")
     configure_logging(level=settings.logging.level, console=log_format == "console")
     app = create_app(settings)
-    # The key exists now (create_app made it): where, for `dev-token` run from another directory.
-    record = write_record(records_dir(), settings.server.port, settings.store.path) if settings.server.dev else None
     if settings.server.dev:
         _print_banner(settings, args.config)
     limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
@@ -144,6 +142,8 @@ def serve(args: argparse.Namespace) -> int:
         companions=companions,
         listeners=services.listeners,
     )
+    # The key exists (create_app made it): where it is, for `dev-token` run from another directory.
+    record = write_record(records_dir(), settings.server.port, settings.store.path) if settings.server.dev else None
     try:
         server.run()
     finally:

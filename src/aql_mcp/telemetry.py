@@ -114,8 +114,13 @@ class CallRecord:
         self.code = code
 
     def items_failed(self, codes: list[str]) -> None:
-        """Batch items failed with `codes`: the line names each distinct one, at most MAX_LOGGED_CODES."""
-        self.codes = list(dict.fromkeys(codes))[:MAX_LOGGED_CODES] or None
+        """Batch items failed with `codes` (none: every item succeeded)."""
+        self.codes = distinct_codes(codes)
+
+
+def distinct_codes(codes: list[str]) -> list[str] | None:
+    """Each distinct code once, in order of first failure, at most MAX_LOGGED_CODES; None if none."""
+    return list(dict.fromkeys(codes))[:MAX_LOGGED_CODES] or None
 
 
 def current_call() -> CallRecord | None:
