@@ -6,13 +6,15 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.principal import Principal
 from aql_mcp.auth.principal import Principal as _Principal
@@ -23,6 +25,7 @@ from aql_mcp.main import main
 from aql_mcp.settings import Settings
 from tests.support.redaction import LOGS, remember_secret
 from tests.support.server import free_port, start_server
+from tests.support.wait import until
 
 
 def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,9 +38,16 @@ def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private state directory in the environment the CLI reads, and no other AQL_MCP_ variable."""
     clear_environ(monkeypatch)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     path = tmp_path / "state"
     monkeypatch.setenv("AQL_MCP_STORE__PATH", str(path))
+    make_key(path)
     return path
+
+
+def make_key(state: Path) -> None:
+    """The development key a dev server makes at its start (`dev-token` only reads it)."""
+    DevIssuer(state_dir=state, issuer="http://127.0.0.1:8000", audience="http://127.0.0.1:8000/mcp")
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -117,6 +127,41 @@ def test_check_config_refuses_a_bad_environment_variable(
     assert "AQL_MCP_SERVER__PORT" in capsys.readouterr().err
 
 
+# One variable per kind of structured setting: lists of strings and of literals, mappings of models
+# and of literals, a nested model, a mapping inside it, a list of models.
+STRUCTURED_VARIABLES = [
+    "AQL_MCP_HTTP__ALLOWED_ORIGINS",
+    "AQL_MCP_AUTH__ALGORITHMS",
+    "AQL_MCP_AUTH__OPAQUE_TOKENS",
+    "AQL_MCP_AUTH__POLICY",
+    "AQL_MCP_AUTH__POLICY__OPERATIONS",
+    "AQL_MCP_AQL__PLUGIN_TRUST",
+    "AQL_MCP_SAFETY__RISK_RULES",
+]
+
+
+@pytest.mark.parametrize("command", ["serve", "check-config"])
+@pytest.mark.parametrize("variable", STRUCTURED_VARIABLES)
+def test_the_command_refuses_undecodable_json_naming_its_variable(tmp_path: Path, command: str, variable: str) -> None:
+    """STYLE rule 10: a bad setting fails at startup with the variable's name; exit status 2."""
+    environ = {name: value for name, value in os.environ.items() if not name.upper().startswith("AQL_MCP_")}
+    environ |= {"AQL_MCP_STORE__PATH": str(tmp_path), variable: "[http://x"}
+    extra = ["--port", str(free_port())] if command == "serve" else []
+    done = subprocess.run(
+        [sys.executable, "-m", "aql_mcp.main", command, "--dev", *extra],
+        env=environ,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    error = done.stderr.decode()
+    assert variable in error
+    assert "Traceback" not in error
+    assert "[http://x" not in error
+    assert done.stdout == b""
+
+
 def test_check_config_without_dev_is_refused(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config"]) == 2
     assert "AQL_MCP_AUTH__JWKS_URL" in capsys.readouterr().err
@@ -152,6 +197,7 @@ def test_dev_token_reads_the_state_dir_and_ttl_from_a_config_file(
 ) -> None:
     clear_environ(monkeypatch)
     state = tmp_path / "from-file"
+    make_key(state)
     config = write_config(tmp_path, f"store:\n  path: {state}\nauth:\n  dev_token_ttl_seconds: 300\n")
     token = minted(capsys, "--config", str(config))
     principal = verifier_for(dev_settings_for(state)).verify(token)
@@ -199,10 +245,28 @@ def read_until(fd: int, marker: bytes, seconds: float) -> bytes:
     return seen
 
 
+# What a shell pasted into has when the virtual environment is not activated.
+BARE_PATH = {"PATH": "/usr/bin:/bin"}
+
+
+def run_as_printed(command: str, cwd: Path) -> str:
+    """`command` as a user pastes it into a shell elsewhere, without `.venv/bin` on PATH."""
+    shell = ["/bin/sh", "-c", command]
+    done = subprocess.run(shell, cwd=cwd, env=BARE_PATH, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().strip()
+
+
 def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None:
-    """`make run` at a terminal: the banner carries a token the service accepts."""
+    """`make run` at a terminal: the banner carries a token the service accepts, and a command for
+    more that works as printed from another directory without the virtual environment on PATH."""
     port = free_port()
-    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path), "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0"}
+    environ = {
+        **os.environ,
+        "AQL_MCP_STORE__PATH": str(tmp_path),
+        "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
+    }
     terminal, child_side = pty.openpty()
     log_path = tmp_path / "server.log"
     LOGS.add(log_path)
@@ -210,29 +274,120 @@ def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None
         process = subprocess.Popen(serve_command(port), env=environ, stdout=log, stderr=child_side)
     os.close(child_side)
     try:
-        banner = read_until(terminal, b"sign-in code: ", 20.0).decode()
+        banner = read_until(terminal, b"sign-in code: ", 20.0).decode().replace("\r\n", "\n")
         token = remember_secret(banner.split("export MCP_TOKEN=", 1)[1].split()[0])
         code = remember_secret(banner.split("sign-in code: ", 1)[1].split(")")[0])
         assert code == (tmp_path / "console-login-code").read_text().strip()
         answer = post_initialize(process, f"http://127.0.0.1:{port}/mcp", token, seconds=20.0)
         assert answer.status_code == 200
         assert "mcp-session-id" in answer.headers
+        more = banner.split("More tokens (--sub, --scope, --ttl):\n\n  ", 1)[1].split("\n", 1)[0]
+        another = remember_secret(run_as_printed(more, cwd=Path("/")))
+        assert post_initialize(process, f"http://127.0.0.1:{port}/mcp", another, seconds=20.0).status_code == 200
     finally:
         process.terminate()
         process.wait(timeout=10)
         os.close(terminal)
 
 
-def test_dev_banner_without_a_terminal_prints_no_token_but_how_to_get_one(tmp_path: Path) -> None:
-    """stderr into a file or a log collector must not keep a live credential."""
-    with start_server(tmp_path) as server:
+def test_dev_banner_without_a_terminal_prints_no_token_but_a_command_that_works_as_printed(tmp_path: Path) -> None:
+    """stderr into a file or a log collector must not keep a live credential; the command it
+    prints instead runs from any directory without `.venv/bin` on PATH."""
+    state = tmp_path / "state"
+    elsewhere = tmp_path / "elsewhere"
+    state.mkdir()
+    elsewhere.mkdir()
+    with start_server(state) as server:
         log = server.log_text()
+        command = log.split("export MCP_TOKEN=$(", 1)[1].split(")\n", 1)[0]
+        token = remember_secret(run_as_printed(command, cwd=elsewhere))
+        answer = post_initialize(server.process, server.url, token, seconds=20.0)
+        assert answer.status_code == 200
+        cat = log.split("sign-in code: run `", 1)[1].split("`", 1)[0]
+        assert run_as_printed(cat, cwd=elsewhere) == (state / "console-login-code").read_text().strip()
     assert "DEVELOPMENT mode" in log
-    assert "export MCP_TOKEN=$(aql-mcp dev-token " in log
     assert f"Operator console: {server.base}/console" in log
-    assert f"sign-in code: run `cat {tmp_path / 'console-login-code'}`" in log
-    assert (tmp_path / "console-login-code").read_text().strip() not in log
+    assert (state / "console-login-code").read_text().strip() not in log
     assert not re.search(r"eyJ[\w-]+\.[\w-]+\.[\w-]+", log)  # no JWT anywhere
+    assert list(elsewhere.iterdir()) == []  # nothing made where the command ran
+
+
+def cli_environ(xdg: Path) -> dict[str, str]:
+    """This environment without any AQL_MCP_ setting, with its own user state directory."""
+    environ = {name: value for name, value in os.environ.items() if not name.upper().startswith("AQL_MCP_")}
+    return environ | {"XDG_STATE_HOME": str(xdg), "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0"}
+
+
+@contextmanager
+def dev_server_in(project: Path, xdg: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`aql-mcp serve --dev` started from `project` with the default (relative) state directory, as `make run`."""
+    port = free_port()
+    log_path = project / "server.log"
+    LOGS.add(log_path)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(serve_command(port), cwd=project, env=cli_environ(xdg), stdout=log, stderr=log)
+    try:
+        until(lambda: is_healthy(port) or process.poll() is not None, "the development server did not start")
+        assert process.poll() is None, log_path.read_text()
+        yield process, port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def is_healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def dev_token_in(directory: Path, xdg: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, "-m", "aql_mcp", "dev-token", *args]
+    return subprocess.run(command, cwd=directory, env=cli_environ(xdg), capture_output=True, timeout=60, check=False)
+
+
+def test_dev_token_run_from_another_directory_finds_the_running_dev_servers_key(tmp_path: Path) -> None:
+    project, elsewhere, xdg = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "xdg-state"
+    project.mkdir()
+    elsewhere.mkdir()
+    with dev_server_in(project, xdg) as (process, port):
+        minted = dev_token_in(elsewhere, xdg, "--port", str(port))
+
+        assert minted.returncode == 0, minted.stderr.decode()
+        token = remember_secret(minted.stdout.decode().strip())
+        assert post_initialize(process, f"http://127.0.0.1:{port}/mcp", token, seconds=20.0).status_code == 200
+        assert (project / "state" / KEY_FILE).is_file()
+        assert list(elsewhere.iterdir()) == []  # no second key made where it ran
+    # The record goes with the server that left it.
+    assert not (xdg / "aql-mcp" / f"dev-server-{port}.json").exists()
+
+
+def test_dev_token_that_finds_no_key_says_where_it_looked_and_makes_none(tmp_path: Path) -> None:
+    elsewhere, xdg = tmp_path / "elsewhere", tmp_path / "xdg-state"
+    elsewhere.mkdir()
+
+    refused = dev_token_in(elsewhere, xdg, "--port", "8123")
+
+    assert refused.returncode == 1
+    assert refused.stdout == b""
+    error = refused.stderr.decode()
+    assert str(elsewhere / "state" / KEY_FILE) in error
+    assert str(xdg / "aql-mcp" / "dev-server-8123.json") in error
+    assert "--state" in error
+    assert "AQL_MCP_STORE__PATH" in error
+    assert "Traceback" not in error
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_dev_token_pointed_at_a_directory_without_a_key_names_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+
+    refused = dev_token_in(tmp_path, tmp_path / "xdg-state", "--state", str(empty))
+
+    assert refused.returncode == 1
+    assert str(empty / KEY_FILE) in refused.stderr.decode()
+    assert not empty.exists()
 
 
 def post_initialize(process: subprocess.Popen[bytes], url: str, token: str, *, seconds: float) -> httpx.Response:

@@ -3,11 +3,11 @@ import subprocess
 import sys
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import pytest
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import ConfigError
@@ -70,6 +70,13 @@ def test_a_variable_with_a_typo_in_its_section_is_refused_not_ignored() -> None:
     message = refusal({"AQL_MCP_LOGGIN__LEVEL": "debug"}, DEV)
     assert "AQL_MCP_LOGGIN__LEVEL" in message
     assert "logging" in message
+    assert "AQL_MCP_LOGGING__" in message  # the closest section, as a variable to copy
+
+
+def test_a_section_typo_far_from_every_section_gets_no_suggestion() -> None:
+    message = refusal({"AQL_MCP_ZZZZZZ__LEVEL": "debug"}, DEV)
+    assert "AQL_MCP_ZZZZZZ__LEVEL" in message
+    assert "did you mean" not in message
 
 
 def test_settings_are_frozen() -> None:
@@ -116,6 +123,62 @@ def test_malformed_json_list_in_the_environment_is_refused() -> None:
 def test_malformed_json_list_in_the_environment_is_refused_naming_its_variable() -> None:
     message = refusal({"AQL_MCP_HTTP__ALLOWED_ORIGINS": "[not json"}, DEV)
     assert "AQL_MCP_HTTP__ALLOWED_ORIGINS" in message
+
+
+def structured_settings() -> list[tuple[str, ...]]:
+    """Every setting written as JSON in a variable (lists and mappings), nested models included."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(model: type[BaseModel], path: tuple[str, ...]) -> None:
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                found.append((*path, name))
+                walk(annotation, (*path, name))
+            elif get_origin(annotation) in (tuple, list, dict):
+                found.append((*path, name))
+
+    for section, info in Settings.model_fields.items():
+        assert isinstance(info.annotation, type)
+        walk(info.annotation, (section,))
+    return [path for path in found if len(path) > 1]
+
+
+STRUCTURED = structured_settings()
+
+
+def test_the_structured_settings_are_found() -> None:
+    assert ("http", "allowed_origins") in STRUCTURED
+    assert ("auth", "policy", "tools") in STRUCTURED
+    assert ("auth", "opaque_tokens") in STRUCTURED
+
+
+@pytest.mark.parametrize("path", STRUCTURED, ids=".".join)
+@pytest.mark.parametrize("value", ["[http://x", "http://x", '{"a": ', "not json"])
+def test_undecodable_json_names_its_variable_and_setting_never_the_value(path: tuple[str, ...], value: str) -> None:
+    variable = "AQL_MCP_" + "__".join(part.upper() for part in path)
+    message = refusal({variable: value}, DEV)
+    assert variable in message
+    assert ".".join(path) in message
+    assert value not in message
+    assert "JSON" in message
+
+
+def test_a_whole_section_as_undecodable_json_names_its_variable() -> None:
+    message = refusal({"AQL_MCP_AUTH": "{"}, DEV)
+    assert "AQL_MCP_AUTH (auth)" in message
+
+
+def test_a_list_inside_a_mapping_setting_is_checked_too() -> None:
+    message = refusal({"AQL_MCP_AUTH__POLICY__TOOLS__ECHO": "[mcp"}, DEV)
+    assert "AQL_MCP_AUTH__POLICY__TOOLS__ECHO" in message
+
+
+def test_plain_settings_are_not_taken_for_json() -> None:
+    environ = {"AQL_MCP_SERVER__NAME": "svc", "AQL_MCP_AQL__PLUGIN_TRUST__X": "certified", "AQL_MCP_PORT": "tcp://x"}
+    settings = load_settings(None, environ, DEV)
+    assert settings.server.name == "svc"
+    assert settings.aql.plugin_trust == {"x": "certified"}
 
 
 def test_origin_that_is_not_scheme_host_port_is_refused() -> None:

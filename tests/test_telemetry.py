@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from aql_mcp.app import create_app
 from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings
+from aql_mcp.telemetry import MAX_LOGGED_CODES, distinct_codes
 from tests.support.asgi import BASE, MCP_HEADERS, dev_settings, open_session, rpc
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +202,10 @@ async def test_an_operation_is_a_child_span_of_its_tool_call_and_labels_the_call
     labels = {"tool": "mcp_aql_create", "operation": "create_collection", "outcome": "ok"}
     assert sample(exposition, "aql_mcp_calls_total", **labels) == 1.0
     assert sample(exposition, "aql_mcp_calls_total", tool="mcp_aql_create", operation="batch", outcome="ok") == 1.0
+
+
+def test_the_codes_of_a_batch_are_named_once_each_in_order_and_bounded() -> None:
+    codes = [f"CODE_{n % 15}" for n in range(40)]
+    assert distinct_codes(codes) == [f"CODE_{n}" for n in range(MAX_LOGGED_CODES)]
+    assert distinct_codes(["B", "A", "B"]) == ["B", "A"]
+    assert distinct_codes([]) is None

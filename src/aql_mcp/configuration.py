@@ -7,14 +7,16 @@ setting, its variable and the source that set it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from aql_mcp.exceptions import ConfigError
@@ -42,6 +44,7 @@ def load_settings(
     data = _read_yaml(config_file) if config_file else {}
     env = os.environ if environ is None else environ
     _refuse_unknown_sections(env)
+    _refuse_undecodable(env)
     try:
         env_data = _MappingEnvSource(Settings, env)()
     except Exception:  # pydantic-settings raises SettingsError for JSON it cannot decode
@@ -53,6 +56,20 @@ def load_settings(
         raise ConfigError(_describe(exc, env, config_file)) from None
     check_safety(settings)
     return settings
+
+
+def records_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where development servers leave the record `aql-mcp dev-token` reads (auth/dev_key.py): the
+    user's state directory of the XDG Base Directory specification, `$XDG_STATE_HOME/aql-mcp`, else
+    `~/.local/state/aql-mcp`; None without a home directory."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    if os.path.isabs(base):
+        return Path(base) / "aql-mcp"
+    try:
+        return Path.home() / ".local" / "state" / "aql-mcp"
+    except RuntimeError:
+        return None
 
 
 def _refuse_unknown_sections(environ: Mapping[str, str]) -> None:
@@ -67,9 +84,70 @@ def _refuse_unknown_sections(environ: Mapping[str, str]) -> None:
             continue
         section = upper[len(ENV_PREFIX) :].split("__", 1)[0].lower()
         if section not in sections:
+            close = difflib.get_close_matches(section, sections, n=1)
+            hint = f"did you mean {ENV_PREFIX}{close[0].upper()}__...? " if close else ""
             raise ConfigError(
-                f"{upper}: there is no settings section {section!r}; sections: {', '.join(sorted(sections))}"
+                f"{upper}: there is no settings section {section!r}; {hint}sections: {', '.join(sorted(sections))}"
             )
+
+
+def _refuse_undecodable(environ: Mapping[str, str]) -> None:
+    """A list or mapping setting comes from the environment as JSON: one that does not decode is
+    refused naming its variable and its setting, and what the value should look like, never the
+    value itself (it may hold a secret). pydantic-settings' own error names neither."""
+    for name in sorted(environ):
+        value = environ[name]
+        path = setting_path(name)
+        shape = _shape(_annotation(path)) if path and value else None
+        if shape is None:
+            continue
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            where = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else "undecodable"
+            raise ConfigError(f"{name.upper()} ({'.'.join(path or ())}): not valid JSON ({where}); {shape}") from None
+
+
+def setting_path(variable: str) -> tuple[str, ...] | None:
+    """`AQL_MCP_HTTP__ALLOWED_ORIGINS` -> ("http", "allowed_origins"); None if not a prefixed name."""
+    upper = variable.upper()
+    if not upper.startswith(ENV_PREFIX) or len(upper) == len(ENV_PREFIX):
+        return None
+    return tuple(part.lower() for part in upper[len(ENV_PREFIX) :].split("__"))
+
+
+def _annotation(path: tuple[str, ...] | None) -> Any:
+    """The type of the setting at `path` (through sections, nested models and mapping values), or None."""
+    current: Any = Settings
+    for key in path or ():
+        current = _optional_removed(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(key)
+            if field is None:
+                return None
+            current = field.annotation
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        else:
+            return None
+    return _optional_removed(current)
+
+
+def _optional_removed(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, types.UnionType):
+        kept = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return kept[0] if len(kept) == 1 else annotation
+    return annotation
+
+
+def _shape(annotation: Any) -> str | None:
+    """How a structured setting is written in a variable, or None for a plain one (a string, a number)."""
+    origin = get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return 'a list is a JSON array, e.g. ["a", "b"]'
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return 'a mapping is a JSON object, e.g. {"key": "value"}'
+    return None
 
 
 def env_name(loc: tuple[str | int, ...]) -> str:

@@ -30,6 +30,8 @@ from structlog.typing import EventDict, WrappedLogger
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 # Logger method names that are not level names (as structlog's `add_log_level` maps them).
 LEVEL_NAMES = {"warn": "warning", "exception": "error"}
+# Libraries whose info and debug lines carry URLs (query strings included): warnings only.
+QUIET_LOGGERS = ("httpx", "httpcore")
 
 _context: ContextVar[dict[str, Any]] = ContextVar("aql_mcp.log_context", default={})  # noqa: B039 - never mutated
 
@@ -169,3 +171,8 @@ def configure_logging(*, level: str, console: bool) -> None:
     root.setLevel(numeric)
     # The service writes its own request log; uvicorn's access log would carry query strings.
     logging.getLogger("uvicorn.access").disabled = True
+    # HTTPX logs every outgoing request with its full URL at info (httpcore its steps at debug): the
+    # JWKS and introspection URLs, whose query string could hold a secret. Their failures are
+    # logged by the service's own lines (auth/jwks.py, auth/introspection.py), host only.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)

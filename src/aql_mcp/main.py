@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import shlex
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -18,8 +19,9 @@ from starlette.applications import Starlette
 
 from aql_mcp import __version__
 from aql_mcp.app import create_app, create_metrics_app
-from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.configuration import load_settings
+from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
+from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_record
+from aql_mcp.configuration import load_settings, records_dir
 from aql_mcp.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
 from aql_mcp.console.passcode import code_path, current_code
 from aql_mcp.exceptions import ConfigError
@@ -64,6 +66,11 @@ def parser() -> argparse.ArgumentParser:
 
     token_cmd = commands.add_parser("dev-token", help="mint a development bearer token")
     token_cmd.add_argument("--config", type=Path)
+    token_cmd.add_argument(
+        "--state",
+        type=Path,
+        help="the state directory of the development server (default: store.path, then its record)",
+    )
     token_cmd.add_argument("--host", help="the host the service runs on (part of the token's audience)")
     token_cmd.add_argument("--port", type=int, help="the port the service runs on (part of the token's audience)")
     token_cmd.add_argument("--sub", default="developer", help="subject (default: developer)")
@@ -95,7 +102,10 @@ def _settings(args: argparse.Namespace, *, dev: bool | None = None) -> Settings:
         server["host"] = args.host
     if getattr(args, "port", None):
         server["port"] = args.port
-    return load_settings(args.config, overrides={"server": server} if server else None)
+    overrides: dict[str, dict[str, Any]] = {"server": server} if server else {}
+    if getattr(args, "state", None):
+        overrides["store"] = {"path": args.state}
+    return load_settings(args.config, overrides=overrides or None)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -104,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
     configure_logging(level=settings.logging.level, console=log_format == "console")
     app = create_app(settings)
     if settings.server.dev:
-        _print_banner(settings)
+        _print_banner(settings, args.config)
     limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
     # Bound before anything is served: a taken metrics port is a configuration error, not a
     # failure after the service port is already answering.
@@ -133,7 +143,12 @@ def serve(args: argparse.Namespace) -> int:
         companions=companions,
         listeners=services.listeners,
     )
-    server.run()
+    # The key exists (create_app made it): where it is, for `dev-token` run from another directory.
+    record = write_record(records_dir(), settings.server.port, settings.store.path) if settings.server.dev else None
+    try:
+        server.run()
+    finally:
+        remove_record(record)
     return 0
 
 
@@ -217,7 +232,22 @@ def bind(host: str, port: int, *, setting: str) -> socket.socket:
 
 def dev_token(args: argparse.Namespace) -> int:
     settings = _settings(args, dev=True)
-    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    store = settings.store
+    explicit = store.path if "path" in store.model_fields_set else None
+    records = records_dir()
+    port = settings.server.port
+    search = find_key(explicit=explicit, default=store.path, records=records, port=port)
+    if search.found is None:
+        looked = "".join(f"\n  {state / KEY_FILE}" for state in search.looked)
+        record = f"\n  {record_path(records, port)} (no running development server recorded)" if records else ""
+        print(
+            f"aql-mcp dev-token: no development key found. Looked for:{looked}{record if explicit is None else ''}\n"
+            "Start the development server first (`aql-mcp serve --dev`, `make run`), or point at its state "
+            "directory with --state DIR (or store.path, AQL_MCP_STORE__PATH).",
+            file=sys.stderr,
+        )
+        return 1
+    issuer = DevIssuer(state_dir=search.found, issuer=settings.issuer, audience=settings.audience)
     ttl = args.ttl or settings.auth.dev_token_ttl_seconds
     print(issuer.mint(subject=args.sub, scopes=args.scope.split(), ttl=ttl))
     return 0
@@ -240,21 +270,34 @@ def check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_banner(settings: Settings) -> None:
+def token_command(settings: Settings, config: Path | None) -> str:
+    """`dev-token` for this server, runnable as printed from any directory and without the virtual
+    environment on PATH: this interpreter, absolute paths."""
+    parts = [sys.executable, "-m", "aql_mcp", "dev-token"]
+    if config is not None:
+        parts += ["--config", str(config.absolute())]
+    parts += ["--state", str(settings.store.path.absolute())]
+    parts += ["--host", settings.server.host, "--port", str(settings.server.port)]
+    return shlex.join(parts)
+
+
+def _print_banner(settings: Settings, config: Path | None) -> None:
     url = f"{settings.base_url}/mcp"
+    command = token_command(settings, config)
     # Printed once, on purpose, in development mode only; never through the logger. The token only
     # goes to a terminal: stderr redirected to a file or a log collector would keep a live credential.
     if sys.stderr.isatty():
         issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
         token = issuer.mint(subject="developer", scopes=["mcp"], ttl=settings.auth.dev_token_ttl_seconds)
         how = (
-            f"Bearer token (valid {settings.auth.dev_token_ttl_seconds}s; more with `aql-mcp dev-token`):\n\n"
+            f"Bearer token (valid {settings.auth.dev_token_ttl_seconds}s):\n\n"
             f"  export MCP_TOKEN={token}\n\n"
+            f"More tokens (--sub, --scope, --ttl):\n\n  {command}\n\n"
         )
     else:
         how = (
             "Bearer token: not shown, stderr is not a terminal. Mint one with the same configuration:\n\n"
-            f"  export MCP_TOKEN=$(aql-mcp dev-token --host {settings.server.host} --port {settings.server.port})\n\n"
+            f"  export MCP_TOKEN=$({command})\n\n"
         )
     print(
         f"\naql-mcp {__version__} in DEVELOPMENT mode on {url}\n"
@@ -275,9 +318,9 @@ def _console_line(settings: Settings) -> str:
     code, like the token, only to a terminal; otherwise where to read it."""
     if not settings.console.enabled:
         return ""
-    path = code_path(settings.store.path)
+    path = code_path(settings.store.path).absolute()
     code = current_code(settings.store.path) if sys.stderr.isatty() else None
-    how = f"sign-in code: {code}" if code else f"sign-in code: run `cat {path}`"
+    how = f"sign-in code: {code}" if code else f"sign-in code: run `cat {shlex.quote(str(path))}`"
     return f"\nOperator console: {settings.base_url}/console (development login; {how})\n"
 
 

@@ -32,6 +32,9 @@ OPERATION_OUTCOMES = {
     "PERMISSION_DANGER_LEVEL_DENIED": AUTH_ERROR,
 }
 BATCH = "batch"
+# The most distinct MCP-AQL error codes one batch's `tool_call` line names (a batch holds up to
+# `aql.max_batch_size` items; the registry has a few dozen codes, so ten tells the story).
+MAX_LOGGED_CODES = 10
 # The tools/call running in this task, so an MCP-AQL operation inside it can name itself there.
 _CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("aql_mcp_current_call", default=None)
 # Reusable: entering it does nothing, so one serves every call when tracing is off.
@@ -44,7 +47,19 @@ class CallRecord:
     A plain class rather than a generator context manager: it is entered on every call.
     """
 
-    __slots__ = ("_ctx", "_current", "_span_scope", "_started", "_telemetry", "operation", "outcome", "span", "tool")
+    __slots__ = (
+        "_ctx",
+        "_current",
+        "_span_scope",
+        "_started",
+        "_telemetry",
+        "code",
+        "codes",
+        "operation",
+        "outcome",
+        "span",
+        "tool",
+    )
 
     def __init__(self, telemetry: Telemetry, tool: str, ctx: Context, meta: Any) -> None:
         self._telemetry = telemetry
@@ -52,6 +67,9 @@ class CallRecord:
         self.tool = tool
         self.operation = ""
         self.outcome = OK
+        # The MCP-AQL error code of a failed operation, or the distinct codes of a batch's failed items.
+        self.code: str | None = None
+        self.codes: list[str] | None = None
         self._current: Token[CallRecord | None] | None = None
         self.span: Any = None
         self._span_scope: AbstractContextManager[Any] = NO_SPAN
@@ -82,12 +100,32 @@ class CallRecord:
             tool=self.tool,
             operation=self.operation or None,
             outcome=self.outcome,
+            code=self.code,
+            codes=self.codes,
             duration_ms=round(seconds * 1000, 2),
             session_id=(ctx.session_id or "")[:8] or None,
             subject=ctx.principal.digest if ctx.principal else None,
             jsonrpc_id=ctx.message_id,
         )
         return self._span_scope.__exit__(exc_type, exc, traceback)
+
+    def operation_failed(self, code: str) -> None:
+        """The MCP-AQL call as a whole failed with `code` (an operation, or a batch refused whole)."""
+        self.code = code
+
+    def items_failed(self, codes: list[str]) -> None:
+        """Batch items failed with `codes` (none: every item succeeded)."""
+        self.codes = distinct_codes(codes)
+
+
+def distinct_codes(codes: list[str]) -> list[str] | None:
+    """Each distinct code once, in order of first failure, at most MAX_LOGGED_CODES; None if none."""
+    return list(dict.fromkeys(codes))[:MAX_LOGGED_CODES] or None
+
+
+def current_call() -> CallRecord | None:
+    """The tools/call running in this task, if any: an MCP-AQL endpoint reports its codes there."""
+    return _CURRENT_CALL.get()
 
 
 class Telemetry:

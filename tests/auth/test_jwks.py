@@ -8,7 +8,9 @@ without waiting.
 from __future__ import annotations
 
 import base64
+import json
 import secrets
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ import tests.support.idp as idp_module
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import InvalidToken
+from aql_mcp.logging import configure_logging
 from tests.support.idp import IdentityProvider, running_idp
 
 pytestmark = pytest.mark.anyio
@@ -342,3 +345,154 @@ async def test_the_ttl_is_capped_at_ten_minutes(
     assert not source.due()
     clock.advance(0.5)
     assert source.due()
+
+
+# --- What a failure logs -------------------------------------------------------------------------
+
+
+def jwks_lines(capsys: pytest.CaptureFixture[str], event: str) -> list[dict[str, Any]]:
+    return [line for line in log_lines(capsys) if line["event"] == event]
+
+
+def log_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def logs(capsys: pytest.CaptureFixture[str]) -> pytest.CaptureFixture[str]:
+    configure_logging(level="info", console=False)
+    capsys.readouterr()
+    return capsys
+
+
+def serve_no_keys(monkeypatch: pytest.MonkeyPatch, idp: IdentityProvider) -> None:
+    monkeypatch.setattr(idp, "jwks", lambda: {"keys": [{"kty": "oct", "kid": "hmac", "k": b64url(b"k" * 32)}]})
+
+
+LOGGED_FAILURES: dict[str, tuple[Callable[[pytest.MonkeyPatch, IdentityProvider], Any], str, int | None]] = {
+    "500": (serve_status(500), "http_status", 500),
+    "404": (serve_status(404), "http_status", 404),
+    "garbage-json": (serve_garbage, "invalid_json", None),
+    "not-a-key-set": (serve_not_a_key_set, "not_a_jwk_set", None),
+    "no-usable-key": (serve_no_keys, "no_usable_keys", None),
+}
+
+
+@pytest.mark.parametrize("failure", LOGGED_FAILURES)
+async def test_a_failed_refresh_logs_why_the_host_and_the_age_of_the_last_good_set(
+    idp: IdentityProvider,
+    source: JwksKeySource,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    logs: pytest.CaptureFixture[str],
+    failure: str,
+) -> None:
+    await source.refresh()
+    make_fail, reason, status = LOGGED_FAILURES[failure]
+    make_fail(monkeypatch, idp)
+    clock.advance(TTL)
+
+    assert await source.refresh() is False
+
+    (line,) = jwks_lines(logs, "jwks_refresh_failed")
+    assert line["level"] == "warning"
+    assert line["reason"] == reason
+    assert line["status"] == status
+    assert line["host"] == idp.jwks_url.split("/")[2]
+    assert line["last_good_seconds_ago"] == TTL
+
+
+async def test_a_set_without_a_usable_key_keeps_the_last_good_keys(
+    idp: IdentityProvider, source: JwksKeySource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replacing good keys with none would refuse every caller: an empty set is a failed refresh."""
+    await source.refresh()
+    serve_no_keys(monkeypatch, idp)
+
+    assert await source.refresh() is False
+    assert source.status() == "degraded"
+    assert await source.key(idp.key("RS256").kid) is not None
+
+
+async def test_a_first_fetch_that_fails_logs_no_last_good_age(
+    idp: IdentityProvider, source: JwksKeySource, logs: pytest.CaptureFixture[str]
+) -> None:
+    idp.answer_status = 503
+
+    await source.refresh()
+
+    (line,) = jwks_lines(logs, "jwks_refresh_failed")
+    assert (line["reason"], line["status"], line["last_good_seconds_ago"]) == ("http_status", 503, None)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_refused_connection_is_logged_as_such(
+    http: httpx.AsyncClient, clock: Clock, logs: pytest.CaptureFixture[str]
+) -> None:
+    port = closed_port()
+    source = JwksKeySource(f"http://127.0.0.1:{port}/jwks.json", client=http, algorithms=("RS256",), clock=clock)
+
+    assert await source.refresh() is False
+
+    (line,) = jwks_lines(logs, "jwks_refresh_failed")
+    assert (line["reason"], line["error"], line["host"]) == ("connection_refused", "ConnectError", f"127.0.0.1:{port}")
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that takes connections (the kernel's backlog) and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield int(listener.getsockname()[1])
+
+
+async def test_a_jwks_that_never_answers_is_logged_as_a_timeout(
+    silent_port: int, clock: Clock, logs: pytest.CaptureFixture[str]
+) -> None:
+    async with httpx.AsyncClient(timeout=0.2) as impatient:
+        source = JwksKeySource(
+            f"http://127.0.0.1:{silent_port}/jwks.json", client=impatient, algorithms=("RS256",), clock=clock
+        )
+        assert await source.refresh() is False
+
+    (line,) = jwks_lines(logs, "jwks_refresh_failed")
+    assert (line["reason"], line["error"]) == ("timeout", "ReadTimeout")
+
+
+async def test_the_log_names_the_host_only_never_the_query_string_or_user_info(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, logs: pytest.CaptureFixture[str]
+) -> None:
+    secret = "s3cret-" + secrets.token_hex(8)
+    idp.answer_status = 500
+    host = idp.jwks_url.split("/")[2]
+    url = f"http://user:{secret}@{host}/jwks.json?api_key={secret}"
+    source = JwksKeySource(url, client=http, algorithms=("RS256",), clock=clock)
+
+    await source.refresh()
+
+    out = logs.readouterr().out
+    assert secret not in out
+    assert '"host":"' + host + '"' in out
+
+
+async def test_a_kid_still_unknown_after_the_refetch_is_logged_once(
+    idp: IdentityProvider, source: JwksKeySource, clock: Clock, logs: pytest.CaptureFixture[str]
+) -> None:
+    await source.refresh()
+    clock.advance(COOLDOWN + 1)
+
+    assert await source.key("ghost-" + "x" * 200) is None
+    assert await source.key("ghost-2") is None  # within the cooldown: no fetch, no line
+
+    lines = log_lines(logs)
+    (line,) = [line for line in lines if line["event"] == "jwks_key_not_found"]
+    assert line["level"] == "warning"
+    assert line["kid"] == ("ghost-" + "x" * 200)[:64]
+    assert line["keys"] >= 2
+    assert [line for line in lines if line["event"] == "jwks_refresh_failed"] == []

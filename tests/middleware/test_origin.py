@@ -102,6 +102,30 @@ def test_policy_with_no_origins_refuses_every_origin() -> None:
     assert not policy.is_allowed("http://127.0.0.1:8000")
 
 
+@pytest.mark.parametrize(
+    ("origin", "reason"),
+    [
+        ("https://evil.test", "not_allowed"),
+        ("https://good.example:444", "not_allowed"),
+        ("null", "null"),
+        (" NULL ", "null"),
+        ("https://good.example/path", "malformed"),
+        ("https://user@good.example", "malformed"),
+        ("", "malformed"),
+        ("wss://good.example", "malformed"),
+        (ALLOWED, None),
+    ],
+)
+def test_policy_names_why_it_refuses_an_origin(origin: str, reason: str | None) -> None:
+    assert OriginPolicy([ALLOWED]).refusal(origin) == reason
+
+
+def test_policy_without_origins_refuses_for_want_of_an_allow_list() -> None:
+    assert OriginPolicy([]).refusal(ALLOWED) == "no_allow_list"
+    assert OriginPolicy([]).refusal("null") == "null"
+    assert OriginPolicy(["*"]).refusal("null") is None
+
+
 def test_policy_with_a_star_allows_any_origin() -> None:
     policy = OriginPolicy(["*"])
     assert policy.is_allowed("https://anything.example")

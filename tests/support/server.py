@@ -70,6 +70,9 @@ def start_server(
         "AQL_MCP_LOGGING__LEVEL": "info",
         # Tests stop servers often; the Kubernetes drain window would add seconds to each stop.
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        # A development server records where its key is for `dev-token` (auth/dev_key.py): in the
+        # test's own directory, not the user's.
+        "XDG_STATE_HOME": str(state / "xdg-state"),
         **(env or {}),
     }
     arguments = [*command, "serve", "--port", str(port), *(["--dev"] if dev else [])]

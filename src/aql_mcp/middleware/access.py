@@ -2,6 +2,10 @@
 
 The line carries the path but never the query string (which could hold a secret), plus what the
 layers below bound to the log context: request id, trace id, session, MCP method.
+
+A probe that succeeds (`/health`, `/ready`, `/metrics`: kubelet and Prometheus call them every
+few seconds) is logged at debug, so the info log holds the traffic that matters; a probe that
+fails (not ready, a refused scrape) stays at info, where it explains a pod taken out of service.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aql_mcp.metrics import ROUTES, Metrics
 
 log = structlog.get_logger("aql_mcp.http")
+PROBES = frozenset({"/health", "/ready", "/metrics"})
 
 
 class AccessMiddleware:
@@ -41,7 +46,8 @@ class AccessMiddleware:
             path = scope["path"]
             route = path if path in ROUTES else "other"
             self.metrics.http_request(route=route, method=scope["method"], status=status, seconds=seconds)
-            log.info(
+            write = log.debug if path in PROBES and 0 < status < 400 else log.info
+            write(
                 "http_request",
                 method=scope["method"],
                 path=path,

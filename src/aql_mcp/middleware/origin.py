@@ -6,6 +6,13 @@ regex, no prefix, no suffix, so `https://good.example.evil.test` never passes fo
 preflights are answered here. The `Mcp-Param-*` names a preflight asks for are allowed as asked:
 they differ per tool (2026-07-28 Streamable HTTP, "Custom Headers from Tool Parameters") and the
 modern edge checks each declared one against the body anyway (docs/eras.md).
+
+A refusal is logged at info, as the other refusals of a request are (`auth_failed`,
+`rate_limited`), with why: `null` (an opaque origin: a sandboxed frame, a file: page),
+`malformed` (not scheme://host[:port]), `no_allow_list` (none configured, so every browser origin
+is refused) or `not_allowed`; the refused origin itself only when it parsed, normalised and cut
+short, so the operator can add it to `http.allowed_origins` if it is theirs. An origin is public
+(the browser sends it to every site), so the line holds nothing secret.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import OriginNotAllowed
@@ -27,6 +35,10 @@ ALLOW_HEADERS = (
 )
 EXPOSE_HEADERS = b"mcp-session-id, mcp-protocol-version, x-request-id"
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# The longest refused origin a log line repeats (a host name is at most 253 characters).
+LOGGED_ORIGIN_CHARS = 300
+
+log = structlog.get_logger("aql_mcp.http")
 
 Origin = tuple[str, str, int]
 
@@ -55,10 +67,29 @@ class OriginPolicy:
         self.origins = {o for o in (parse_origin(a) for a in allowed if a != "*") if o is not None}
 
     def is_allowed(self, origin: str) -> bool:
+        return self.refusal(origin) is None
+
+    def refusal(self, origin: str) -> str | None:
+        """Why `origin` may not call (`null`, `malformed`, `no_allow_list`, `not_allowed`), or None."""
         if self.any:
-            return True
+            return None
+        if origin.strip().lower() == "null":
+            return "null"
         parsed = parse_origin(origin)
-        return parsed is not None and parsed in self.origins
+        if parsed is None:
+            return "malformed"
+        if parsed in self.origins:
+            return None
+        return "not_allowed" if self.origins else "no_allow_list"
+
+
+def _shown(origin: str, reason: str) -> str | None:
+    """The refused origin as the log shows it: normalised when it parsed, else not at all."""
+    parsed = parse_origin(origin) if reason in ("not_allowed", "no_allow_list") else None
+    if parsed is None:
+        return None
+    scheme, host, port = parsed
+    return f"{scheme}://{host}:{port}"[:LOGGED_ORIGIN_CHARS]
 
 
 def allowed_headers(scope: Scope) -> bytes:
@@ -80,8 +111,11 @@ class OriginMiddleware:
         if origin is None:
             await self.app(scope, receive, send)
             return
-        if not self.policy.is_allowed(origin):
-            await send_error(send, OriginNotAllowed(), request_id=request_id_of(scope))
+        reason = self.policy.refusal(origin)
+        if reason is not None:
+            request_id = request_id_of(scope)
+            log.info("origin_refused", reason=reason, origin=_shown(origin, reason), request_id=request_id)
+            await send_error(send, OriginNotAllowed(), request_id=request_id)
             return
         cors = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
         if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):

@@ -81,6 +81,12 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
     return {"success": True, "data": None, "results": results, "summary": summary}
 
 
+def failed_codes(envelope: Envelope) -> list[str]:
+    """The error codes of a batch's failed items, in order; the halting item's too."""
+    items = [*envelope.get("results", ()), *([envelope["halted_at"]] if "halted_at" in envelope else ())]
+    return [str(item["result"]["error"]["code"]) for item in items if not item["result"]["success"]]
+
+
 def _remembered(envelope: Envelope) -> Envelope:
     """What the request state keeps of a finished item: all of it when small, else its identifiers
     and a warning, so the state stays small enough to travel back in the retry."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aql_mcp.operations.audit import AuditLog
-from aql_mcp.operations.batch import run_batch
+from aql_mcp.operations.batch import failed_codes, run_batch
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
 from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation
@@ -25,7 +25,7 @@ from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.registry import Registry, ToolResult
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
-from aql_mcp.telemetry import Telemetry
+from aql_mcp.telemetry import Telemetry, current_call
 
 CORE = "mcp-aql"
 
@@ -111,6 +111,7 @@ class AqlService:
         envelope = self.router.check_payload(arguments)
         if envelope is None:
             envelope = await self._dispatch(family, arguments, call)
+        _report(envelope)
         return to_tool_result(envelope)
 
     async def _dispatch(self, family: str | None, arguments: dict[str, Any], call: Call) -> Envelope:
@@ -150,6 +151,18 @@ class AqlService:
 
     def _gate(self, operation: Operation) -> str:
         return behavior(operation, self.operations.trust(operation.name))
+
+
+def _report(envelope: Envelope) -> None:
+    """The MCP-AQL error codes on the `tool_call` log line, so an operator reads why a call failed
+    without the result: the call's own code, or those of a batch's failed items."""
+    record = current_call()
+    if record is None:
+        return
+    if envelope.get("success") is False:
+        record.operation_failed(str(envelope["error"]["code"]))
+    elif "results" in envelope:
+        record.items_failed(failed_codes(envelope))
 
 
 class PluginOperations:
