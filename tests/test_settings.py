@@ -139,8 +139,8 @@ def structured_settings() -> list[tuple[str, ...]]:
                 found.append((*path, name))
 
     for section, info in Settings.model_fields.items():
-        assert isinstance(info.annotation, type)
-        walk(info.annotation, (section,))
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            walk(info.annotation, (section,))  # `plugins` is a mapping each plugin's model reads
     return [path for path in found if len(path) > 1]
 
 
