@@ -186,11 +186,14 @@ class RegisteredTool:
     validator: Validator
     check: ArgumentCheck | None = None
     headers: tuple[ParamHeader, ...] = ()
+    # The handler checks the arguments against the schema itself and answers violations in its
+    # own result shape (the MCP-AQL endpoint tools: an envelope with an MCP-AQL code).
+    self_checking: bool = False
 
     def first_error(self, arguments: dict[str, Any]) -> ValidationError | None:
         """The first schema violation of `arguments`, or None; the plain check spares jsonschema
         the common valid call, and jsonschema words every error."""
-        if self.check is not None and self.check(arguments):
+        if self.self_checking or (self.check is not None and self.check(arguments)):
             return None
         return next(iter(self.validator.iter_errors(arguments)), None)
 
@@ -207,13 +210,15 @@ class Registry:
         self._listeners: list[Callable[[Kind], None]] = []
         self.plugin = "core"
 
-    def add_tool(self, tool: Tool) -> None:
+    def add_tool(self, tool: Tool, *, self_checking: bool = False) -> None:
+        """Register `tool`; `self_checking` (for the MCP-AQL endpoint tools) leaves the arguments
+        to the handler, which answers violations of the schema in its own result shape."""
         if not TOOL_NAME.fullmatch(tool.name):
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
         self._claim("tool", tool.name)
         validator = _compile(tool)
         headers = declared_headers(tool.name, tool.input_schema)
-        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator), headers)
+        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator), headers, self_checking)
         self._changed("tool")
 
     def add_prompt(self, prompt: Prompt) -> None:

@@ -7,7 +7,15 @@ registered again whenever its operations change, so its description always names
 
 The tools' `inputSchema` stays open at the top level: MCP-AQL §4.2 lets parameters sit beside
 `operation`, and an unknown one must be answered by the router with `VALIDATION_UNKNOWN_PARAM`
-and the valid names, which a generic `additionalProperties: false` check cannot do.
+and the valid names, which a generic `additionalProperties: false` check cannot do. It declares
+the type of `operation`, `params` and `operations` (the MCP-AQL operation-input schema), so a
+client and the MCP Inspector know them, but the service does not hold arguments to it before the
+router: a wrong type must come back as an OperationResult envelope with an MCP-AQL code
+(`VALIDATION_INVALID_TYPE`, `VALIDATION_MISSING_PARAM`), which the router words and a generic
+schema check cannot, so the tools are registered as checking their own arguments. No `enum` of
+operation names either: an operation sent to the wrong family must reach the router to be
+answered `VALIDATION_ENDPOINT_MISMATCH` naming the right tool, and an unknown one
+`NOT_FOUND_OPERATION` with the list of available ones.
 """
 
 from __future__ import annotations
@@ -50,10 +58,22 @@ SINGLE_PURPOSE = "Unified MCP-AQL endpoint: every operation, routed by its name.
 INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
-        "operation": {"description": "Operation name (string), e.g. 'introspect'."},
-        "params": {"description": "Operation parameters (object); see introspect for each operation's parameters."},
+        "operation": {"type": "string", "description": "Operation name, e.g. 'introspect'."},
+        "params": {
+            "type": "object",
+            "description": "Operation parameters; see introspect for each operation's parameters.",
+        },
         "operations": {
-            "description": "Batch (array of {operation, params} objects) run in order instead of one operation.",
+            "type": "array",
+            "description": "Batch run in order instead of one operation.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "operation": {"type": "string", "description": "Operation name."},
+                    "params": {"type": "object", "description": "Operation parameters."},
+                },
+                "required": ["operation"],
+            },
         },
     },
     "required": [],

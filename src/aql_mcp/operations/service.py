@@ -145,7 +145,8 @@ class AqlService:
         tool = build_tool(self.surface, family, operations, handler, self._gate)
         if name in self._tools:
             self._registry.remove_tool(name)
-        self._registry.add_tool(tool)
+        # The router answers every argument that breaks the schema with an MCP-AQL code (endpoints.py).
+        self._registry.add_tool(tool, self_checking=True)
         self._tools.add(name)
 
     def _gate(self, operation: Operation) -> str:
