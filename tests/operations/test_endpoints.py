@@ -53,9 +53,8 @@ def test_the_endpoint_schema_declares_the_operation_input_types() -> None:
 async def test_every_tool_listed_types_every_property_of_its_input_schema(
     tmp_path: Path, mode: str, profile: str
 ) -> None:
-    settings = dev_settings(
-        tmp_path, server={"plugins": [], "builtin_plugins": list(BUILTIN_PLUGINS)}, aql={"mode": mode, "profile": profile}
-    )
+    builtins = {"plugins": [], "builtin_plugins": list(BUILTIN_PLUGINS)}
+    settings = dev_settings(tmp_path, server=builtins, aql={"mode": mode, "profile": profile})
     async with aql_session(settings) as aql:
         tools = await aql.tools()
     assert tools
