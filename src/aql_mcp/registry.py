@@ -8,6 +8,7 @@ sessions can send `notifications/*/list_changed`.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,42 @@ class Tool:
     # Runs in the request before the task is created, so its questions are `input_required` rounds
     # (MRTR); what it learns it leaves in `ctx.memo`, which the task's handler starts with.
     before_task: Callable[[dict[str, Any], Context], Awaitable[None]] | None = None
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        title: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        deprecated_until: str | None = None,
+    ) -> Tool:
+        """A tool whose `inputSchema` comes from the typed `async def` function's signature and whose
+        handler calls it with validated values (signatures.py; docs/plugins.md, "Typed tools").
+
+        `name` defaults to the function's name, `description` to its docstring, `output_schema` to
+        the schema of its return annotation when that is a pydantic model.
+        """
+        from aql_mcp.signatures import FunctionTool
+
+        tool_name = name or function.__name__
+        handler = FunctionTool(function, tool_name)
+        text = description or inspect.getdoc(function)
+        if not text:
+            raise ConfigError(f"tool {tool_name!r}: a description is required (a docstring or description=)")
+        return cls(
+            name=tool_name,
+            description=text,
+            handler=handler,
+            input_schema=handler.input_schema,
+            title=title,
+            output_schema=output_schema if output_schema is not None else handler.output_schema,
+            annotations=annotations,
+            deprecated_until=deprecated_until,
+        )
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
