@@ -8,7 +8,7 @@ page and the discovery documents stay outside MCP auth.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.applications import Starlette
@@ -41,7 +41,7 @@ from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.base import BackgroundPlugin
-from aql_mcp.plugins.loader import legacy_dispatcher, load_plugins
+from aql_mcp.plugins.loader import AnyPlugin, legacy_dispatcher, load_plugins
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
@@ -65,8 +65,11 @@ ANONYMOUS_METHODS = frozenset(
 )
 
 
-def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
-    """The app; `span_exporter` lets tests collect spans in memory."""
+def create_app(
+    settings: Settings, *, span_exporter: SpanExporter | None = None, plugins: Sequence[AnyPlugin] = ()
+) -> Starlette:
+    """The app; `span_exporter` lets tests collect spans in memory; `plugins` are plugin objects
+    loaded after those the settings name (aql_mcp.testing.client)."""
     metrics = Metrics(service=settings.server.name, version=__version__)
     tracing = Tracing(
         service=settings.tracing.service_name or settings.server.name,
@@ -79,8 +82,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     registry = Registry()
     store = open_store(settings)
     share = ReplicaShare()
-    plugins = load_plugins(settings.plugin_paths, registry, settings, store, telemetry)
-    background = [plugin for plugin in plugins if isinstance(plugin, BackgroundPlugin)]
+    loaded = load_plugins(settings.plugin_paths, registry, settings, store, telemetry, plugins)
+    background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -103,7 +106,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         max_result_bytes=settings.limits.max_result_bytes,
     )
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
-    legacy, task_capability = legacy_dispatcher(dispatcher, plugins)
+    legacy, task_capability = legacy_dispatcher(dispatcher, loaded)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )

@@ -57,14 +57,20 @@ def load_plugins(
     settings: Settings | None = None,
     store: Store | None = None,
     telemetry: Telemetry | None = None,
+    objects: Sequence[AnyPlugin] = (),
 ) -> list[AnyPlugin]:
     """Import every plugin and let it register; a duplicate name fails naming both plugins.
+    `objects` are plugins already built, registered after the imported ones (the test client).
 
     The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
     operations loads; without such a plugin the service exposes no MCP-AQL tools.
     """
     settings = settings or Settings()
     plugins = [import_plugin(path, settings) for path in paths]
+    for candidate in objects:
+        if not isinstance(candidate, (Plugin, OperationsPlugin)):
+            raise ConfigError(f"plugin {candidate!r}: not a plugin (see aql_mcp.plugin.Plugin and OperationsPlugin)")
+        plugins.append(candidate)
     service: AqlService | None = None
     for plugin in plugins:
         registry.plugin = plugin.name
