@@ -79,6 +79,9 @@ class Tool:
     # Runs in the request before the task is created, so its questions are `input_required` rounds
     # (MRTR); what it learns it leaves in `ctx.memo`, which the task's handler starts with.
     before_task: Callable[[dict[str, Any], Context], Awaitable[None]] | None = None
+    # More text the generated `agent_prompt` shows under the tool, written when the prompt is (the
+    # MCP-AQL endpoint tools list their operations with typed parameters; corporate §10.4).
+    guide: Callable[[], str] | None = None
 
     @classmethod
     def from_function(

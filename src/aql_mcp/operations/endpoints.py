@@ -79,6 +79,8 @@ INPUT_SCHEMA: Mapping[str, Any] = {
     "required": [],
 }
 
+INTROSPECT_EXAMPLE: Mapping[str, Any] = {"operation": "introspect", "params": {"query": "operations"}}
+
 
 def family_of(operation: Operation, profile: str) -> str:
     """The family of the profile that serves the operation."""
@@ -143,8 +145,10 @@ def build_tool(
     operations: list[Operation],
     handler: Any,
     gate: Callable[[Operation], str],
+    guide: Callable[[], str] | None = None,
 ) -> Tool:
-    """The MCP tool of one family (or the single tool) for the operations it serves today."""
+    """The MCP tool of one family (or the single tool) for the operations it serves today; `guide`
+    writes its operations and their parameters for the agent prompt."""
     names = ", ".join(op.name for op in operations)
     purpose = PURPOSES[family] if family else SINGLE_PURPOSE
     lines = [purpose, f"Operations: {names}."]
@@ -162,13 +166,19 @@ def build_tool(
     )
     lines.append('Every result is {"success": true, "data": ...} or {"success": false, "error": {"code", "message"}}.')
     title = f"MCP-AQL {family}" if family else "MCP-AQL"
+    name = surface.tool_name(family)
+    schema = dict(INPUT_SCHEMA)
+    if name == surface.introspect_tool:
+        # JSON Schema `examples`: a call that works on any deployment (the agent prompt's example).
+        schema["examples"] = [INTROSPECT_EXAMPLE]
     return Tool(
-        name=surface.tool_name(family),
+        name=name,
         title=title,
         description="\n".join(lines),
         handler=handler,
-        input_schema=dict(INPUT_SCHEMA),
+        input_schema=schema,
         annotations=_annotations(operations),
+        guide=guide,
     )
 
 
