@@ -1,8 +1,9 @@
 """The public API for plugin authors: everything a plugin imports comes from here.
 
 A plugin needs nothing else from `aql_mcp`; the modules these names live in are internal and may
-change between releases, this module's names may not without a CHANGELOG entry. The README's
-"Writing a plugin" section shows them in use.
+change between releases, this module's names may not without a CHANGELOG entry. docs/plugins.md is
+the guide ("Writing", "Typed tools", "Testing a plugin"); the README's "Writing a plugin" section
+shows them in use.
 
 - MCP-AQL operations (the primary style): `Operation`, `Params`, `Call`, `OperationError` and the
   error codes a handler raises it with (`NOT_FOUND_RESOURCE`, ...), with `Page`, `Outcome` (and
@@ -12,7 +13,8 @@ change between releases, this module's names may not without a CHANGELOG entry. 
   `async def`), `ToolResult`, `ToolError`, `Prompt`, `PromptArgument`, `Resource`,
   `ResourceTemplate`, and the handler context `Context`.
 - Content helpers: `text`, `image`, `audio`, `text_contents`, `blob_contents`, `embedded`, `message`.
-- What a plugin is: `Plugin` (tools, prompts, resources) and `OperationsPlugin` (operations), with
+- What a plugin is: `Plugin` (tools, prompts, resources) and `OperationsPlugin` (operations), and
+  `BackgroundPlugin` for one that runs work of its own while the service runs, with
   the objects they are given, `Registry` and `PluginOperations`, and `Settings`, what a plugin
   factory (`module:function`) is called with.
 
@@ -54,7 +56,7 @@ from aql_mcp.operations.results import (
     warning,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.base import OperationsPlugin, Plugin
+from aql_mcp.plugins.base import BackgroundPlugin, OperationsPlugin, Plugin
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
 from aql_mcp.settings import Settings
@@ -69,6 +71,7 @@ __all__ = [
     "VALIDATION_INVALID_TYPE",
     "VALIDATION_MISSING_PARAM",
     "VALIDATION_UNKNOWN_FIELD",
+    "BackgroundPlugin",
     "Call",
     "Category",
     "Content",
