@@ -68,10 +68,7 @@ INPUT_SCHEMA: Mapping[str, Any] = {
             "description": "Batch run in order instead of one operation.",
             "items": {
                 "type": "object",
-                "properties": {
-                    "operation": {"type": "string", "description": "Operation name."},
-                    "params": {"type": "object", "description": "Operation parameters."},
-                },
+                "properties": {"operation": {"type": "string"}, "params": {"type": "object"}},
                 "required": ["operation"],
             },
         },
