@@ -27,6 +27,10 @@ async def greet(
     return " ".join([f"Hello, {name}!"] * times)
 
 
+class Opaque:
+    """A class pydantic has no schema for."""
+
+
 class Address(BaseModel):
     city: str = Field(description="City.")
 
@@ -128,7 +132,7 @@ def test_a_function_the_tool_cannot_be_built_from_fails_at_registration(function
         Tool.from_function(function)
 
 
-def test_star_arguments_and_private_names_fail_at_registration() -> None:
+def test_star_arguments_private_names_untyped_and_undescribable_parameters_fail_at_registration() -> None:
     async def star(*names: str) -> str:
         """Stars."""
         return ""
@@ -137,7 +141,15 @@ def test_star_arguments_and_private_names_fail_at_registration() -> None:
         """Private."""
         return ""
 
-    for function in (star, private):
+    async def untyped(name) -> str:  # type: ignore[no-untyped-def]
+        """Untyped."""
+        return ""
+
+    async def opaque(thing: Opaque) -> str:
+        """Takes what pydantic cannot describe."""
+        return ""
+
+    for function in (star, private, untyped, opaque):
         with pytest.raises(ConfigError):
             Tool.from_function(function)
 

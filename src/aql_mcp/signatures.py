@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, get_type_hints
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import ErrorDetails, to_jsonable_python
 
@@ -57,29 +57,19 @@ class FunctionTool:
         if not inspect.iscoroutinefunction(function):
             raise ConfigError(f"tool {name!r}: the function must be `async def` (a plain def would block the service)")
         self.function = function
-        self.name = name
         hints = _hints(function, name)
-        self.context: str | None = None
-        fields: dict[str, Any] = {}
-        for parameter in inspect.signature(function).parameters.values():
-            hint = hints.get(parameter.name, Any)
-            if hint is Context:
-                self.context = parameter.name
-                continue
-            _check_parameter(parameter, name)
-            default = ... if parameter.default is inspect.Parameter.empty else parameter.default
-            fields[parameter.name] = (hint, default)
+        self.context, fields = _parameters(function, hints, name)
         self.parameters = tuple(fields)
         whole = _whole_model(fields)
         self.whole = whole is not None
-        self.model: type[BaseModel] = whole or create_model(f"{name}_arguments", __config__=ARGUMENTS_CONFIG, **fields)
-        self.input_schema = schema_of(self.model, "validation")
-        returned = hints.get("return")
-        self.output_schema = (
-            schema_of(returned, "serialization")
-            if isinstance(returned, type) and issubclass(returned, BaseModel)
-            else None
-        )
+        try:
+            self.model: type[BaseModel] = whole or create_model(
+                f"{name}_arguments", __config__=ARGUMENTS_CONFIG, **fields
+            )
+            self.input_schema = schema_of(self.model, "validation")
+            self.output_schema = _output_schema(hints.get("return"))
+        except PydanticUserError as exc:  # a type pydantic cannot describe in JSON Schema
+            raise ConfigError(f"tool {name!r}: {exc.message}") from None
 
     async def __call__(self, arguments: dict[str, Any], ctx: Context) -> Any:
         try:
@@ -104,11 +94,36 @@ def _hints(function: ToolFunction, name: str) -> dict[str, Any]:
         raise ConfigError(f"tool {name!r}: cannot resolve the function's annotations ({exc})") from None
 
 
-def _check_parameter(parameter: inspect.Parameter, name: str) -> None:
+def _parameters(function: ToolFunction, hints: dict[str, Any], name: str) -> tuple[str | None, dict[str, Any]]:
+    """The context parameter's name (if any) and the others as pydantic fields `(type, default)`."""
+    context = None
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        hint = hints.get(parameter.name)
+        if hint is Context:
+            context = parameter.name
+            continue
+        _check_parameter(parameter, hint, name)
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (hint, default)
+    return context, fields
+
+
+def _output_schema(returned: Any) -> dict[str, Any] | None:
+    """A pydantic model returned is the tool's `outputSchema` (corporate §9.5)."""
+    if isinstance(returned, type) and issubclass(returned, BaseModel):
+        return schema_of(returned, "serialization")
+    return None
+
+
+def _check_parameter(parameter: inspect.Parameter, hint: Any, name: str) -> None:
     if parameter.kind in UNSUPPORTED_KINDS:
         raise ConfigError(f"tool {name!r}: parameter {parameter.name!r} must be nameable (no *args, **kwargs, /)")
     if parameter.name.startswith("_"):
         raise ConfigError(f"tool {name!r}: parameter {parameter.name!r} must not start with '_'")
+    if hint is None:
+        # The schema would leave the property untyped, which clients warn about (corporate §9.2).
+        raise ConfigError(f"tool {name!r}: parameter {parameter.name!r} needs a type annotation")
 
 
 def _whole_model(fields: Mapping[str, tuple[Any, Any]]) -> type[Params] | None:
