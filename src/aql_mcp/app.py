@@ -8,7 +8,7 @@ page and the discovery documents stay outside MCP auth.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -42,7 +42,7 @@ from aql_mcp.notifier import Notifier
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.page import ServicePage
 from aql_mcp.plugins.base import BackgroundPlugin
-from aql_mcp.plugins.loader import legacy_dispatcher, load_plugins
+from aql_mcp.plugins.loader import AnyPlugin, legacy_dispatcher, load_plugins
 from aql_mcp.plugins.sources import plugin_sources
 from aql_mcp.probes import Probes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
@@ -68,8 +68,11 @@ ANONYMOUS_METHODS = frozenset(
 )
 
 
-def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Starlette:
-    """The app; `span_exporter` lets tests collect spans in memory."""
+def create_app(
+    settings: Settings, *, span_exporter: SpanExporter | None = None, plugins: Sequence[AnyPlugin] = ()
+) -> Starlette:
+    """The app; `span_exporter` lets tests collect spans in memory; `plugins` are plugin objects
+    loaded after those the settings name (aql_mcp.testing.client)."""
     metrics = Metrics(service=settings.server.name, version=__version__)
     tracing = Tracing(
         service=settings.tracing.service_name or settings.server.name,
@@ -83,10 +86,10 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     store = open_store(settings)
     share = ReplicaShare()
     sources = plugin_sources(settings)
-    plugins = load_plugins(sources, registry, settings, store, telemetry)
-    for plugin, source in zip(plugins, sources, strict=True):
+    loaded = load_plugins(sources, registry, settings, store, telemetry, plugins)
+    for plugin, source in zip(loaded, sources, strict=False):  # objects (tests) come last, unnamed
         log.info("plugin_loaded", plugin=plugin.name, source=source.origin, path=source.path)
-    background = [plugin for plugin in plugins if isinstance(plugin, BackgroundPlugin)]
+    background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -109,7 +112,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         max_result_bytes=settings.limits.max_result_bytes,
     )
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
-    legacy, task_capability = legacy_dispatcher(dispatcher, plugins)
+    legacy, task_capability = legacy_dispatcher(dispatcher, loaded)
     handshake_limits = HandshakeLimits(
         max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
     )

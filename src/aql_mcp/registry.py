@@ -8,6 +8,7 @@ sessions can send `notifications/*/list_changed`.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,45 @@ class Tool:
     # Runs in the request before the task is created, so its questions are `input_required` rounds
     # (MRTR); what it learns it leaves in `ctx.memo`, which the task's handler starts with.
     before_task: Callable[[dict[str, Any], Context], Awaitable[None]] | None = None
+    # More text the generated `agent_prompt` shows under the tool, written when the prompt is (the
+    # MCP-AQL endpoint tools list their operations with typed parameters; corporate §10.4).
+    guide: Callable[[], str] | None = None
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        title: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        deprecated_until: str | None = None,
+    ) -> Tool:
+        """A tool whose `inputSchema` comes from the typed `async def` function's signature and whose
+        handler calls it with validated values (signatures.py; docs/plugins.md, "Typed tools").
+
+        `name` defaults to the function's name, `description` to its docstring, `output_schema` to
+        the schema of its return annotation when that is a pydantic model.
+        """
+        from aql_mcp.signatures import FunctionTool
+
+        tool_name = name or function.__name__
+        handler = FunctionTool(function, tool_name)
+        text = description or inspect.getdoc(function)
+        if not text:
+            raise ConfigError(f"tool {tool_name!r}: a description is required (a docstring or description=)")
+        return cls(
+            name=tool_name,
+            description=text,
+            handler=handler,
+            input_schema=handler.input_schema,
+            title=title,
+            output_schema=output_schema if output_schema is not None else handler.output_schema,
+            annotations=annotations,
+            deprecated_until=deprecated_until,
+        )
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -186,11 +226,14 @@ class RegisteredTool:
     validator: Validator
     check: ArgumentCheck | None = None
     headers: tuple[ParamHeader, ...] = ()
+    # The handler checks the arguments against the schema itself and answers violations in its
+    # own result shape (the MCP-AQL endpoint tools: an envelope with an MCP-AQL code).
+    self_checking: bool = False
 
     def first_error(self, arguments: dict[str, Any]) -> ValidationError | None:
         """The first schema violation of `arguments`, or None; the plain check spares jsonschema
         the common valid call, and jsonschema words every error."""
-        if self.check is not None and self.check(arguments):
+        if self.self_checking or (self.check is not None and self.check(arguments)):
             return None
         return next(iter(self.validator.iter_errors(arguments)), None)
 
@@ -207,13 +250,15 @@ class Registry:
         self._listeners: list[Callable[[Kind], None]] = []
         self.plugin = "core"
 
-    def add_tool(self, tool: Tool) -> None:
+    def add_tool(self, tool: Tool, *, self_checking: bool = False) -> None:
+        """Register `tool`; `self_checking` (for the MCP-AQL endpoint tools) leaves the arguments
+        to the handler, which answers violations of the schema in its own result shape."""
         if not TOOL_NAME.fullmatch(tool.name):
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
         self._claim("tool", tool.name)
         validator = _compile(tool)
         headers = declared_headers(tool.name, tool.input_schema)
-        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator), headers)
+        self._tools[tool.name] = RegisteredTool(tool, validator, compile_check(validator), headers, self_checking)
         self._changed("tool")
 
     def add_prompt(self, prompt: Prompt) -> None:

@@ -319,6 +319,28 @@ async def test_agent_prompt_example_is_a_valid_tools_call_of_a_registered_tool()
     assert entry.validator.is_valid(request["params"]["arguments"])
 
 
+@pytest.mark.anyio
+async def test_agent_prompt_shows_array_item_types_a_tools_guide_and_prefers_a_schema_example() -> None:
+    """Corporate §10.4: each tool's parameters with their real types, and an example that works as written."""
+    registry = registry_with(fixtures=False)
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "description": "Tags."}},
+        "required": ["tags"],
+        "examples": [{"tags": ["a"]}],
+    }
+    registry.add_tool(Tool("plain_read", "Reads.", answer, annotations={"readOnlyHint": True}))
+    registry.add_tool(
+        Tool("tagged", "Tags.", answer, schema, annotations={"readOnlyHint": True}, guide=lambda: "Guide text.")
+    )
+    text = await prompt_text(registry, "agent_prompt")
+    section = text.split("### `tagged`", 1)[1].split("###", 1)[0]
+    assert "`tags` (array of string, required)" in section
+    assert "Guide text." in section
+    request = json.loads(JSON_BLOCK.findall(text)[0])
+    assert request["params"] == {"name": "tagged", "arguments": {"tags": ["a"]}}
+
+
 def test_example_arguments_fill_required_parameters_with_values_of_the_right_type() -> None:
     schema = {
         "type": "object",

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from aql_mcp.testing.client import plugin_client
 from tests.operations.client import Aql, aql_session, records_settings
 
 
@@ -129,6 +130,18 @@ async def test_a_tenant_never_sees_or_touches_another_tenants_records(tmp_path: 
     assert {read["error"]["code"], update["error"]["code"], delete["error"]["code"]} == {"NOT_FOUND_RESOURCE"}
     assert listed["data"]["items"] == []
     assert still["data"]["secret"] == "s"
+
+
+async def test_the_test_client_drives_records_in_a_few_lines() -> None:
+    """The plugin authors' test client (aql_mcp.testing.client) on a built-in plugin: quota and tenants."""
+    async with plugin_client("aql_mcp.plugins.records:plugin", settings={"records": {"max_records": 1}}) as alice:
+        await alice.operation("create_collection", {"collection": "notes"})
+        created = await alice.operation("create_record", {"collection": "notes", "data": {"n": 1}})
+        refused = await alice.operation("create_record", {"collection": "notes", "data": {"n": 2}})
+        bob = await alice.as_user("bob")
+        hidden = await bob.operation("get_record", {"collection": "notes", "id": created["data"]["id"]})
+    assert refused["error"]["code"] == "RATE_LIMIT_QUOTA_EXHAUSTED"
+    assert hidden["error"]["code"] == "NOT_FOUND_RESOURCE"
 
 
 async def test_delete_record_runs_and_the_record_is_gone(tmp_path: Path) -> None:

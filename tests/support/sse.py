@@ -40,3 +40,15 @@ async def iter_events(response: httpx.Response) -> AsyncIterator[Event]:
         name, _, value = line.partition(":")
         value = value.removeprefix(" ")
         fields[name] = f"{fields[name]}\n{value}" if name == "data" and name in fields else value
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC answer of a POST, whether it came as JSON or as the last message of an SSE stream
+    (a handler that logs or reports progress answers on a stream)."""
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        body: dict[str, Any] = response.json()
+        return body
+    messages = [
+        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
+    return next(m for m in reversed(messages) if "result" in m or "error" in m)

@@ -7,7 +7,15 @@ registered again whenever its operations change, so its description always names
 
 The tools' `inputSchema` stays open at the top level: MCP-AQL §4.2 lets parameters sit beside
 `operation`, and an unknown one must be answered by the router with `VALIDATION_UNKNOWN_PARAM`
-and the valid names, which a generic `additionalProperties: false` check cannot do.
+and the valid names, which a generic `additionalProperties: false` check cannot do. It declares
+the type of `operation`, `params` and `operations` (the MCP-AQL operation-input schema), so a
+client and the MCP Inspector know them, but the service does not hold arguments to it before the
+router: a wrong type must come back as an OperationResult envelope with an MCP-AQL code
+(`VALIDATION_INVALID_TYPE`, `VALIDATION_MISSING_PARAM`), which the router words and a generic
+schema check cannot, so the tools are registered as checking their own arguments. No `enum` of
+operation names either: an operation sent to the wrong family must reach the router to be
+answered `VALIDATION_ENDPOINT_MISMATCH` naming the right tool, and an unknown one
+`NOT_FOUND_OPERATION` with the list of available ones.
 """
 
 from __future__ import annotations
@@ -50,14 +58,25 @@ SINGLE_PURPOSE = "Unified MCP-AQL endpoint: every operation, routed by its name.
 INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
-        "operation": {"description": "Operation name (string), e.g. 'introspect'."},
-        "params": {"description": "Operation parameters (object); see introspect for each operation's parameters."},
+        "operation": {"type": "string", "description": "Operation name, e.g. 'introspect'."},
+        "params": {
+            "type": "object",
+            "description": "Operation parameters; see introspect for each operation's parameters.",
+        },
         "operations": {
-            "description": "Batch (array of {operation, params} objects) run in order instead of one operation.",
+            "type": "array",
+            "description": "Batch run in order instead of one operation.",
+            "items": {
+                "type": "object",
+                "properties": {"operation": {"type": "string"}, "params": {"type": "object"}},
+                "required": ["operation"],
+            },
         },
     },
     "required": [],
 }
+
+INTROSPECT_EXAMPLE: Mapping[str, Any] = {"operation": "introspect", "params": {"query": "operations"}}
 
 
 def family_of(operation: Operation, profile: str) -> str:
@@ -123,8 +142,10 @@ def build_tool(
     operations: list[Operation],
     handler: Any,
     gate: Callable[[Operation], str],
+    guide: Callable[[], str] | None = None,
 ) -> Tool:
-    """The MCP tool of one family (or the single tool) for the operations it serves today."""
+    """The MCP tool of one family (or the single tool) for the operations it serves today; `guide`
+    writes its operations and their parameters for the agent prompt."""
     names = ", ".join(op.name for op in operations)
     purpose = PURPOSES[family] if family else SINGLE_PURPOSE
     lines = [purpose, f"Operations: {names}."]
@@ -142,13 +163,19 @@ def build_tool(
     )
     lines.append('Every result is {"success": true, "data": ...} or {"success": false, "error": {"code", "message"}}.')
     title = f"MCP-AQL {family}" if family else "MCP-AQL"
+    name = surface.tool_name(family)
+    schema = dict(INPUT_SCHEMA)
+    if name == surface.introspect_tool:
+        # JSON Schema `examples`: a call that works on any deployment (the agent prompt's example).
+        schema["examples"] = [INTROSPECT_EXAMPLE]
     return Tool(
-        name=surface.tool_name(family),
+        name=name,
         title=title,
         description="\n".join(lines),
         handler=handler,
-        input_schema=dict(INPUT_SCHEMA),
+        input_schema=schema,
         annotations=_annotations(operations),
+        guide=guide,
     )
 
 

@@ -9,6 +9,7 @@ operation, and an operation the gatekeeper can ask to confirm documents `confirm
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -134,6 +135,34 @@ def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[
     if confirmable:
         infos.append(dict(CONFIRMATION_INFO))
     return infos
+
+
+def operations_guide(operations: list[Operation], registry: OperationRegistry) -> str:
+    """The operations of one endpoint tool with their typed parameters, for the agent prompt: what
+    introspection would answer for each, in a line each (corporate §10.4; MCP-AQL introspection §3.4)."""
+    lines = ["Operations (name them in `operation`, their parameters go in `params`):"]
+    for operation in operations:
+        confirmable = behavior(operation, registry.trust(operation.name)) == "confirm"
+        infos = parameter_infos(operation, confirmable=confirmable)
+        described = "; ".join(_parameter_line(info) for info in infos) or "none"
+        line = f"- `{operation.name}`: {operation.description} Parameters: {described}."
+        if operation.examples:
+            line += f" Example arguments: `{json.dumps(operation.examples[0].request, ensure_ascii=False)}`"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _parameter_line(info: dict[str, Any]) -> str:
+    kind = str(info["type"])
+    items = info.get("items")
+    if kind == "array" and isinstance(items, dict):
+        kind = f"array of {items['type']}"
+    facts = [kind, "required" if info["required"] else "optional"]
+    if "enum" in info:
+        facts.append("one of " + ", ".join(json.dumps(value) for value in info["enum"]))
+    if "default" in info:
+        facts.append(f"default {json.dumps(info['default'])}")
+    return f"`{info['name']}` ({', '.join(facts)})"
 
 
 def _members(prop: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.batch import failed_codes, run_batch
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
-from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation
+from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation, operations_guide
 from aql_mcp.operations.models import Call, Operation, TrustLevel, TypeDef
 from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.registry import OperationRegistry
@@ -143,10 +143,13 @@ class AqlService:
         async def handler(arguments: dict[str, Any], ctx: Context) -> ToolResult:
             return await self.call(family, arguments, ctx)
 
-        tool = build_tool(self.surface, family, operations, handler, self._gate)
+        tool = build_tool(
+            self.surface, family, operations, handler, self._gate, lambda: operations_guide(operations, self.operations)
+        )
         if name in self._tools:
             self._registry.remove_tool(name)
-        self._registry.add_tool(tool)
+        # The router answers every argument that breaks the schema with an MCP-AQL code (endpoints.py).
+        self._registry.add_tool(tool, self_checking=True)
         self._tools.add(name)
 
     def _gate(self, operation: Operation) -> str:

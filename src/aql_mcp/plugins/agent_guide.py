@@ -131,7 +131,7 @@ class AgentGuide:
         tools = list(self._registry.tools())
         if not tools:
             return ""
-        tool = next((t for t in tools if _risk(t) == "read-only"), tools[0])
+        tool = _example_tool(tools)
         call = {"name": tool.name, "arguments": example_arguments(tool.input_schema)}
         request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
         return (
@@ -141,6 +141,13 @@ class AgentGuide:
             'with ids and values quoted exactly as returned. After an `isError: true` result: "The call to '
             f'`{tool.name}` was refused: <the reason it gave>. I will <the fix> and retry."'
         )
+
+
+def _example_tool(tools: list[Tool]) -> Tool:
+    """The tool of the example call: one whose schema carries an example that works as written
+    (JSON Schema `examples`), read-only first; else a read-only one with placeholder arguments."""
+    ranked = sorted(tools, key=lambda t: (_schema_example(t.input_schema) is None, _risk(t) != "read-only"))
+    return ranked[0]
 
 
 ANSWER_FORMAT = (
@@ -162,6 +169,10 @@ def _tool_text(tool: Tool) -> str:
         lines.append(f"\nAnnotations: {risk}.")
     parameters = list(_parameters(tool.input_schema))
     lines.append("\nParameters:\n" + "\n".join(parameters) if parameters else "\nParameters: none.")
+    if tool.guide is not None:
+        lines.append(tool.guide())
+        if _schema_example(tool.input_schema) is None:
+            return "\n".join(lines)  # the guide's own examples say more than placeholders would
     arguments = json.dumps(example_arguments(tool.input_schema), ensure_ascii=False)
     lines.append(f"Example arguments: `{arguments}`")
     return "\n".join(lines)
@@ -174,16 +185,29 @@ def _parameters(schema: Mapping[str, Any]) -> Iterable[str]:
     required = set(schema.get("required") or ())
     for name, spec in properties.items():
         spec = spec if isinstance(spec, Mapping) else {}
-        kind = spec.get("type", "any")
-        kind = "|".join(kind) if isinstance(kind, list) else str(kind)
+        kind = _type_name(spec)
         need = "required" if name in required else "optional"
         description = f": {spec['description']}" if spec.get("description") else ""
         choices = f" One of {json.dumps(spec['enum'])}." if isinstance(spec.get("enum"), list) else ""
         yield f"- `{name}` ({kind}, {need}){description}{choices}"
 
 
+def _type_name(spec: Mapping[str, Any]) -> str:
+    """The JSON type of a property as the prompt shows it: `string`, `integer|null`, `array of object`."""
+    kind = spec.get("type", "any")
+    name = "|".join(kind) if isinstance(kind, list) else str(kind)
+    items = spec.get("items")
+    if name == "array" and isinstance(items, Mapping) and "type" in items:
+        return f"array of {_type_name(items)}"
+    return name
+
+
 def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments for the required parameters, with placeholder values of the right type."""
+    """The schema's first example (JSON Schema `examples`), else arguments for the required
+    parameters with placeholder values of the right type."""
+    example = _schema_example(schema)
+    if example is not None:
+        return example
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return {}
@@ -192,6 +216,13 @@ def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
         for name in schema.get("required") or ()
         if isinstance(name, str)
     }
+
+
+def _schema_example(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    examples = schema.get("examples")
+    if isinstance(examples, list) and examples and isinstance(examples[0], dict):
+        return dict(examples[0])
+    return None
 
 
 def _example_value(name: str, spec: Mapping[str, Any]) -> Any:

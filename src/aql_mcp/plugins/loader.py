@@ -61,9 +61,11 @@ def load_plugins(
     settings: Settings | None = None,
     store: Store | None = None,
     telemetry: Telemetry | None = None,
+    objects: Sequence[AnyPlugin] = (),
 ) -> list[AnyPlugin]:
     """Import every plugin, hand each its own settings, and let it register; a duplicate name
-    fails naming both plugins.
+    fails naming both plugins. `objects` are plugins already built, registered after the imported
+    ones (the test client, aql_mcp.testing.client).
 
     The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
     operations loads; without such a plugin the service exposes no MCP-AQL tools.
@@ -71,6 +73,11 @@ def load_plugins(
     settings = settings or Settings()
     named = [source if isinstance(source, PluginSource) else PluginSource(source) for source in sources]
     plugins = [_import(source, settings) for source in named]
+    for candidate in objects:
+        if not isinstance(candidate, (Plugin, OperationsPlugin)):
+            raise ConfigError(f"plugin {candidate!r}: not a plugin (see aql_mcp.plugin.Plugin and OperationsPlugin)")
+        plugins.append(candidate)
+        named.append(PluginSource(f"{type(candidate).__module__}.{type(candidate).__qualname__}", "object"))
     _refuse_twins(plugins, named)
     refuse_unknown_sections(settings.plugins, plugins)
     service: AqlService | None = None
