@@ -52,3 +52,38 @@ def test_the_quick_start_python_example_uses_the_public_sdk_and_calls_a_tool(ser
     first, rest = done.stdout.split("\n", 1)
     assert "mcp_aql_read" in first
     assert json.loads(rest)["success"] is True
+
+
+def _section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"## {title}")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_writing_a_plugin_examples_run_as_printed_under_pytest(tmp_path: Path) -> None:
+    """The operation, the typed tool and the test of "Writing a plugin", put in files as a plugin
+    author would, pass under pytest with the public API only."""
+    blocks = re.findall(r"```python\n(.*?)```", _section("Writing a plugin"), flags=re.DOTALL)
+    operation, tool, test = blocks
+    (tmp_path / "readme_plugin.py").write_text(operation + "\n\n" + tool, encoding="utf-8")
+    extra = (
+        "\n\n@pytest.mark.anyio\n"
+        "async def test_shout() -> None:\n"
+        "    async with plugin_client(Shouter()) as client:\n"
+        "        result = await client.call_tool('shout', {'words': 'hi', 'times': 2})\n"
+        "    assert result['content'][0]['text'] == 'HI HI'\n"
+    )
+    header = "from readme_plugin import Greeter, Shouter\n"
+    (tmp_path / "test_readme_plugin.py").write_text(header + test + extra, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE * 3,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "2 passed" in done.stdout
