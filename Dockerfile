@@ -4,10 +4,10 @@
 # installed from those wheels alone, and only that environment is copied onto a clean runtime base:
 # no compiler, pip cache, build tool, source tree or test ends up in the final image.
 #
-#   docker build -t aql-mcp:0.1.0 --build-arg VERSION=0.1.0 --build-arg SOURCE=<repository URL> \
+#   docker build -t aql-mcp:0.2.0 --build-arg VERSION=0.2.0 --build-arg SOURCE=<repository URL> \
 #     --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run --read-only -p 8000:8000 -v aql-mcp-state:/var/lib/aql-mcp \
-#     -e AQL_MCP_AUTH__JWKS_URL=... -e AQL_MCP_AUTH__ISSUER=... -e AQL_MCP_AUTH__AUDIENCE=... aql-mcp:0.1.0
+#     -e AQL_MCP_AUTH__JWKS_URL=... -e AQL_MCP_AUTH__ISSUER=... -e AQL_MCP_AUTH__AUDIENCE=... aql-mcp:0.2.0
 #
 # The base is a build argument so that a mirror or a stand-in (scripts/image-test.sh) can replace it.
 ARG PYTHON_IMAGE=python:3.11-slim
@@ -46,7 +46,7 @@ RUN python3 -m venv /opt/aql-mcp \
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG PYTHON_IMAGE
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG SOURCE=""
 ARG REVISION=""
 ARG CREATED=""
