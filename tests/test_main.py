@@ -29,9 +29,11 @@ from tests.support.wait import until
 
 
 def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AQL_MCP_ setting from the caller's shell, and no plugin installed in the environment."""
     for name in list(os.environ):
         if name.upper().startswith("AQL_MCP_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("AQL_MCP_SERVER__ENTRY_POINT_PLUGINS", "false")
 
 
 @pytest.fixture
@@ -57,7 +59,9 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 
 def dev_settings_for(state: Path, **server: object) -> Settings:
-    return load_settings(None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, **server}})
+    return load_settings(
+        None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, "entry_point_plugins": False, **server}}
+    )
 
 
 class SyncVerifier:
@@ -265,6 +269,7 @@ def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None
         **os.environ,
         "AQL_MCP_STORE__PATH": str(tmp_path),
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
         "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
     }
     terminal, child_side = pty.openpty()
@@ -315,7 +320,11 @@ def test_dev_banner_without_a_terminal_prints_no_token_but_a_command_that_works_
 def cli_environ(xdg: Path) -> dict[str, str]:
     """This environment without any AQL_MCP_ setting, with its own user state directory."""
     environ = {name: value for name, value in os.environ.items() if not name.upper().startswith("AQL_MCP_")}
-    return environ | {"XDG_STATE_HOME": str(xdg), "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0"}
+    return environ | {
+        "XDG_STATE_HOME": str(xdg),
+        "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
+    }
 
 
 @contextmanager
@@ -421,7 +430,7 @@ def test_serve_refuses_to_start_on_a_store_a_newer_release_migrated(tmp_path: Pa
     with sqlite3.connect(tmp_path / "aql-mcp.sqlite3") as db:
         db.execute("INSERT INTO schema_version VALUES (1000)")
     command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(free_port())]
-    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path)}
+    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path), "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false"}
     done = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "SchemaTooNew" in done.stdout + done.stderr
@@ -435,9 +444,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`aql-mcp ARGS` in a process of its own, with only the AQL_MCP_ variables given here."""
+    """`aql-mcp ARGS` in a process of its own, with only the AQL_MCP_ variables given here (and no
+    plugin installed in the environment, unless `env` turns entry points back on)."""
     clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("AQL_MCP_")}
-    environ = {**clean, "AQL_MCP_STORE__PATH": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), **(env or {})}
+    environ = {
+        **clean,
+        "AQL_MCP_STORE__PATH": str(tmp_path / "state"),
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     command = [str(Path(sys.executable).parent / "aql-mcp"), *args]
     return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=60, check=False)
 
@@ -511,5 +527,5 @@ def test_check_config_accepts_a_plugin_within_a_raised_cap(tmp_path: Path) -> No
 
 
 def test_check_config_refuses_disabling_a_plugin_no_package_offers(tmp_path: Path) -> None:
-    env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["greeter"]'}
-    refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "greeter")
+    env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["no-such-plugin"]', "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "true"}
+    refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "no-such-plugin")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.plugins.sources import ENTRY_POINT_GROUP, PluginSource, plugin_sources
 from aql_mcp.registry import Registry
 from aql_mcp.settings import BUILTIN_PLUGINS, Settings
+from tests.support.distribution import fake_distribution
 
 TUNED = "tests.support.tuned:plugin"
 
@@ -71,9 +73,15 @@ def test_disabling_a_name_no_package_offers_is_refused_naming_the_setting() -> N
         plugin_sources(settings(disabled_plugins=["alhpa"]), [point("alpha", "a:plugin")])
 
 
-def test_the_installed_entry_points_are_read_when_none_are_given() -> None:
-    # The project itself declares none: only the lists load.
-    assert [s.path for s in plugin_sources(Settings())] == list(BUILTIN_PLUGINS)
+def test_the_installed_entry_points_are_read_when_none_are_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = fake_distribution(tmp_path, "tuned-plugin", {"tuned": TUNED})
+    monkeypatch.syspath_prepend(str(site))
+    sources = plugin_sources(Settings())
+    assert [(s.path, s.origin) for s in sources if s.entry_point == "tuned"] == [
+        (TUNED, "entry point tuned of tuned-plugin 1.0")
+    ]
 
 
 def test_an_entry_point_that_cannot_be_imported_fails_naming_the_entry_point() -> None:
