@@ -1,3 +1,4 @@
+import json
 import os
 import pty
 import re
@@ -372,6 +373,24 @@ def test_dev_token_run_from_another_directory_finds_the_running_dev_servers_key(
     assert not (xdg / "aql-mcp" / f"dev-server-{port}.json").exists()
 
 
+def test_a_second_dev_server_refused_the_port_leaves_the_running_servers_record(tmp_path: Path) -> None:
+    project, second, xdg = tmp_path / "project", tmp_path / "second", tmp_path / "xdg-state"
+    project.mkdir()
+    second.mkdir()
+    with dev_server_in(project, xdg) as (process, port):
+        record = xdg / "aql-mcp" / f"dev-server-{port}.json"
+        until(record.is_file, "the running server wrote no record")
+        refused = subprocess.run(
+            serve_command(port), cwd=second, env=cli_environ(xdg), capture_output=True, timeout=60, check=False
+        )
+
+        assert refused.returncode != 0
+        assert json.loads(record.read_text(encoding="utf-8"))["pid"] == process.pid
+        minted = dev_token_in(tmp_path, xdg, "--port", str(port))
+        assert minted.returncode == 0, minted.stderr.decode()
+        remember_secret(minted.stdout.decode().strip())
+
+
 def test_dev_token_that_finds_no_key_says_where_it_looked_and_makes_none(tmp_path: Path) -> None:
     elsewhere, xdg = tmp_path / "elsewhere", tmp_path / "xdg-state"
     elsewhere.mkdir()
@@ -529,3 +548,33 @@ def test_check_config_accepts_a_plugin_within_a_raised_cap(tmp_path: Path) -> No
 def test_check_config_refuses_disabling_a_plugin_no_package_offers(tmp_path: Path) -> None:
     env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["no-such-plugin"]', "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "true"}
     refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "no-such-plugin")
+
+
+LEAKED = "s3cr3t-plugin-token"
+LEAKY = {"leaky": "tests.support.leaky:plugin", "leaky_ops": "tests.support.leaky:operations_plugin"}
+
+
+@pytest.mark.parametrize("command", ["check-config", "serve"])
+@pytest.mark.parametrize(
+    ("name", "step"), [("leaky", "configure"), ("leaky", "register"), ("leaky_ops", "register_operations")]
+)
+def test_a_plugin_failing_in_its_own_code_exits_2_naming_the_step_without_its_message(
+    tmp_path: Path, command: str, name: str, step: str
+) -> None:
+    """The exception's message could quote a secret setting: only the step and the type are shown."""
+    prefix = f"AQL_MCP_PLUGINS__{name.upper()}__"
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{LEAKY[name]}"]', prefix + "TOKEN": LEAKED, prefix + "FAIL_IN": step}
+    extra = ["--port", str(free_port())] if command == "serve" else []
+    result = run_cli(tmp_path, command, "--dev", *extra, env=env)
+    refused(result, f"plugin {name}: {step} failed (RuntimeError)")
+    assert LEAKED not in result.stdout + result.stderr
+
+
+def test_a_plugins_secret_setting_is_never_printed(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{LEAKY["leaky"]}"]', "AQL_MCP_PLUGINS__LEAKY__TOKEN": LEAKED}
+    checked = run_cli(tmp_path, "check-config", "--dev", env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert LEAKED not in checked.stdout + checked.stderr
+    with start_server(tmp_path, env={**env, "AQL_MCP_LOGGING__LEVEL": "debug"}, plugins=(LEAKY["leaky"],)) as server:
+        assert "leaky" in server.log_text()
+    assert LEAKED not in server.log_text()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import structlog
@@ -85,7 +86,7 @@ def load_plugins(
         registry.plugin = plugin.name
         configure_plugin(plugin, settings.plugins)
         if isinstance(plugin, Plugin):
-            plugin.register(registry)
+            _step(plugin.name, "register", partial(plugin.register, registry))
         if isinstance(plugin, OperationsPlugin):
             if plugin.trust not in TRUST_LEVELS:
                 raise ConfigError(
@@ -96,10 +97,23 @@ def load_plugins(
                     raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
                 service = AqlService(registry, settings, store, telemetry)
             trust = _trust(plugin, settings)
-            plugin.register_operations(service.for_plugin(plugin.name, trust, plugin.trust))
+            operations = service.for_plugin(plugin.name, trust, plugin.trust)
+            _step(plugin.name, "register_operations", partial(plugin.register_operations, operations))
     registry.plugin = "runtime"
     _check_overrides(plugins, settings)
     return plugins
+
+
+def _step(name: str, step: str, action: Callable[[], None]) -> None:
+    """One of the plugin's own calls; our ConfigErrors (a duplicate tool, a bad schema) pass as
+    they are, anything else becomes one naming only the exception's type: its message or a
+    traceback could quote a secret setting's value."""
+    try:
+        action()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"plugin {name}: {step} failed ({type(exc).__name__})") from None
 
 
 def _import(source: PluginSource, settings: Settings) -> AnyPlugin:

@@ -60,7 +60,12 @@ def configure_plugin(plugin: object, sections: Mapping[str, Mapping[str, Any]]) 
     model = plugin.settings_model
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ConfigError(f"plugin {name}: settings_model must be a pydantic model class, not {model!r}")
-    plugin.configure(validate_section(name, model, sections.get(name) or {}))
+    validated = validate_section(name, model, sections.get(name) or {})
+    try:
+        plugin.configure(validated)
+    except Exception as exc:
+        # Only the type: the message or a traceback could quote a secret setting's value.
+        raise ConfigError(f"plugin {name}: configure failed ({type(exc).__name__})") from None
 
 
 def validate_section(name: str, model: type[BaseModel], section: Mapping[str, Any]) -> BaseModel:
