@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -115,3 +116,28 @@ def test_two_plugins_with_one_name_are_refused_naming_both_sources() -> None:
         load_plugins(sources, Registry())
     assert "server.plugins" in str(caught.value)
     assert "entry point tuned" in str(caught.value)
+
+
+def test_with_entry_points_off_none_is_read_so_a_clash_or_a_stale_disabled_name_stops_nothing() -> None:
+    def unreadable() -> Iterator[EntryPoint]:
+        raise AssertionError("entry points read")
+        yield point("alpha", "a:plugin")
+
+    off = settings(entry_point_plugins=False, disabled_plugins=["gone"])
+    assert [s.path for s in plugin_sources(off, unreadable())] == ["pkg.builtin:plugin", "pkg.extra:plugin"]
+
+
+def test_two_packages_offering_a_disabled_name_are_left_out_instead_of_refused() -> None:
+    clash = [point("alpha", "a:plugin"), point("alpha", "b:plugin"), point("zeta", "z:plugin")]
+    sources = plugin_sources(settings(disabled_plugins=["alpha"]), clash)
+    assert [s.path for s in sources][2:] == ["z:plugin"]
+
+
+def test_a_plugin_both_listed_and_disabled_is_refused_naming_both_settings() -> None:
+    """docs/plugins.md: `server.disabled_plugins` never overrides a list silently."""
+    listed = Settings(server={"plugins": [TUNED], "disabled_plugins": ["tuned"], "builtin_plugins": []})
+    sources = plugin_sources(listed, [point("tuned", TUNED)])
+    with pytest.raises(ConfigError) as caught:
+        load_plugins(sources, Registry(), listed)
+    assert "server.plugins" in str(caught.value)
+    assert "server.disabled_plugins" in str(caught.value)

@@ -80,6 +80,7 @@ def load_plugins(
         plugins.append(candidate)
         named.append(PluginSource(f"{type(candidate).__module__}.{type(candidate).__qualname__}", "object"))
     _refuse_twins(plugins, named)
+    _refuse_listed_and_disabled(plugins, named, settings)
     refuse_unknown_sections(settings.plugins, plugins)
     service: AqlService | None = None
     for plugin in plugins:
@@ -130,6 +131,18 @@ def _import(source: PluginSource, settings: Settings) -> AnyPlugin:
             "name must be the name of the plugin it loads"
         )
     return plugin
+
+
+def _refuse_listed_and_disabled(plugins: list[AnyPlugin], sources: list[PluginSource], settings: Settings) -> None:
+    """A plugin named by a list and disabled by name contradicts itself: which one the operator meant
+    is a guess, so startup refuses rather than silently loading (or leaving out) the plugin."""
+    disabled = set(settings.server.disabled_plugins)
+    for plugin, source in zip(plugins, sources, strict=True):
+        if plugin.name in disabled and source.origin in ("server.plugins", "server.builtin_plugins"):
+            raise ConfigError(
+                f"plugin {plugin.name!r} is listed in {source.origin} ({source.path}) and disabled in "
+                "server.disabled_plugins (AQL_MCP_SERVER__DISABLED_PLUGINS); remove it from one"
+            )
 
 
 def _refuse_twins(plugins: list[AnyPlugin], sources: list[PluginSource]) -> None:
