@@ -107,3 +107,9 @@ def test_optional_and_annotated_lists_and_mappings_are_read_from_the_environment
     assert validate_section("shapes", OptionalShapes, section) == OptionalShapes(
         names=["a", "b"], limits={"a": 1}, tags=("x",)
     )
+
+
+def test_a_plugin_name_with_a_dash_is_read_from_its_environment_variable() -> None:
+    """docs/plugins.md: Kubernetes and `env` set such a variable; the name keeps its dash."""
+    settings = load_settings(None, {"AQL_MCP_PLUGINS__MY-PLUGIN__LEVEL": "3"}, DEV)
+    assert settings.plugins == {"my-plugin": {"level": "3"}}
