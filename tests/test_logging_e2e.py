@@ -286,3 +286,21 @@ def test_a_failing_jwks_is_logged_with_the_status_and_host_but_no_query_string(t
     assert line["host"] == idp.jwks_url.split("/")[2]
     assert line["last_good_seconds_ago"] is None
     assert secret not in log
+
+
+def test_a_failing_probe_stays_at_info_where_it_explains_a_pod_out_of_service(tmp_path: Path) -> None:
+    """/ready answers 503 while the IdP fails (no key set yet): that line is not demoted to debug."""
+    with running_idp() as idp:
+        idp.answer_status = 503
+        env = {
+            "AQL_MCP_AUTH__JWKS_URL": idp.jwks_url,
+            "AQL_MCP_AUTH__ISSUER": idp.issuer,
+            "AQL_MCP_AUTH__AUDIENCE": idp.audience,
+            "AQL_MCP_AUTH__ALLOW_INSECURE_HTTP": "true",
+        }
+        with start_server(tmp_path, dev=False, env=env) as production:
+            request_id = new_id()
+            response = httpx.get(f"{production.base}/ready", headers={"x-request-id": request_id})
+            assert response.status_code == 503
+            line = event(production, request_id, "http_request")
+    assert (line["level"], line["path"], line["status"]) == ("info", "/ready", 503)

@@ -1,3 +1,4 @@
+import json
 import os
 import pty
 import re
@@ -29,9 +30,11 @@ from tests.support.wait import until
 
 
 def clear_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AQL_MCP_ setting from the caller's shell, and no plugin installed in the environment."""
     for name in list(os.environ):
         if name.upper().startswith("AQL_MCP_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("AQL_MCP_SERVER__ENTRY_POINT_PLUGINS", "false")
 
 
 @pytest.fixture
@@ -57,7 +60,9 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 
 def dev_settings_for(state: Path, **server: object) -> Settings:
-    return load_settings(None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, **server}})
+    return load_settings(
+        None, {"AQL_MCP_STORE__PATH": str(state)}, {"server": {"dev": True, "entry_point_plugins": False, **server}}
+    )
 
 
 class SyncVerifier:
@@ -265,6 +270,7 @@ def test_dev_banner_prints_a_working_token_at_a_terminal(tmp_path: Path) -> None
         **os.environ,
         "AQL_MCP_STORE__PATH": str(tmp_path),
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
         "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
     }
     terminal, child_side = pty.openpty()
@@ -315,7 +321,11 @@ def test_dev_banner_without_a_terminal_prints_no_token_but_a_command_that_works_
 def cli_environ(xdg: Path) -> dict[str, str]:
     """This environment without any AQL_MCP_ setting, with its own user state directory."""
     environ = {name: value for name, value in os.environ.items() if not name.upper().startswith("AQL_MCP_")}
-    return environ | {"XDG_STATE_HOME": str(xdg), "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0"}
+    return environ | {
+        "XDG_STATE_HOME": str(xdg),
+        "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
+    }
 
 
 @contextmanager
@@ -361,6 +371,24 @@ def test_dev_token_run_from_another_directory_finds_the_running_dev_servers_key(
         assert list(elsewhere.iterdir()) == []  # no second key made where it ran
     # The record goes with the server that left it.
     assert not (xdg / "aql-mcp" / f"dev-server-{port}.json").exists()
+
+
+def test_a_second_dev_server_refused_the_port_leaves_the_running_servers_record(tmp_path: Path) -> None:
+    project, second, xdg = tmp_path / "project", tmp_path / "second", tmp_path / "xdg-state"
+    project.mkdir()
+    second.mkdir()
+    with dev_server_in(project, xdg) as (process, port):
+        record = xdg / "aql-mcp" / f"dev-server-{port}.json"
+        until(record.is_file, "the running server wrote no record")
+        refused = subprocess.run(
+            serve_command(port), cwd=second, env=cli_environ(xdg), capture_output=True, timeout=60, check=False
+        )
+
+        assert refused.returncode != 0
+        assert json.loads(record.read_text(encoding="utf-8"))["pid"] == process.pid
+        minted = dev_token_in(tmp_path, xdg, "--port", str(port))
+        assert minted.returncode == 0, minted.stderr.decode()
+        remember_secret(minted.stdout.decode().strip())
 
 
 def test_dev_token_that_finds_no_key_says_where_it_looked_and_makes_none(tmp_path: Path) -> None:
@@ -421,7 +449,7 @@ def test_serve_refuses_to_start_on_a_store_a_newer_release_migrated(tmp_path: Pa
     with sqlite3.connect(tmp_path / "aql-mcp.sqlite3") as db:
         db.execute("INSERT INTO schema_version VALUES (1000)")
     command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(free_port())]
-    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path)}
+    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path), "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false"}
     done = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "SchemaTooNew" in done.stdout + done.stderr
@@ -435,9 +463,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`aql-mcp ARGS` in a process of its own, with only the AQL_MCP_ variables given here."""
+    """`aql-mcp ARGS` in a process of its own, with only the AQL_MCP_ variables given here (and no
+    plugin installed in the environment, unless `env` turns entry points back on)."""
     clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("AQL_MCP_")}
-    environ = {**clean, "AQL_MCP_STORE__PATH": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), **(env or {})}
+    environ = {
+        **clean,
+        "AQL_MCP_STORE__PATH": str(tmp_path / "state"),
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     command = [str(Path(sys.executable).parent / "aql-mcp"), *args]
     return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=60, check=False)
 
@@ -511,5 +546,35 @@ def test_check_config_accepts_a_plugin_within_a_raised_cap(tmp_path: Path) -> No
 
 
 def test_check_config_refuses_disabling_a_plugin_no_package_offers(tmp_path: Path) -> None:
-    env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["greeter"]'}
-    refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "greeter")
+    env = {"AQL_MCP_SERVER__DISABLED_PLUGINS": '["no-such-plugin"]', "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "true"}
+    refused(run_cli(tmp_path, "check-config", "--dev", env=env), "server.disabled_plugins", "no-such-plugin")
+
+
+LEAKED = "s3cr3t-plugin-token"
+LEAKY = {"leaky": "tests.support.leaky:plugin", "leaky_ops": "tests.support.leaky:operations_plugin"}
+
+
+@pytest.mark.parametrize("command", ["check-config", "serve"])
+@pytest.mark.parametrize(
+    ("name", "step"), [("leaky", "configure"), ("leaky", "register"), ("leaky_ops", "register_operations")]
+)
+def test_a_plugin_failing_in_its_own_code_exits_2_naming_the_step_without_its_message(
+    tmp_path: Path, command: str, name: str, step: str
+) -> None:
+    """The exception's message could quote a secret setting: only the step and the type are shown."""
+    prefix = f"AQL_MCP_PLUGINS__{name.upper()}__"
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{LEAKY[name]}"]', prefix + "TOKEN": LEAKED, prefix + "FAIL_IN": step}
+    extra = ["--port", str(free_port())] if command == "serve" else []
+    result = run_cli(tmp_path, command, "--dev", *extra, env=env)
+    refused(result, f"plugin {name}: {step} failed (RuntimeError)")
+    assert LEAKED not in result.stdout + result.stderr
+
+
+def test_a_plugins_secret_setting_is_never_printed(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SERVER__PLUGINS": f'["{LEAKY["leaky"]}"]', "AQL_MCP_PLUGINS__LEAKY__TOKEN": LEAKED}
+    checked = run_cli(tmp_path, "check-config", "--dev", env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert LEAKED not in checked.stdout + checked.stderr
+    with start_server(tmp_path, env={**env, "AQL_MCP_LOGGING__LEVEL": "debug"}, plugins=(LEAKY["leaky"],)) as server:
+        assert "leaky" in server.log_text()
+    assert LEAKED not in server.log_text()

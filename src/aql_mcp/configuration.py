@@ -13,7 +13,7 @@ import os
 import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -120,7 +120,7 @@ def _annotation(path: tuple[str, ...] | None) -> Any:
     """The type of the setting at `path` (through sections, nested models and mapping values), or None."""
     current: Any = Settings
     for key in path or ():
-        current = _optional_removed(current)
+        current = optional_removed(current)
         if isinstance(current, type) and issubclass(current, BaseModel):
             field = current.model_fields.get(key)
             if field is None:
@@ -130,13 +130,16 @@ def _annotation(path: tuple[str, ...] | None) -> Any:
             current = get_args(current)[1]
         else:
             return None
-    return _optional_removed(current)
+    return optional_removed(current)
 
 
-def _optional_removed(annotation: Any) -> Any:
+def optional_removed(annotation: Any) -> Any:
+    """`X` of `X | None`, `Optional[X]` and `Annotated[X, ...]` (of any nesting of them); else the annotation."""
+    if get_origin(annotation) is Annotated:
+        return optional_removed(get_args(annotation)[0])
     if get_origin(annotation) in (Union, types.UnionType):
         kept = [arg for arg in get_args(annotation) if arg is not type(None)]
-        return kept[0] if len(kept) == 1 else annotation
+        return optional_removed(kept[0]) if len(kept) == 1 else annotation
     return annotation
 
 

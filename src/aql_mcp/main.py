@@ -130,6 +130,13 @@ def serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=math.ceil(settings.shutdown.grace_seconds),
     )
     services = app.state.services
+    recorded: list[Path | None] = []
+
+    def record_key() -> None:
+        # Where the key is (create_app made it), for `dev-token` run from another directory: written
+        # only once the port is ours, so a second server refused the port leaves the first one's record.
+        recorded.append(write_record(records_dir(), settings.server.port, settings.store.path))
+
     # Everything built so far (modules, plugins, the registry, settings) lives as long as the process:
     # out of the collector's sight, a full collection scans only what requests create, which keeps
     # its pauses (the p99 of a busy service) short (bench/PROFILE.md).
@@ -142,13 +149,12 @@ def serve(args: argparse.Namespace) -> int:
         retry_ms=settings.streams.retry_ms,
         companions=companions,
         listeners=services.listeners,
+        on_started=record_key if settings.server.dev else None,
     )
-    # The key exists (create_app made it): where it is, for `dev-token` run from another directory.
-    record = write_record(records_dir(), settings.server.port, settings.store.path) if settings.server.dev else None
     try:
         server.run()
     finally:
-        remove_record(record)
+        remove_record(recorded[0] if recorded else None)
     return 0
 
 

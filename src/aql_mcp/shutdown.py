@@ -23,6 +23,7 @@ import asyncio
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -55,8 +56,12 @@ class DrainingServer(uvicorn.Server):
         retry_ms: int,
         companions: list[Companion] | None = None,
         listeners: Listeners | None = None,
+        on_started: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
+        # Run once every port is bound: what must not happen for a server that never listened
+        # (uvicorn exits from `startup` when the port is taken).
+        self._on_started = on_started
         self._listeners = listeners
         self._companions = companions or []
         self._probes = probes
@@ -75,6 +80,8 @@ class DrainingServer(uvicorn.Server):
             server.config.load()
             server.lifespan = server.config.lifespan_class(server.config)
             await server.startup(companion.sockets)
+        if self.started and self._on_started is not None:
+            self._on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets)

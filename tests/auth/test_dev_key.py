@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_record
@@ -85,3 +88,63 @@ def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
     record_path(records, PORT).write_text("{not json")
 
     assert find_key(explicit=None, default=tmp_path / "s", records=records, port=PORT).found is None
+
+
+def test_the_records_directory_and_the_record_are_the_users_alone(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir(mode=0o755)
+    records.chmod(0o755)
+
+    path = write_record(records, PORT, tmp_path / "state")
+
+    assert path is not None
+    assert stat.S_IMODE(records.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in records.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_a_link_planted_where_the_old_temporary_file_went_is_not_written_through(tmp_path: Path) -> None:
+    records, victim = tmp_path / "records", tmp_path / "victim"
+    records.mkdir(mode=0o700)
+    victim.write_text("untouched")
+    (records / f"dev-server-{PORT}.{os.getpid()}.tmp").symlink_to(victim)
+    record_path(records, PORT).symlink_to(victim)
+
+    assert write_record(records, PORT, tmp_path / "state") is not None
+
+    assert victim.read_text() == "untouched"
+    assert not record_path(records, PORT).is_symlink()
+
+
+def test_a_record_that_is_a_link_is_ignored(tmp_path: Path) -> None:
+    state = make_key(tmp_path / "state")
+    records, elsewhere = tmp_path / "records", tmp_path / "elsewhere.json"
+    records.mkdir()
+    elsewhere.write_text(json.dumps({"state_dir": str(state), "pid": os.getpid()}))
+    record_path(records, PORT).symlink_to(elsewhere)
+
+    assert find_key(explicit=None, default=tmp_path / "nowhere", records=records, port=PORT).found is None
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_record_another_user_owns_is_ignored(tmp_path: Path) -> None:
+    state = make_key(tmp_path / "state")
+    records = tmp_path / "records"
+    path = write_record(records, PORT, state)
+    assert path is not None
+    os.chown(path, 65534, 65534)
+
+    assert find_key(explicit=None, default=tmp_path / "nowhere", records=records, port=PORT).found is None
+
+
+def test_a_recorded_process_of_another_user_is_not_our_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = make_key(tmp_path / "state")
+    records = tmp_path / "records"
+    write_record(records, PORT, state)
+
+    def not_permitted(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")  # what kill(2) says of another user's process
+
+    monkeypatch.setattr(os, "kill", not_permitted)
+
+    assert find_key(explicit=None, default=tmp_path / "nowhere", records=records, port=PORT).found is None

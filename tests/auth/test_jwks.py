@@ -21,7 +21,7 @@ import pytest
 from starlette.responses import Response
 
 import tests.support.idp as idp_module
-from aql_mcp.auth.jwks import JwksKeySource
+from aql_mcp.auth.jwks import JwksKeySource, jwks_host
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.logging import configure_logging
@@ -496,3 +496,31 @@ async def test_a_kid_still_unknown_after_the_refetch_is_logged_once(
     assert line["kid"] == ("ghost-" + "x" * 200)[:64]
     assert line["keys"] >= 2
     assert [line for line in lines if line["event"] == "jwks_refresh_failed"] == []
+
+
+async def test_a_key_set_with_no_usable_key_still_expires_the_last_good_keys_at_max_stale(
+    idp: IdentityProvider, source: JwksKeySource, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await source.refresh()
+    monkeypatch.setattr(idp, "jwks", lambda: {"keys": []})
+    clock.advance(MAX_STALE - 1)
+    assert await source.refresh() is False
+    assert source.status() == "degraded"
+
+    clock.advance(1)
+
+    assert source.status() == "unavailable"
+    assert await source.key(idp.key("RS256").kid) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("https://idp.example.com/jwks?secret=x", "idp.example.com"),
+        ("https://user:pw@idp.example.com:8443/jwks", "idp.example.com:8443"),
+        ("https://[2001:db8::1]:8443/jwks", "[2001:db8::1]:8443"),
+        ("https://[::1]/jwks", "[::1]"),
+    ],
+)
+def test_the_logged_jwks_host_is_host_and_port_with_an_ipv6_address_in_brackets(url: str, host: str) -> None:
+    assert jwks_host(url) == host

@@ -222,3 +222,14 @@ def test_the_plugin_layer_adds_files_to_the_service_environment_and_runs_nothing
     assert [instruction for instruction, _ in layer.instructions] == ["COPY"]
     venv = final(dockerfile).last("COPY").split()[-1]  # where the service's environment lives
     assert layer.last("COPY").split()[-2:] == ["/plugin", f"{venv}/lib/python3.11/site-packages/"]
+
+
+def instructions_only(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_documented_plugin_dockerfile_is_the_examples() -> None:
+    """docs/plugins.md shows the pattern `make image-test` builds, not an older one."""
+    docs = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+    [snippet] = re.findall(r"```dockerfile\n(.*?)```", docs, flags=re.DOTALL)
+    assert instructions_only(snippet) == instructions_only(PLUGIN_DOCKERFILE.read_text(encoding="utf-8"))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.aql import session
+from tests.support.distribution import fake_distribution
 from tests.support.server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,9 +49,10 @@ class Environment:
 
 
 def clean_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment without settings or a PYTHONPATH that would reach the checkout."""
+    """The test's environment without settings or a PYTHONPATH that would reach the checkout, with
+    entry points on (the suite's other servers leave installed plugins out: tests/support/server.py)."""
     keep = {k: v for k, v in os.environ.items() if not k.upper().startswith("AQL_MCP_") and k != "PYTHONPATH"}
-    return {**keep, **(extra or {})}
+    return {**keep, "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "true", **(extra or {})}
 
 
 def copy_sources(source: Path, target: Path, *names: str) -> Path:
@@ -134,3 +136,11 @@ def test_the_example_packages_own_tests_pass_against_the_installed_package(insta
         installed.venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", installed.example / "tests"
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_plugin_installed_where_the_suite_runs_stays_out_of_the_servers_it_starts(tmp_path: Path) -> None:
+    """A developer's own plugin installed into .venv must not load into (or break) every test server."""
+    site = fake_distribution(tmp_path / "site", "broken-plugin", {"broken": "tests.support.broken_plugin:plugin"})
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    with start_server(tmp_path, env={"PYTHONPATH": path}) as server:
+        assert "entry point broken" not in server.log_text()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import ConfigError
@@ -94,3 +94,22 @@ def test_a_settings_model_that_is_not_a_pydantic_model_is_refused() -> None:
     broken.settings_model = dict  # type: ignore[assignment]
     with pytest.raises(ConfigError, match="settings_model"):
         configure_plugin(broken, {})
+
+
+class OptionalShapes(BaseModel):
+    names: list[str] | None = None
+    limits: Annotated[dict[str, int] | None, Field(description="per name")] = None
+    tags: Optional[Annotated[tuple[str, ...], Field(max_length=3)]] = None  # noqa: UP045 (the older spelling too)
+
+
+def test_optional_and_annotated_lists_and_mappings_are_read_from_the_environments_json() -> None:
+    section = {"names": '["a", "b"]', "limits": '{"a": 1}', "tags": '["x"]'}
+    assert validate_section("shapes", OptionalShapes, section) == OptionalShapes(
+        names=["a", "b"], limits={"a": 1}, tags=("x",)
+    )
+
+
+def test_a_plugin_name_with_a_dash_is_read_from_its_environment_variable() -> None:
+    """docs/plugins.md: Kubernetes and `env` set such a variable; the name keeps its dash."""
+    settings = load_settings(None, {"AQL_MCP_PLUGINS__MY-PLUGIN__LEVEL": "3"}, DEV)
+    assert settings.plugins == {"my-plugin": {"level": "3"}}

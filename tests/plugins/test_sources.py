@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from aql_mcp.plugins.loader import load_plugins
 from aql_mcp.plugins.sources import ENTRY_POINT_GROUP, PluginSource, plugin_sources
 from aql_mcp.registry import Registry
 from aql_mcp.settings import BUILTIN_PLUGINS, Settings
+from tests.support.distribution import fake_distribution
 
 TUNED = "tests.support.tuned:plugin"
 
@@ -71,9 +74,15 @@ def test_disabling_a_name_no_package_offers_is_refused_naming_the_setting() -> N
         plugin_sources(settings(disabled_plugins=["alhpa"]), [point("alpha", "a:plugin")])
 
 
-def test_the_installed_entry_points_are_read_when_none_are_given() -> None:
-    # The project itself declares none: only the lists load.
-    assert [s.path for s in plugin_sources(Settings())] == list(BUILTIN_PLUGINS)
+def test_the_installed_entry_points_are_read_when_none_are_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = fake_distribution(tmp_path, "tuned-plugin", {"tuned": TUNED})
+    monkeypatch.syspath_prepend(str(site))
+    sources = plugin_sources(Settings())
+    assert [(s.path, s.origin) for s in sources if s.entry_point == "tuned"] == [
+        (TUNED, "entry point tuned of tuned-plugin 1.0")
+    ]
 
 
 def test_an_entry_point_that_cannot_be_imported_fails_naming_the_entry_point() -> None:
@@ -107,3 +116,28 @@ def test_two_plugins_with_one_name_are_refused_naming_both_sources() -> None:
         load_plugins(sources, Registry())
     assert "server.plugins" in str(caught.value)
     assert "entry point tuned" in str(caught.value)
+
+
+def test_with_entry_points_off_none_is_read_so_a_clash_or_a_stale_disabled_name_stops_nothing() -> None:
+    def unreadable() -> Iterator[EntryPoint]:
+        raise AssertionError("entry points read")
+        yield point("alpha", "a:plugin")
+
+    off = settings(entry_point_plugins=False, disabled_plugins=["gone"])
+    assert [s.path for s in plugin_sources(off, unreadable())] == ["pkg.builtin:plugin", "pkg.extra:plugin"]
+
+
+def test_two_packages_offering_a_disabled_name_are_left_out_instead_of_refused() -> None:
+    clash = [point("alpha", "a:plugin"), point("alpha", "b:plugin"), point("zeta", "z:plugin")]
+    sources = plugin_sources(settings(disabled_plugins=["alpha"]), clash)
+    assert [s.path for s in sources][2:] == ["z:plugin"]
+
+
+def test_a_plugin_both_listed_and_disabled_is_refused_naming_both_settings() -> None:
+    """docs/plugins.md: `server.disabled_plugins` never overrides a list silently."""
+    listed = Settings(server={"plugins": [TUNED], "disabled_plugins": ["tuned"], "builtin_plugins": []})
+    sources = plugin_sources(listed, [point("tuned", TUNED)])
+    with pytest.raises(ConfigError) as caught:
+        load_plugins(sources, Registry(), listed)
+    assert "server.plugins" in str(caught.value)
+    assert "server.disabled_plugins" in str(caught.value)

@@ -21,7 +21,7 @@ CONFORMANCE = "aql_mcp.testing.conformance:plugin"
 def dev_settings(state: Path, **sections: Mapping[str, Any]) -> Settings:
     """Development-mode settings on a private state directory, with the conformance fixtures."""
     data: dict[str, dict[str, Any]] = {
-        "server": {"dev": True, "port": PORT, "plugins": [CONFORMANCE]},
+        "server": {"dev": True, "port": PORT, "plugins": [CONFORMANCE], "entry_point_plugins": False},
         "store": {"path": state},
         "logging": {"level": "warning"},
     }

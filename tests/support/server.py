@@ -70,6 +70,9 @@ def start_server(
         "AQL_MCP_LOGGING__LEVEL": "info",
         # Tests stop servers often; the Kubernetes drain window would add seconds to each stop.
         "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0",
+        # Plugins installed into the environment the suite runs in (a developer's own, in .venv)
+        # stay out of its servers; the tests of entry points turn this back on.
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
         # A development server records where its key is for `dev-token` (auth/dev_key.py): in the
         # test's own directory, not the user's.
         "XDG_STATE_HOME": str(state / "xdg-state"),

@@ -8,7 +8,11 @@ import pytest
 
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.testing.client import Era, McpError, plugin_client
+from tests.support.distribution import fake_distribution
 from tests.support.greeter import Greeter
+from tests.support.tuned import Tuned
+
+TUNED = "tests.support.tuned:plugin"
 
 ERAS: list[Era] = ["legacy", "modern"]
 
@@ -93,3 +97,26 @@ async def test_something_that_is_not_a_plugin_fails_at_startup() -> None:
     with pytest.raises(ConfigError):
         async with plugin_client(object()):  # type: ignore[arg-type]
             pass
+
+
+@pytest.fixture
+def tuned_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The author's own package installed, offering the plugin under test through its entry point."""
+    monkeypatch.syspath_prepend(str(fake_distribution(tmp_path / "site", "tuned-plugin", {"tuned": TUNED})))
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("tuned_installed")
+async def test_the_authors_installed_package_does_not_load_a_second_time() -> None:
+    async with plugin_client(Tuned(), settings={"plugins": {"tuned": {"level": 2}}}) as client:
+        answered = await client.call_tool("tuned_level", {})
+    assert answered.get("isError", False) is False
+    assert answered["content"][0]["text"] == "2"
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("tuned_installed")
+async def test_installed_plugins_load_only_when_asked_for() -> None:
+    async with plugin_client(Greeter(), entry_point_plugins=True) as client:
+        tools = {tool["name"] for tool in await client.list_tools()}
+    assert "tuned_level" in tools

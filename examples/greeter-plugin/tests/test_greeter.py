@@ -1,5 +1,6 @@
-"""The example plugin on its own: its settings model and what it registers. The service loading
-it from the installed package, over HTTP, is the main repository's tests/plugins/test_entry_points.py."""
+"""The example plugin on its own, through the real app in process (`aql_mcp.testing.client`). The
+service loading it from the installed package, over HTTP, is the main repository's
+tests/plugins/test_entry_points.py."""
 
 from __future__ import annotations
 
@@ -7,28 +8,27 @@ import pytest
 from greeter_plugin import GreeterPlugin, GreeterSettings
 from pydantic import ValidationError
 
-from aql_mcp.plugin import Registry
+from aql_mcp.testing.client import plugin_client
 
 
-def test_the_greeting_starts_with_the_configured_word() -> None:
-    plugin = GreeterPlugin()
-    plugin.configure(GreeterSettings(greeting="Hi"))
-    assert plugin.greet("Ada") == "Hi, Ada!"
+@pytest.mark.anyio
+async def test_the_operation_and_the_tool_greet_with_the_configured_word() -> None:
+    # The installed package's own entry point stays out (plugin_client's default): one greeter.
+    async with plugin_client(GreeterPlugin(), settings={"plugins": {"greeter": {"greeting": "Hi"}}}) as client:
+        envelope = await client.operation("greet", {"name": "Ada"})
+        result = await client.call_tool("greeting", {"name": "Ada"})
+    assert envelope == {"success": True, "data": {"greeting": "Hi, Ada!"}}
+    assert result["content"][0]["text"] == "Hi, Ada!"
 
 
-def test_the_default_greeting_is_hello() -> None:
-    assert GreeterPlugin().greet("Ada") == "Hello, Ada!"
+@pytest.mark.anyio
+async def test_a_missing_name_is_refused_as_invalid() -> None:
+    async with plugin_client(GreeterPlugin()) as client:
+        envelope = await client.operation("greet", {})
+    assert envelope["error"]["code"].startswith("VALIDATION_")
 
 
 @pytest.mark.parametrize("section", [{"greting": "Hi"}, {"greeting": ""}])
 def test_a_misspelt_or_empty_setting_is_refused(section: dict[str, str]) -> None:
     with pytest.raises(ValidationError):
         GreeterSettings.model_validate(section)
-
-
-def test_register_adds_the_greeting_tool_with_a_schema() -> None:
-    registry = Registry()
-    GreeterPlugin().register(registry)
-    [tool] = registry.tools()
-    assert tool.name == "greeting"
-    assert tool.input_schema["required"] == ["name"]

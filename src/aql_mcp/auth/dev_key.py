@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,17 +38,27 @@ def record_path(records: Path, port: int) -> Path:
 
 def write_record(records: Path | None, port: int, state: Path) -> Path | None:
     """Record that the development server on `port` keeps its key under `state`; None if it cannot
-    be written (no home directory, a read-only file system): `dev-token` then needs `--state`."""
+    be written (no home directory, a read-only file system): `dev-token` then needs `--state`.
+
+    The directory is the user's alone (0700) and the record is created under a random name that
+    must not exist yet and is no symbolic link (O_EXCL, O_NOFOLLOW, 0600), then renamed over the
+    old one: nobody else can plant a file or a link this process would write through.
+    """
     if records is None:
         return None
     path = record_path(records, port)
-    body = json.dumps({"state_dir": str(state.absolute()), "pid": os.getpid()})
+    body = json.dumps({"state_dir": str(state.absolute()), "pid": os.getpid()}).encode("utf-8")
+    tmp = records / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
-        records.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(body, encoding="utf-8")
-        tmp.replace(path)
+        records.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(records, 0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(body)
+        os.replace(tmp, path)
     except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         return None
     return path
 
@@ -61,8 +72,9 @@ def remove_record(path: Path | None) -> None:
 
 
 def find_key(*, explicit: Path | None, default: Path, records: Path | None, port: int) -> KeySearch:
-    """The state directory holding the development key: `explicit` alone when given, else `default`
-    (relative to the working directory), then the one the live development server on `port` recorded."""
+    """The state directory holding the development key: `explicit` alone when given, else the one
+    the live development server on `port` recorded, then `default` (relative to the working
+    directory): the running server's key is the one whose tokens it accepts."""
     candidates = [explicit.absolute()] if explicit is not None else [default.absolute()]
     if explicit is None and records is not None:
         state, pid = _recorded(record_path(records, port))
@@ -74,19 +86,24 @@ def find_key(*, explicit: Path | None, default: Path, records: Path | None, port
 
 
 def _recorded(path: Path) -> tuple[Path | None, int | None]:
+    """The record's state directory and process id; nothing from a record that is a link or that
+    another user owns (it could point `dev-token` at a key of their choosing)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as file:
+            if os.fstat(file.fileno()).st_uid != os.getuid():
+                return None, None
+            data = json.loads(file.read().decode("utf-8"))
         return Path(data["state_dir"]), int(data["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None, None
 
 
 def _is_running(pid: int) -> bool:
-    """Whether a process `pid` exists (a server killed without its cleanup leaves its record behind)."""
+    """Whether a process `pid` of this user exists (a server killed without its cleanup leaves its
+    record behind; a pid reused by another user's process is not our server)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         return False
-    except PermissionError:
-        return True  # someone else's process: alive
     return True

@@ -212,6 +212,9 @@ def jwks_host(url: str) -> str:
     except ValueError:
         return "?"
     host = parts.hostname or "?"
+    # An IPv6 address keeps its brackets (RFC 3986 §3.2.2): `::1:8443` would read as an address.
+    if ":" in host:
+        host = f"[{host}]"
     return f"{host}:{port}" if port is not None else host
 
 

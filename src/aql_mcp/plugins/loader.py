@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import structlog
@@ -79,13 +80,14 @@ def load_plugins(
         plugins.append(candidate)
         named.append(PluginSource(f"{type(candidate).__module__}.{type(candidate).__qualname__}", "object"))
     _refuse_twins(plugins, named)
+    _refuse_listed_and_disabled(plugins, named, settings)
     refuse_unknown_sections(settings.plugins, plugins)
     service: AqlService | None = None
     for plugin in plugins:
         registry.plugin = plugin.name
         configure_plugin(plugin, settings.plugins)
         if isinstance(plugin, Plugin):
-            plugin.register(registry)
+            _step(plugin.name, "register", partial(plugin.register, registry))
         if isinstance(plugin, OperationsPlugin):
             if plugin.trust not in TRUST_LEVELS:
                 raise ConfigError(
@@ -96,10 +98,23 @@ def load_plugins(
                     raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
                 service = AqlService(registry, settings, store, telemetry)
             trust = _trust(plugin, settings)
-            plugin.register_operations(service.for_plugin(plugin.name, trust, plugin.trust))
+            operations = service.for_plugin(plugin.name, trust, plugin.trust)
+            _step(plugin.name, "register_operations", partial(plugin.register_operations, operations))
     registry.plugin = "runtime"
     _check_overrides(plugins, settings)
     return plugins
+
+
+def _step(name: str, step: str, action: Callable[[], None]) -> None:
+    """One of the plugin's own calls; our ConfigErrors (a duplicate tool, a bad schema) pass as
+    they are, anything else becomes one naming only the exception's type: its message or a
+    traceback could quote a secret setting's value."""
+    try:
+        action()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"plugin {name}: {step} failed ({type(exc).__name__})") from None
 
 
 def _import(source: PluginSource, settings: Settings) -> AnyPlugin:
@@ -116,6 +131,18 @@ def _import(source: PluginSource, settings: Settings) -> AnyPlugin:
             "name must be the name of the plugin it loads"
         )
     return plugin
+
+
+def _refuse_listed_and_disabled(plugins: list[AnyPlugin], sources: list[PluginSource], settings: Settings) -> None:
+    """A plugin named by a list and disabled by name contradicts itself: which one the operator meant
+    is a guess, so startup refuses rather than silently loading (or leaving out) the plugin."""
+    disabled = set(settings.server.disabled_plugins)
+    for plugin, source in zip(plugins, sources, strict=True):
+        if plugin.name in disabled and source.origin in ("server.plugins", "server.builtin_plugins"):
+            raise ConfigError(
+                f"plugin {plugin.name!r} is listed in {source.origin} ({source.path}) and disabled in "
+                "server.disabled_plugins (AQL_MCP_SERVER__DISABLED_PLUGINS); remove it from one"
+            )
 
 
 def _refuse_twins(plugins: list[AnyPlugin], sources: list[PluginSource]) -> None:

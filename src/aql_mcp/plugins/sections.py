@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from aql_mcp.configuration import optional_removed
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.plugins.base import ConfigurablePlugin
 from aql_mcp.settings import ENV_PREFIX
@@ -60,7 +61,12 @@ def configure_plugin(plugin: object, sections: Mapping[str, Mapping[str, Any]]) 
     model = plugin.settings_model
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ConfigError(f"plugin {name}: settings_model must be a pydantic model class, not {model!r}")
-    plugin.configure(validate_section(name, model, sections.get(name) or {}))
+    validated = validate_section(name, model, sections.get(name) or {})
+    try:
+        plugin.configure(validated)
+    except Exception as exc:
+        # Only the type: the message or a traceback could quote a secret setting's value.
+        raise ConfigError(f"plugin {name}: configure failed ({type(exc).__name__})") from None
 
 
 def validate_section(name: str, model: type[BaseModel], section: Mapping[str, Any]) -> BaseModel:
@@ -106,7 +112,9 @@ def _decode_json_fields(model: type[BaseModel], section: Mapping[str, Any]) -> d
 
 
 def _is_structured(annotation: Any) -> bool:
-    origin = typing.get_origin(annotation) or annotation
+    """Whether the field's value is a list, a mapping or a model, optional or annotated or not."""
+    plain = optional_removed(annotation)
+    origin = typing.get_origin(plain) or plain
     if origin in _JSON_TYPES:
         return True
     return isinstance(origin, type) and issubclass(origin, BaseModel)

@@ -32,25 +32,26 @@ class PluginSource:
 
 
 def plugin_sources(settings: Settings, installed: Iterable[EntryPoint] | None = None) -> list[PluginSource]:
-    """Every plugin the settings and the installed packages ask for, in load order."""
+    """Every plugin the settings and the installed packages ask for, in load order.
+
+    With `server.entry_point_plugins: false` no entry point is read at all (a broken or clashing
+    installation cannot stop the service), and a name in `server.disabled_plugins` is left out
+    before anything about it is checked, even two packages offering it.
+    """
     server = settings.server
     builtin = set(server.builtin_plugins)
     listed = [
         PluginSource(path, "server.builtin_plugins" if path in builtin else "server.plugins")
         for path in settings.plugin_paths
     ]
-    found = entry_points(group=ENTRY_POINT_GROUP) if installed is None else installed
-    offered = _unique(found)
-    _refuse_unknown_disabled(server.disabled_plugins, offered)
     if not server.entry_point_plugins:
         return listed
-    paths = set(settings.plugin_paths)
+    found = list(entry_points(group=ENTRY_POINT_GROUP) if installed is None else installed)
     disabled = set(server.disabled_plugins)
-    extra = [
-        PluginSource(point.value, describe(point), point.name)
-        for point in offered
-        if point.name not in disabled and point.value not in paths
-    ]
+    _refuse_unknown_disabled(disabled, {point.name for point in found})
+    offered = _unique(point for point in found if point.name not in disabled)
+    paths = set(settings.plugin_paths)
+    extra = [PluginSource(point.value, describe(point), point.name) for point in offered if point.value not in paths]
     return listed + extra
 
 
@@ -77,9 +78,8 @@ def _unique(found: Iterable[EntryPoint]) -> list[EntryPoint]:
     return list(by_name.values())
 
 
-def _refuse_unknown_disabled(disabled: Iterable[str], offered: list[EntryPoint]) -> None:
+def _refuse_unknown_disabled(disabled: Iterable[str], names: set[str]) -> None:
     """A name that no installed package offers is a typo that would silently disable nothing."""
-    names = {point.name for point in offered}
     unknown = sorted(set(disabled) - names)
     if unknown:
         raise ConfigError(

@@ -240,14 +240,23 @@ async def plugin_client(
     scopes: Sequence[str] = ("mcp",),
     builtins: bool = False,
     state_dir: Path | None = None,
+    entry_point_plugins: bool = False,
 ) -> AsyncIterator[PluginClient]:
     """The real app with `plugins`, started, and a client of it for `subject` (see the module docstring).
 
     `state_dir` keeps the store (and the development signing key) there instead of a temporary
-    directory removed on exit.
+    directory removed on exit. `entry_point_plugins=True` also loads every plugin installed in the
+    environment (`aql_mcp.plugins` entry points); off by default, because the author's own package,
+    once installed, would otherwise load a second time beside the instance under test.
     """
     with tempfile.TemporaryDirectory(prefix="aql-mcp-test-") as temporary:
-        built = build_settings(plugins, settings or {}, Path(state_dir or temporary), builtins=builtins)
+        built = build_settings(
+            plugins,
+            settings or {},
+            Path(state_dir or temporary),
+            builtins=builtins,
+            entry_point_plugins=entry_point_plugins,
+        )
         app = create_app(built, plugins=[plugin for plugin in plugins if not isinstance(plugin, str)])
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
@@ -258,7 +267,12 @@ async def plugin_client(
 
 
 def build_settings(
-    plugins: Sequence[AnyPlugin | str], overrides: Mapping[str, Mapping[str, Any]], state: Path, *, builtins: bool
+    plugins: Sequence[AnyPlugin | str],
+    overrides: Mapping[str, Mapping[str, Any]],
+    state: Path,
+    *,
+    builtins: bool,
+    entry_point_plugins: bool = False,
 ) -> Settings:
     """Development settings on `state` with the import-string plugins, then the overrides by section."""
     data: dict[str, dict[str, Any]] = {
@@ -266,6 +280,7 @@ def build_settings(
             "dev": True,
             "port": PORT,
             "plugins": [plugin for plugin in plugins if isinstance(plugin, str)],
+            "entry_point_plugins": entry_point_plugins,
             **({} if builtins else {"builtin_plugins": []}),
         },
         "store": {"path": state},
