@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.testing.client import Era, McpError, plugin_client
@@ -93,3 +94,21 @@ async def test_something_that_is_not_a_plugin_fails_at_startup() -> None:
     with pytest.raises(ConfigError):
         async with plugin_client(object()):  # type: ignore[arg-type]
             pass
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("level", "info_lines"), [("warning", False), ("info", True)])
+async def test_the_service_logs_at_the_level_of_the_clients_settings(level: str, info_lines: bool) -> None:
+    """`logging.level` (warning by default) applies in process as it does under `aql-mcp serve`."""
+    async with plugin_client(Greeter(), settings={"logging": {"level": level}}) as client:
+        with structlog.testing.capture_logs() as lines:
+            await client.operation("greet", {"name": "Ada"})
+    assert any(line["log_level"] == "info" for line in lines) is info_lines
+
+
+@pytest.mark.anyio
+async def test_the_client_talks_to_the_port_of_the_final_settings() -> None:
+    async with plugin_client(Greeter(), settings={"server": {"port": 9123}}) as client:
+        envelope = await client.operation("greet", {"name": "Ada"})
+        assert client.http.base_url.port == 9123
+    assert envelope["success"] is True
