@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aql_mcp.plugin import Call, Context, Operation, Params, PluginOperations, Registry, Tool
+from aql_mcp.plugin import Call, ConfigError, Context, Operation, Params, PluginOperations, Registry, Tool
 
 
 class Color(enum.Enum):
@@ -129,3 +129,23 @@ class Optional:
 
 
 plugin = TypedTools()
+
+
+class RegionSettings(BaseModel):
+    region: str = "nowhere"
+
+
+class Refusing:
+    """A plugin whose `configure` refuses its settings with the public `ConfigError`."""
+
+    name = "refusing"
+    settings_model = RegionSettings
+
+    def configure(self, settings: RegionSettings) -> None:
+        raise ConfigError(f"plugins.refusing.region: {settings.region!r} is not a region this plugin serves")
+
+    def register(self, registry: Registry) -> None:
+        """Never reached: `configure` refuses first."""
+
+
+refusing = Refusing()
