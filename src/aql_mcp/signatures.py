@@ -36,12 +36,11 @@ from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 from pydantic_core import ErrorDetails, to_jsonable_python
-from pydantic_core.core_schema import ErrorType
 
 from aql_mcp.content import text
 from aql_mcp.exceptions import ConfigError, ToolError
 from aql_mcp.operations.models import Params
-from aql_mcp.operations.parameters import validate_json_values
+from aql_mcp.operations.parameters import BUILTIN_ERRORS, validate_json_values
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import ToolResult
 
@@ -50,8 +49,6 @@ ARGUMENTS_CONFIG = ConfigDict(extra="forbid")
 UNSUPPORTED_KINDS = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 # The content block types of MCP 2025-11-25 (schema: ContentBlock); a list of other dicts is data.
 CONTENT_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
-# Pydantic's own error messages never quote the input; a validator's own (and a custom error type) may.
-BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_error"}
 # Schema keywords whose value is a map of names to schemas: the names are not titles to strip.
 SCHEMA_MAPS = frozenset({"properties", "$defs", "patternProperties", "dependentSchemas"})
 # Keywords whose value is data, not a schema: a "title" key inside is the author's value.

@@ -14,11 +14,12 @@ confirmation, and introspection documents exactly what is accepted (docs/aql.md)
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import orjson
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
+from pydantic_core.core_schema import ErrorType
 
 from aql_mcp.operations.models import Operation, Params
 from aql_mcp.operations.results import (
@@ -29,6 +30,8 @@ from aql_mcp.operations.results import (
 )
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+# Pydantic's own error messages never quote the input; a validator's own (and a custom error type) may.
+BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_error"}
 PROTOCOL_FIELDS = frozenset({"operation", "params", "operations"})
 CONFIRMATION_TOKEN = "confirmation_token"  # noqa: S105 (a parameter name, not a secret)
 CONFIRMATION_PARAMS = ("_confirmation", CONFIRMATION_TOKEN)
@@ -118,7 +121,8 @@ def _translate(operation: Operation, error: ErrorDetails) -> OperationError:
     if allowed is not None:
         return _not_allowed(name, allowed, details)
     message = f"Parameter '{name}' expected '{expected}', got '{details['actual_type']}'"
-    if error["type"] not in _TYPE_ERRORS:
+    if error["type"] not in _TYPE_ERRORS and not (sensitive and error["type"] not in BUILTIN_ERRORS):
+        # A validator's own message may quote the value: never for a sensitive parameter.
         details["constraint"] = error["msg"]
         message += f" ({error['msg']})"
     return OperationError(VALIDATION_INVALID_TYPE, message, details)
