@@ -10,14 +10,14 @@ import re
 import pytest
 
 from aql_mcp.testing.client import plugin_client
-from tests.support.typed_tools import Optional
+from tests.support.typed_tools import OptionalTools
 
 pytestmark = pytest.mark.anyio
 JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 
 
 async def agent_prompt(mode: str) -> str:
-    async with plugin_client(Optional(), builtins=True, settings={"aql": {"mode": mode}}) as client:
+    async with plugin_client(OptionalTools(), builtins=True, settings={"aql": {"mode": mode}}) as client:
         prompt = await client.get_prompt("agent_prompt")
     return str(prompt["messages"][0]["content"]["text"])
 
@@ -39,7 +39,7 @@ async def test_the_example_call_is_a_read_only_tools_never_the_destructive_ones(
     [block] = JSON_BLOCK.findall(examples)
     call = json.loads(block)["params"]
     assert call["name"] != "tint"
-    async with plugin_client(Optional(), builtins=True, settings={"aql": {"mode": mode}}) as client:
+    async with plugin_client(OptionalTools(), builtins=True, settings={"aql": {"mode": mode}}) as client:
         tools = {tool["name"]: tool for tool in await client.list_tools()}
         result = await client.call_tool(call["name"], call["arguments"])
     assert tools[call["name"]]["annotations"]["readOnlyHint"] is True

@@ -118,7 +118,7 @@ class TypedTools:
             registry.add_tool(Tool.from_function(function))
 
 
-class Optional:
+class OptionalTools:
     """A read-only tool with optional typed parameters and context, beside a destructive one."""
 
     name = "typed_optional"
