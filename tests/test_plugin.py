@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import aql_mcp.plugin
+from aql_mcp.main import main
 from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
 from tests.support.server import ServerProcess, start_server
 from tests.support.sse import answer
@@ -108,3 +109,16 @@ def test_a_plugin_written_with_the_public_module_serves_its_tool_prompt_and_reso
     assert prompt["messages"][0]["content"]["type"] == "text"
     [contents] = session.result("resources/read", {"uri": "greeter://about"})["contents"]
     assert contents["mimeType"] == "text/plain"
+
+
+def test_a_plugin_stops_startup_with_the_public_config_error_and_its_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`aql_mcp.plugin.ConfigError` raised by `configure` fails `check-config` (and `serve`) with exit
+    code 2 and the plugin's own words, no traceback."""
+    monkeypatch.setenv("AQL_MCP_SERVER__PLUGINS", '["tests.support.typed_tools:refusing"]')
+    monkeypatch.setenv("AQL_MCP_STORE__PATH", str(tmp_path))
+    assert main(["check-config", "--dev"]) == 2
+    err = capsys.readouterr().err
+    assert "plugins.refusing.region" in err
+    assert "Traceback" not in err

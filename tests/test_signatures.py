@@ -4,15 +4,19 @@ function with validated values (signatures.py; corporate §9.1, §9.2, §9.4).""
 from __future__ import annotations
 
 import datetime
+import enum
+import json
+import warnings
 from typing import Annotated, Any, Literal
 
+import orjson
 import pytest
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
 from aql_mcp.exceptions import ConfigError, ToolError
-from aql_mcp.plugin import Context, Params, Registry, Tool, ToolResult, text
-from aql_mcp.signatures import to_output
+from aql_mcp.plugin import Content, Context, Params, Registry, Tool, ToolResult, text
+from aql_mcp.signatures import OutputMismatch, to_output
 
 CTX: Any = None  # the handlers below never touch the context they are given
 
@@ -194,3 +198,127 @@ def test_outputs_become_text_content_or_structured_results() -> None:
     assert isinstance(model, ToolResult)
     assert model.structured == {"city": "Oslo"}
     assert model.content == [text('{"city":"Oslo"}')]
+
+
+class Shade(enum.Enum):
+    light = "light"
+
+
+class Nested(BaseModel):
+    shade: Shade = Field(description="Shade.")
+    title: str = Field(description="A property named title keeps its name.")
+
+
+class Rows(RootModel[list[int]]):
+    pass
+
+
+class Renamed(BaseModel):
+    first_name: str = Field(serialization_alias="firstName")
+
+
+@pytest.mark.anyio
+async def test_an_optional_or_annotated_context_is_the_context_not_a_parameter() -> None:
+    async def soft(x: int, ctx: Context | None = None) -> str:
+        """Optional context."""
+        return type(ctx).__name__
+
+    async def noted(ctx: Annotated[Context, "the request"]) -> str:
+        """Annotated context."""
+        return type(ctx).__name__
+
+    marker: Any = Shade.light
+    for function in (soft, noted):
+        tool = Tool.from_function(function)
+        assert "ctx" not in tool.input_schema["properties"]
+        assert await tool.handler({"x": 1} if function is soft else {}, marker) == "Shade"
+
+
+@pytest.mark.anyio
+async def test_a_context_imported_only_for_type_checking_is_still_the_context() -> None:
+    """The module's annotations name `Context` although the module never imports it at run time."""
+    namespace: dict[str, Any] = {}
+    source = 'async def late(x: int, ctx: "Context") -> str:\n    """Late."""\n    return str(x)\n'
+    exec(compile(source, "<late>", "exec"), namespace)  # noqa: S102 (a module without the import)
+    tool = Tool.from_function(namespace["late"])
+    assert list(tool.input_schema["properties"]) == ["x"]
+    assert await tool.handler({"x": 2}, CTX) == "2"
+
+
+def test_no_title_is_left_in_nested_definitions_but_a_property_named_title_stays() -> None:
+    async def paint(nested: Annotated[Nested, Field(description="What.")]) -> str:
+        """Paints."""
+        return "ok"
+
+    schema = Tool.from_function(paint).input_schema
+    assert '"title": "' not in json.dumps(schema).replace('"title": {"description"', "")
+    assert "title" in schema["$defs"]["Nested"]["properties"]
+    assert "title" not in schema["$defs"]["Shade"]
+
+
+@pytest.mark.anyio
+async def test_parameters_named_like_basemodel_attributes_keep_their_names() -> None:
+    async def names(schema: str, copy: int = 1) -> str:
+        """Names BaseModel uses."""
+        return f"{schema} {copy}"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tool = Tool.from_function(names)
+    assert list(tool.input_schema["properties"]) == ["schema", "copy"]
+    assert await tool.handler({"schema": "s", "copy": 2}, CTX) == "s 2"
+
+
+def test_a_root_model_that_is_not_an_object_is_refused_as_an_output_schema() -> None:
+    """MCP 2025-11-25 server/tools: an `outputSchema` is an object schema."""
+
+    async def numbers() -> Rows:
+        """Numbers."""
+        return Rows([1])
+
+    with pytest.raises(ConfigError, match="numbers"):
+        Tool.from_function(numbers)
+    assert Tool.from_function(numbers, output_schema={"type": "object"}).output_schema == {"type": "object"}
+
+
+@pytest.mark.anyio
+async def test_a_returned_dict_is_validated_and_dumped_with_the_output_models_aliases() -> None:
+    async def renamed() -> Renamed:
+        """Renamed."""
+        value: Any = {"first_name": "Ada"}
+        return value  # type: ignore[no-any-return]
+
+    async def wrong() -> Renamed:
+        """Wrong."""
+        value: Any = {"nope": "secret"}
+        return value  # type: ignore[no-any-return]
+
+    result = await Tool.from_function(renamed).handler({}, CTX)
+    assert isinstance(result, ToolResult)
+    assert result.structured == {"firstName": "Ada"}
+    with pytest.raises(OutputMismatch) as refused:
+        await Tool.from_function(wrong).handler({}, CTX)
+    assert "secret" not in str(refused.value)
+
+
+def test_only_mcp_content_block_types_are_content_and_an_empty_list_is_json() -> None:
+    blocks = [{"type": "resource_link", "uri": "x://y", "name": "y"}, text("hi")]
+    assert to_output(blocks) is blocks
+    assert to_output([{"type": "user", "id": 1}]) == '[{"type":"user","id":1}]'
+    assert to_output([]) == "[]"
+    assert to_output(blocks, content=False) == orjson.dumps(blocks).decode()
+
+
+@pytest.mark.anyio
+async def test_a_return_annotation_that_is_not_a_list_of_dicts_never_yields_content() -> None:
+    async def blocks() -> list[Content]:
+        """Content blocks."""
+        return [text("hi")]
+
+    async def models() -> list[Address]:
+        """Data."""
+        value: Any = [text("hi")]
+        return value  # type: ignore[no-any-return]
+
+    assert await Tool.from_function(blocks).handler({}, CTX) == [text("hi")]
+    assert await Tool.from_function(models).handler({}, CTX) == '[{"type":"text","text":"hi"}]'

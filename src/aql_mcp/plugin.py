@@ -17,7 +17,9 @@ shows them in use.
   `ConfigurablePlugin` for one with settings of its own (`settings_model` and `configure`, the
   `plugins.<name>` section), and `BackgroundPlugin` for one that runs work of its own while the
   service runs; the objects they are given, `Registry` and `PluginOperations`; and `Settings`, what
-  a plugin factory (`module:function`) is called with.
+  a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
+  `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
+  without a traceback.
 
 The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testing a plugin").
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from aql_mcp.auth.principal import Principal
 from aql_mcp.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
-from aql_mcp.exceptions import ToolError
+from aql_mcp.exceptions import ConfigError, ToolError
 from aql_mcp.operations.merge import deep_merge
 from aql_mcp.operations.models import (
     Call,
@@ -75,6 +77,7 @@ __all__ = [
     "BackgroundPlugin",
     "Call",
     "Category",
+    "ConfigError",
     "ConfigurablePlugin",
     "Content",
     "Context",

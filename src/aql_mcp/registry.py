@@ -99,12 +99,13 @@ class Tool:
         handler calls it with validated values (signatures.py; docs/plugins.md, "Typed tools").
 
         `name` defaults to the function's name, `description` to its docstring, `output_schema` to
-        the schema of its return annotation when that is a pydantic model.
+        the schema of its return annotation when that is a pydantic model (what the function
+        returns is then validated through that model; a hand-written `output_schema` is not).
         """
         from aql_mcp.signatures import FunctionTool
 
         tool_name = name or function.__name__
-        handler = FunctionTool(function, tool_name)
+        handler = FunctionTool(function, tool_name, typed_output=output_schema is None)
         text = description or inspect.getdoc(function)
         if not text:
             raise ConfigError(f"tool {tool_name!r}: a description is required (a docstring or description=)")

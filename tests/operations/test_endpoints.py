@@ -82,3 +82,23 @@ async def test_arguments_against_the_typed_schema_are_still_answered_with_mcp_aq
         envelope = await aql.raw("mcp_aql_read", arguments)
     assert envelope["success"] is False
     assert envelope["error"]["code"] == code
+
+
+@pytest.mark.anyio
+async def test_the_batch_schema_states_its_bounds_yet_the_router_answers_an_empty_or_oversized_batch(
+    tmp_path: Path,
+) -> None:
+    """`operations` declares `minItems: 1` and `maxItems: aql.max_batch_size` for clients that check
+    before sending; the tool stays self-checking, so the codes are the router's (MCP-AQL batch)."""
+    server = {"plugins": [], "builtin_plugins": [BUILTIN_PLUGINS[0]]}
+    settings = dev_settings(tmp_path, server=server, aql={"max_batch_size": 2})
+    item = {"operation": "introspect", "params": {"query": "types"}}
+    async with aql_session(settings) as aql:
+        tools = await aql.tools()
+        empty = await aql.raw("mcp_aql_read", {"operations": []})
+        oversized = await aql.raw("mcp_aql_read", {"operations": [item] * 3})
+    for tool in tools:
+        batch = tool["inputSchema"]["properties"]["operations"]
+        assert (batch["minItems"], batch["maxItems"]) == (1, 2), tool["name"]
+    assert empty["error"]["code"] == "VALIDATION_INVALID_TYPE"
+    assert oversized["error"]["code"] == "VALIDATION_PAYLOAD_TOO_LARGE"

@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import Field, field_validator
 
+from aql_mcp.operations.models import Call, Operation, Params
+from aql_mcp.operations.parameters import validate
+from aql_mcp.operations.results import OperationError
 from tests.operations.client import aql_session, records_settings
 
 pytestmark = pytest.mark.anyio
@@ -68,3 +72,33 @@ async def test_a_token_of_the_wrong_type_on_a_confirmable_operation_is_invalid_t
         result = await aql.call("mcp_aql_delete", "delete_collection", collection="notes", confirmation_token=7)
     assert result["error"]["code"] == "VALIDATION_INVALID_TYPE"
     assert result["error"]["details"]["param_name"] == "confirmation_token"
+
+
+class Secret(Params):
+    code: str = Field(description="A code.", json_schema_extra={"sensitive": True})
+    label: str = Field(default="x", description="A label.")
+
+    @field_validator("code", "label")
+    @classmethod
+    def known(cls, value: str) -> str:
+        if value.startswith("bad"):
+            raise ValueError(f"unknown value {value}")
+        return value
+
+
+async def reveal(params: Secret, call: Call) -> str:
+    return "never"
+
+
+def test_a_validators_message_on_a_sensitive_parameter_is_left_out() -> None:
+    """MCP-AQL error codes §4: never the rejected value of a sensitive parameter, even in the words
+    of the parameter's own validator; a plain parameter keeps its validator's explanation."""
+    operation = Operation("reveal", "READ", "Reveal.", reveal, Secret)
+    with pytest.raises(OperationError) as hidden:
+        validate(operation, {"code": "bad-hunter2"})
+    with pytest.raises(OperationError) as shown:
+        validate(operation, {"code": "ok", "label": "bad-label"})
+    assert hidden.value.code == shown.value.code == "VALIDATION_INVALID_TYPE"
+    assert hidden.value.details["param_name"] == "code"
+    assert "hunter2" not in f"{hidden.value} {hidden.value.details}"
+    assert "bad-label" in shown.value.details["constraint"]

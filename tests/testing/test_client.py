@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.testing.client import Era, McpError, plugin_client
@@ -120,3 +121,26 @@ async def test_installed_plugins_load_only_when_asked_for() -> None:
     async with plugin_client(Greeter(), entry_point_plugins=True) as client:
         tools = {tool["name"] for tool in await client.list_tools()}
     assert "tuned_level" in tools
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("level", "info_lines"), [("warning", False), ("info", True)])
+async def test_the_service_logs_at_the_level_of_the_clients_settings(level: str, info_lines: bool) -> None:
+    """`logging.level` (warning by default) applies in process as it does under `aql-mcp serve`."""
+    async with plugin_client(Greeter(), settings={"logging": {"level": level}}) as client:
+        with structlog.testing.capture_logs() as lines:
+            await client.operation("greet", {"name": "Ada"})
+            # A logger bound now: one cached by an earlier test of this process keeps its old filter.
+            structlog.get_logger("aql_mcp.probe").info("probe_line")
+            structlog.get_logger("aql_mcp.probe").warning("probe_warning")
+    events = {line["event"] for line in lines}
+    assert ("probe_line" in events) is info_lines
+    assert "probe_warning" in events
+
+
+@pytest.mark.anyio
+async def test_the_client_talks_to_the_port_of_the_final_settings() -> None:
+    async with plugin_client(Greeter(), settings={"server": {"port": 9123}}) as client:
+        envelope = await client.operation("greet", {"name": "Ada"})
+        assert client.http.base_url.port == 9123
+    assert envelope["success"] is True

@@ -143,9 +143,13 @@ def build_tool(
     handler: Any,
     gate: Callable[[Operation], str],
     guide: Callable[[], str] | None = None,
+    max_batch_size: int | None = None,
 ) -> Tool:
     """The MCP tool of one family (or the single tool) for the operations it serves today; `guide`
-    writes its operations and their parameters for the agent prompt."""
+    writes its operations and their parameters for the agent prompt; `max_batch_size` (the setting
+    `aql.max_batch_size`) bounds `operations` in the schema, so a client that checks arguments
+    before sending knows the batch limits. The tool is registered self-checking: the router, not
+    the schema, still answers an empty or oversized batch with its MCP-AQL code."""
     names = ", ".join(op.name for op in operations)
     purpose = PURPOSES[family] if family else SINGLE_PURPOSE
     lines = [purpose, f"Operations: {names}."]
@@ -165,6 +169,9 @@ def build_tool(
     title = f"MCP-AQL {family}" if family else "MCP-AQL"
     name = surface.tool_name(family)
     schema = dict(INPUT_SCHEMA)
+    if max_batch_size is not None:
+        batch = {**INPUT_SCHEMA["properties"]["operations"], "minItems": 1, "maxItems": max_batch_size}
+        schema["properties"] = {**INPUT_SCHEMA["properties"], "operations": batch}
     if name == surface.introspect_tool:
         # JSON Schema `examples`: a call that works on any deployment (the agent prompt's example).
         schema["examples"] = [INTROSPECT_EXAMPLE]

@@ -14,10 +14,12 @@ confirmation, and introspection documents exactly what is accepted (docs/aql.md)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar, get_args
 
-from pydantic import ValidationError
+import orjson
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
+from pydantic_core.core_schema import ErrorType
 
 from aql_mcp.operations.models import Operation, Params
 from aql_mcp.operations.results import (
@@ -27,6 +29,9 @@ from aql_mcp.operations.results import (
     OperationError,
 )
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
+# Pydantic's own error messages never quote the input; a validator's own (and a custom error type) may.
+BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_error"}
 PROTOCOL_FIELDS = frozenset({"operation", "params", "operations"})
 CONFIRMATION_TOKEN = "confirmation_token"  # noqa: S105 (a parameter name, not a secret)
 CONFIRMATION_PARAMS = ("_confirmation", CONFIRMATION_TOKEN)
@@ -75,9 +80,20 @@ def validate(operation: Operation, values: dict[str, Any], *, confirmable: bool 
             {"operation": operation.name, "unknown_params": unknown, "valid_params": valid},
         )
     try:
-        return operation.params.model_validate(values)
+        return validate_json_values(operation.params, values)
     except ValidationError as exc:
         raise _translate(operation, exc.errors(include_url=False)[0]) from None
+
+
+def validate_json_values(model: type[ModelT], values: Any) -> ModelT:
+    """`values` (decoded from a JSON request) validated as the JSON text they came from.
+
+    Pydantic's JSON mode is what strict models mean for JSON input: a date, datetime, UUID or enum
+    given as its JSON string, a tuple as an array, is accepted, while a number in a string or a float
+    for an integer is still refused. Python mode would refuse `"2026-02-03"` for a `date` ("should be
+    an instance of ...", naming a Python class) although a JSON caller has no other way to send it.
+    """
+    return model.model_validate_json(orjson.dumps(values))
 
 
 def _translate(operation: Operation, error: ErrorDetails) -> OperationError:
@@ -105,7 +121,8 @@ def _translate(operation: Operation, error: ErrorDetails) -> OperationError:
     if allowed is not None:
         return _not_allowed(name, allowed, details)
     message = f"Parameter '{name}' expected '{expected}', got '{details['actual_type']}'"
-    if error["type"] not in _TYPE_ERRORS:
+    if error["type"] not in _TYPE_ERRORS and not (sensitive and error["type"] not in BUILTIN_ERRORS):
+        # A validator's own message may quote the value: never for a sensitive parameter.
         details["constraint"] = error["msg"]
         message += f" ({error['msg']})"
     return OperationError(VALIDATION_INVALID_TYPE, message, details)
@@ -193,6 +210,8 @@ def _expected(error: ErrorDetails) -> str:
         return known
     if error["type"].endswith("_type"):
         return error["type"].removesuffix("_type")
+    if error["type"].endswith("_parsing"):  # JSON mode: a string that is no date, UUID, ...
+        return error["type"].removesuffix("_parsing")
     return "a value within the parameter's constraints"
 
 

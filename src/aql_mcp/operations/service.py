@@ -144,7 +144,13 @@ class AqlService:
             return await self.call(family, arguments, ctx)
 
         tool = build_tool(
-            self.surface, family, operations, handler, self._gate, lambda: operations_guide(operations, self.operations)
+            self.surface,
+            family,
+            operations,
+            handler,
+            self._gate,
+            lambda: operations_guide(operations, self.operations),
+            max_batch_size=self.settings.aql.max_batch_size,
         )
         if name in self._tools:
             self._registry.remove_tool(name)

@@ -144,9 +144,10 @@ class AgentGuide:
 
 
 def _example_tool(tools: list[Tool]) -> Tool:
-    """The tool of the example call: one whose schema carries an example that works as written
-    (JSON Schema `examples`), read-only first; else a read-only one with placeholder arguments."""
-    ranked = sorted(tools, key=lambda t: (_schema_example(t.input_schema) is None, _risk(t) != "read-only"))
+    """The tool of the example call: a read-only one whenever there is one (an example an agent
+    copies must not change state), the one whose schema carries an example that works as written
+    (JSON Schema `examples`) first among them; else one with placeholder arguments."""
+    ranked = sorted(tools, key=lambda t: (_risk(t) != "read-only", _schema_example(t.input_schema) is None))
     return ranked[0]
 
 
@@ -182,24 +183,78 @@ def _parameters(schema: Mapping[str, Any]) -> Iterable[str]:
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return
+    defs = _defs(schema)
     required = set(schema.get("required") or ())
     for name, spec in properties.items():
         spec = spec if isinstance(spec, Mapping) else {}
-        kind = _type_name(spec)
+        kind = _type_name(spec, defs)
         need = "required" if name in required else "optional"
         description = f": {spec['description']}" if spec.get("description") else ""
-        choices = f" One of {json.dumps(spec['enum'])}." if isinstance(spec.get("enum"), list) else ""
+        values = _choices(spec, defs)
+        choices = f" One of {json.dumps(values, ensure_ascii=False)}." if values else ""
         yield f"- `{name}` ({kind}, {need}){description}{choices}"
 
 
-def _type_name(spec: Mapping[str, Any]) -> str:
+def _defs(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    defs = schema.get("$defs")
+    return defs if isinstance(defs, Mapping) else {}
+
+
+def _resolved(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The spec with a local `$ref` (`#/$defs/<name>`, as pydantic writes enums and models) replaced
+    by its definition; the spec's own keywords (its description) win."""
+    ref = spec.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
+        return spec
+    target = defs.get(ref.removeprefix("#/$defs/"))
+    if not isinstance(target, Mapping):
+        return spec
+    return {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
+
+
+def _members(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The alternatives of an `anyOf`/`oneOf` (`X | None` is one), each resolved; else the spec."""
+    spec = _resolved(spec, defs)
+    members = spec.get("anyOf") or spec.get("oneOf")
+    if isinstance(members, list) and members:
+        return [_resolved(member, defs) for member in members if isinstance(member, Mapping)]
+    return [spec]
+
+
+def _type_name(spec: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> str:
     """The JSON type of a property as the prompt shows it: `string`, `integer|null`, `array of object`."""
-    kind = spec.get("type", "any")
-    name = "|".join(kind) if isinstance(kind, list) else str(kind)
+    defs = defs or {}
+    names: list[str] = []
+    for member in _members(spec, defs):
+        name = _single_type(member, defs)
+        if name not in names:
+            names.append(name)
+    return "|".join(names)
+
+
+def _single_type(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+    kind = spec.get("type")
+    if kind is None and isinstance(spec.get("enum"), list):
+        kind = sorted({_JSON_NAMES.get(type(v).__name__, "any") for v in spec["enum"]})
+    name = "|".join(kind) if isinstance(kind, list) else str(kind or "any")
     items = spec.get("items")
-    if name == "array" and isinstance(items, Mapping) and "type" in items:
-        return f"array of {_type_name(items)}"
+    if name == "array" and isinstance(items, Mapping) and ("type" in items or "$ref" in items or "anyOf" in items):
+        return f"array of {_type_name(items, defs)}"
     return name
+
+
+_JSON_NAMES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "NoneType": "null"}
+
+
+def _choices(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> list[Any]:
+    """The allowed values of an enum property, through `$ref` and `X | None`."""
+    values: list[Any] = []
+    for member in _members(spec, defs):
+        found = member.get("enum") if isinstance(member.get("enum"), list) else None
+        if found is None and "const" in member and member.get("type") != "null":
+            found = [member["const"]]
+        values += [value for value in found or () if value not in values]
+    return values
 
 
 def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,8 +266,9 @@ def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return {}
+    defs = _defs(schema)
     return {
-        name: _example_value(name, properties.get(name) or {})
+        name: _example_value(name, properties.get(name) or {}, defs)
         for name in schema.get("required") or ()
         if isinstance(name, str)
     }
@@ -225,12 +281,16 @@ def _schema_example(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _example_value(name: str, spec: Mapping[str, Any]) -> Any:
+def _example_value(name: str, spec: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:
     for key in ("default", "const"):
         if key in spec:
             return spec[key]
-    if isinstance(spec.get("enum"), list) and spec["enum"]:
-        return spec["enum"][0]
+    values = _choices(spec, defs or {})
+    if values:
+        return values[0]
+    members = [m for m in _members(spec, defs or {}) if m.get("type") != "null"]
+    if members and members[0] is not spec:
+        return _example_value(name, members[0], defs)
     kind = spec.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     placeholders: dict[str, Any] = {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}

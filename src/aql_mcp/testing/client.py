@@ -27,15 +27,17 @@ import base64
 import itertools
 import json
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import structlog
 
 from aql_mcp.app import create_app
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.logging import LEVELS
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.param_headers import FIELD_VALUE, declared_headers
 from aql_mcp.plugins.loader import AnyPlugin
@@ -44,7 +46,6 @@ from aql_mcp.settings import Settings
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 PORT = 8000
-BASE = f"http://127.0.0.1:{PORT}"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 CLIENT_INFO = {"name": "aql-mcp-testing", "version": "1"}
 Era = Literal["legacy", "modern"]
@@ -258,12 +259,28 @@ async def plugin_client(
             entry_point_plugins=entry_point_plugins,
         )
         app = create_app(built, plugins=[plugin for plugin in plugins if not isinstance(plugin, str)])
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
-                client = PluginClient(http, built, era=era, token=mint(built, subject, scopes))
-                await client.open()
-                yield client
+        base = f"http://127.0.0.1:{built.server.port}"
+        with logging_at(built.logging.level):
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url=base) as http:
+                    client = PluginClient(http, built, era=era, token=mint(built, subject, scopes))
+                    await client.open()
+                    yield client
+
+
+@contextmanager
+def logging_at(level: str) -> Iterator[None]:
+    """The service's log lines below `level` (the settings' `logging.level`, `warning` unless
+    overridden) dropped while the client runs: `create_app` leaves logging to `aql-mcp serve`, so
+    the level is applied here, to structlog's filter only (the test's own rendering and capture stay
+    as they are), and the previous configuration is restored on exit."""
+    previous = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
+    try:
+        yield
+    finally:
+        structlog.configure(**previous)
 
 
 def build_settings(
