@@ -64,6 +64,9 @@ def configure_plugin(plugin: object, sections: Mapping[str, Mapping[str, Any]]) 
     validated = validate_section(name, model, sections.get(name) or {})
     try:
         plugin.configure(validated)
+    except ConfigError as exc:
+        # The plugin's own refusal (aql_mcp.plugin.ConfigError): its words are meant for the operator.
+        raise ConfigError(f"plugin {name}: {exc}") from None
     except Exception as exc:
         # Only the type: the message or a traceback could quote a secret setting's value.
         raise ConfigError(f"plugin {name}: configure failed ({type(exc).__name__})") from None
