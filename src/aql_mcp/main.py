@@ -147,6 +147,11 @@ def serve(args: argparse.Namespace) -> int:
     record = write_record(records_dir(), settings.server.port, settings.store.path) if settings.server.dev else None
     try:
         server.run()
+    except SystemExit:
+        # uvicorn exits when the start failed; a refused configuration exits as every other does (2).
+        if services.refusal.error is not None:
+            raise services.refusal.error from None
+        raise
     finally:
         remove_record(record)
     return 0
