@@ -74,6 +74,7 @@ def lifespan(
             raise
         services.telemetry.metrics.store_check(available=True)  # opened: it answered, migrations ran
         services.share.replicas = await store.bus.heartbeat(time.time())
+        services.telemetry.metrics.store_sessions(await store.count_sessions())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))
         jwks = services.authentication.jwks
@@ -123,6 +124,7 @@ async def _housekeeping(services: Services) -> None:
         await anyio.sleep(HOUSEKEEPING_SECONDS)
         try:
             await services.sessions.sweep()
+            services.telemetry.metrics.store_sessions(await services.sessions.store.count_sessions())
             await services.sessions.store.purge_events(time.time() - retention)
             await _forget_spent(services)
         except Exception:
