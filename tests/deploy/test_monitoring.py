@@ -21,7 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy.test_chart import (
+from tests.support.chart import (
     CHART,
     PRODUCTION,
     find,

@@ -13,7 +13,7 @@ import pytest
 from aql_mcp.exceptions import SchemaTooNew, StoreError
 from aql_mcp.store.migration import compatible_from
 from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
-from tests.store.test_base import admit, record, seqs
+from tests.support.store import admit, record, seqs
 
 pytestmark = pytest.mark.anyio
 # Counting to this in a recursive query keeps a reader busy for many seconds.
