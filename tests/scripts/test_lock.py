@@ -195,14 +195,35 @@ def test_dev_lock_holds_the_whole_dependency_closure_of_the_dev_extra(
     assert not closure(roots) - locks["dev"].keys(), "missing from requirements/dev.txt: run `make lock`"
 
 
-def test_native_dependencies_carry_wheels_for_x86_64_and_aarch64() -> None:
-    """The image may be built on arm64: the lock lists every file of a pinned version, not this machine's."""
+def test_native_dependencies_list_the_hashes_of_every_file_of_their_version() -> None:
+    """A universal lock keeps every file's hash of a pin, not only this machine's wheel. The lock
+    records hashes, not file names, so this cannot tell which platforms the wheels are for: that is
+    `make lock`'s check below."""
     text = (REQUIREMENTS / "runtime.txt").read_text(encoding="utf-8")
     for package in ("pydantic-core", "orjson", "cryptography", "asyncpg", "uvloop"):
         entry = re.search(rf"^{package}==.*?(?=^\S)", text, flags=re.MULTILINE | re.DOTALL)
         assert entry is not None, package
-        # A universal lock keeps every file's hash; more than two per package means per-platform wheels.
         assert len(HASH.findall(entry.group(0))) > 2, package
+
+
+def test_make_lock_fails_on_a_runtime_pin_without_wheels_for_x86_64_and_aarch64() -> None:
+    """The check itself resolves against the index, which tests do not reach: its presence is what
+    is tested; `make lock` runs it."""
+    script = (ROOT / "scripts" / "lock.sh").read_text(encoding="utf-8")
+    check = re.search(r"for platform in ([^;]+); do\n(.*?)\ndone", script, flags=re.DOTALL)
+    assert check is not None
+    assert check.group(1).split() == ["x86_64-manylinux_2_28", "aarch64-manylinux_2_28"]
+    assert "--only-binary :all:" in check.group(2)
+    assert '--python-platform "$platform"' in check.group(2)
+    assert "runtime.txt" in check.group(2)
+    assert "exit 1" in check.group(2)
+
+
+def test_make_lock_shows_npm_errors() -> None:
+    script = (ROOT / "scripts" / "lock.sh").read_text(encoding="utf-8")
+    npm = next(line for line in script.splitlines() if "npm install" in line)
+    assert "2>/dev/null" not in npm
+    assert "--silent" not in npm
 
 
 def make_dry_run(target: str) -> str:
