@@ -20,14 +20,14 @@ NODE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NODE_TOOLS="${NODE_TOOLS:-$NODE_ROOT/.tools}"
 NPM_LOCKS="$NODE_ROOT/requirements/npm"
 
-# lock_hash LOCK: the sha256 of requirements/npm/LOCK/package-lock.json. PREFIX/.installed-lock keeps
+# lock_hash LOCK: the sha256 of requirements/npm/<LOCK>/package-lock.json. PREFIX/.installed-lock keeps
 # the one installed, so a lock `make lock` changed (a dependency of the tree moved) reinstalls, as
 # scripts/deploy-tools.sh does with its WANT.
 lock_hash() {
   sha256sum "$NPM_LOCKS/$1/package-lock.json" | cut -d" " -f1
 }
 
-# is_current LOCK PREFIX: PREFIX holds the tree of the current requirements/npm/LOCK.
+# is_current LOCK PREFIX: PREFIX holds the tree of the current requirements/npm/<LOCK>/.
 is_current() {
   [ "$(cat "$2/.installed-lock" 2>/dev/null)" = "$(lock_hash "$1")" ]
 }
