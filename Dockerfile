@@ -35,12 +35,14 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels /wheels
 COPY --from=build /src/requirements/runtime.txt /requirements/runtime.txt
-# From the wheels only (--no-index), checked against the lock again, then the service's wheel; then the
+# From the wheels only (--no-index), checked against the lock again, then the service's wheel; `pip check`
+# fails the build if the lock missed a dependency (--no-deps installs only what it lists); then the
 # installer itself leaves the environment.
 RUN python3 -m venv /opt/aql-mcp \
     && /opt/aql-mcp/bin/python -m pip install --no-index --find-links /wheels --require-hashes --no-deps \
        -r /requirements/runtime.txt \
     && /opt/aql-mcp/bin/python -m pip install --no-index --no-deps /wheels/aql_mcp-*.whl \
+    && /opt/aql-mcp/bin/python -m pip check \
     && /opt/aql-mcp/bin/python -m pip uninstall --yes pip setuptools \
     && /opt/aql-mcp/bin/aql-mcp --version
 

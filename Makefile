@@ -6,6 +6,7 @@ PORT ?= 8000
 # Installs come from the hashed lock files under requirements/ (scripts/lock.sh) and resolve nothing:
 # --require-hashes pins every file by its sha256, --no-deps takes the lock's list as complete, and the
 # project itself is built with the locked backend (--no-build-isolation) instead of a fresh download.
+# `pip check` then fails the install when the lock misses a dependency --no-deps did not fetch.
 LOCKED_INSTALL := $(BIN)/python -m pip install --quiet --require-hashes --no-deps
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP := $(VENV)/.dev-stamp
@@ -20,11 +21,13 @@ $(RUNTIME_STAMP): requirements/build.txt requirements/runtime.txt pyproject.toml
 	$(LOCKED_INSTALL) -r requirements/build.txt
 	$(LOCKED_INSTALL) -r requirements/runtime.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(RUNTIME_STAMP)
 
 # The checks add the development tools on top (dev.txt holds the runtime pins too, at the same versions).
 $(DEV_STAMP): $(RUNTIME_STAMP) requirements/dev.txt
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(LOCKED_INSTALL) -r requirements/dev.txt
+	$(BIN)/python -m pip check
 	touch $(DEV_STAMP)
 
 run: $(RUNTIME_STAMP)

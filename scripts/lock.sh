@@ -19,7 +19,7 @@
 #
 # The resolution is universal (every platform marker kept) for CPython 3.11, and each pin lists the
 # hashes of all of that version's files, so one lock serves Linux x86_64 and aarch64 (the image may
-# be built on arm64). uv comes from the dev lock (.venv/bin/uv) and asks its default index, PyPI
+# be built on arm64); a check below proves each runtime pin has a wheel for both. uv comes from the dev lock (.venv/bin/uv) and asks its default index, PyPI
 # (or UV_DEFAULT_INDEX when set): it does not read pip's configuration, and --no-config skips uv's
 # own, so no machine-local mirror or wheel directory leaks into the lock.
 set -euo pipefail
@@ -45,9 +45,19 @@ compile "$OUT/tools.in" -o "$OUT/tools.txt"
 compile "$OUT/helm.in" --no-deps -o "$OUT/helm.txt"
 compile "$OUT/profile.in" -o "$OUT/profile.txt"
 
+# The image installs runtime.txt from wheels only (--only-binary :all:), on x86_64 or on aarch64.
+# The lock records hashes, not file names, so nothing in it says a pin has a wheel for both: resolve
+# it once per platform, wheels only, and fail `make lock` here rather than an arm64 image build.
+for platform in x86_64-manylinux_2_28 aarch64-manylinux_2_28; do
+  "$UV" pip compile --quiet --no-config --python-version "$PYTHON_VERSION" --python-platform "$platform" \
+    --only-binary :all: "$OUT/runtime.txt" >/dev/null ||
+    { echo "lock.sh: a pin of $OUT/runtime.txt has no wheel for $platform" >&2; exit 1; }
+done
+
 # The npm trees of scripts/node.sh (requirements/npm/<DIR>-<VERSION>/): each package.json pins one
 # package exactly, and its package-lock.json (versions and sha512 integrity of the whole tree) is
 # brought up to date with it. --force: the arm64 Node package is locked on any machine, x64 too.
+# npm's errors are shown (a failed refresh fails `make lock`); its warnings about --force are not.
 for dir in "$OUT"/npm/*/; do
-  (cd "$dir" && npm install --package-lock-only --silent --no-audit --no-fund --force 2>/dev/null)
+  (cd "$dir" && npm install --package-lock-only --loglevel=error --no-audit --no-fund --force)
 done

@@ -13,19 +13,33 @@
 # What is installed comes from a lock under requirements/npm/<DIR>-<VERSION>/ (node22-<arch> for
 # Node): its package-lock.json names every package of the tree with its exact version and sha512
 # integrity, and `npm ci` installs exactly that, resolving nothing. `make lock` refreshes them
-# (scripts/lock.sh). A version with no lock (CONFORMANCE_VERSION set to another release) is
+# (scripts/lock.sh); an installed tree whose lock changed since is installed again. A version with no lock (CONFORMANCE_VERSION set to another release) is
 # installed by name, resolved at install time, and says so on stderr.
 
 NODE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NODE_TOOLS="${NODE_TOOLS:-$NODE_ROOT/.tools}"
 NPM_LOCKS="$NODE_ROOT/requirements/npm"
 
+# lock_hash LOCK: the sha256 of requirements/npm/<LOCK>/package-lock.json. PREFIX/.installed-lock keeps
+# the one installed, so a lock `make lock` changed (a dependency of the tree moved) reinstalls, as
+# scripts/deploy-tools.sh does with its WANT.
+lock_hash() {
+  sha256sum "$NPM_LOCKS/$1/package-lock.json" | cut -d" " -f1
+}
+
+# is_current LOCK PREFIX: PREFIX holds the tree of the current requirements/npm/<LOCK>/.
+is_current() {
+  [ "$(cat "$2/.installed-lock" 2>/dev/null)" = "$(lock_hash "$1")" ]
+}
+
 # npm_locked LOCK PREFIX: the locked tree requirements/npm/LOCK installed into PREFIX with `npm ci`.
 npm_locked() {
   local lock="$NPM_LOCKS/$1" prefix="$2"
   mkdir -p "$prefix"
+  rm -f "$prefix/.installed-lock"
   cp "$lock/package.json" "$lock/package-lock.json" "$prefix/"
-  npm ci --silent --no-audit --no-fund --prefix "$prefix" >&2
+  npm ci --loglevel=error --no-audit --no-fund --prefix "$prefix" >&2 || return 1
+  lock_hash "$1" > "$prefix/.installed-lock"
 }
 
 node_bin() {
@@ -35,7 +49,7 @@ node_bin() {
   local arch
   case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
   local bin="$NODE_TOOLS/node22/node_modules/node-linux-$arch/bin/node"
-  if [ ! -x "$bin" ]; then
+  if [ ! -x "$bin" ] || ! is_current "node22-$arch" "$NODE_TOOLS/node22"; then
     npm_locked "node22-$arch" "$NODE_TOOLS/node22" || return 1
   fi
   echo "$bin"
@@ -45,14 +59,15 @@ node_bin() {
 npm_package() {
   local name="$1" version="$2" prefix="$NODE_TOOLS/$3"
   local pkg="$prefix/node_modules/$name"
-  if ! grep -q "\"version\": \"$version\"" "$pkg/package.json" 2>/dev/null; then
-    if [ -f "$NPM_LOCKS/$3-$version/package-lock.json" ]; then
+  if [ -f "$NPM_LOCKS/$3-$version/package-lock.json" ]; then
+    if ! is_current "$3-$version" "$prefix" || [ ! -f "$pkg/package.json" ]; then
       npm_locked "$3-$version" "$prefix" || return 1
-    else
-      echo "node.sh: no lock for $name@$version (requirements/npm/$3-$version): installing it unlocked" >&2
-      mkdir -p "$prefix"
-      npm install --silent --no-audit --no-fund --prefix "$prefix" "$name@$version" >&2 || return 1
     fi
+  elif ! grep -q "\"version\": \"$version\"" "$pkg/package.json" 2>/dev/null; then
+    echo "node.sh: no lock for $name@$version (requirements/npm/$3-$version): installing it unlocked" >&2
+    mkdir -p "$prefix"
+    rm -f "$prefix/.installed-lock"
+    npm install --loglevel=error --no-audit --no-fund --prefix "$prefix" "$name@$version" >&2 || return 1
   fi
   echo "$pkg"
 }

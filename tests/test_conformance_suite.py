@@ -17,10 +17,11 @@ import pytest
 
 from tests.support.replicas import proxy_settings, run_proxy, start_replicas
 from tests.support.server import ServerProcess, free_port, start_server
+from tests.support.versions import CONFORMANCE_ALPHA
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "conformance.sh"
 SCENARIOS = 32
-ALPHA = "0.2.0-alpha.12"
+ALPHA = CONFORMANCE_ALPHA
 MODERN_SCENARIOS = 40
 ALPHA_LEGACY_SCENARIOS = 33
 # The 0.2 suite sends hundreds of requests a second under one token (scripts/conformance.sh).

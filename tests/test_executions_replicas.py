@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.plugins.test_executions_e2e import (
+from tests.support.aql import HEADERS, VERSION, Session
+from tests.support.executions import (
     BIG,
     CREATE,
     EXECUTE,
@@ -28,7 +29,6 @@ from tests.plugins.test_executions_e2e import (
     rows,
     settled,
 )
-from tests.support.aql import HEADERS, VERSION, Session
 from tests.support.replicas import Replicas, start_replicas
 from tests.support.server import ServerProcess
 

@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from tests.support.listen import DEADLINE, SUBSCRIPTION_ID, call_tool, open_listen
-from tests.support.replicas import Replicas, start_replicas
-from tests.test_replicas import wait_for_replica_count
+from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
 
 pytestmark = pytest.mark.anyio
 

@@ -24,6 +24,7 @@ from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.main import main
 from aql_mcp.settings import Settings
+from aql_mcp.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.support.redaction import LOGS, remember_secret
 from tests.support.server import free_port, start_server
 from tests.support.wait import until
@@ -443,17 +444,37 @@ def post_initialize(process: subprocess.Popen[bytes], url: str, token: str, *, s
 
 
 def test_serve_refuses_to_start_on_a_store_a_newer_release_migrated(tmp_path: Path) -> None:
-    """A rollback of the image onto a newer schema: the pod fails to start and says why (docs/operations.md)."""
+    """A rollback of the image over a breaking migration: the process exits 2 as for any refused
+    configuration, logs `schema_too_new` with the versions, and prints no traceback (docs/operations.md)."""
     with start_server(tmp_path):
         pass
     with sqlite3.connect(tmp_path / "aql-mcp.sqlite3") as db:
-        db.execute("INSERT INTO schema_version VALUES (1000)")
+        db.execute("INSERT INTO schema_version (version, compatible_from) VALUES (1000, 1000)")
     command = [sys.executable, "-m", "aql_mcp.main", "serve", "--dev", "--port", str(free_port())]
-    environ = {**os.environ, "AQL_MCP_STORE__PATH": str(tmp_path), "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false"}
+    environ = {
+        **os.environ,
+        "AQL_MCP_STORE__PATH": str(tmp_path),
+        "AQL_MCP_LOGGING__FORMAT": "json",
+        "AQL_MCP_SERVER__ENTRY_POINT_PLUGINS": "false",
+    }
     done = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode != 0
-    assert "SchemaTooNew" in done.stdout + done.stderr
-    assert "1000" in done.stdout + done.stderr
+    assert done.returncode == 2
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    refused = [e for e in events if e.get("event") == "schema_too_new"]
+    assert [(e["found"], e["needs"], e["known"]) for e in refused] == [(1000, 1000, len(SQLITE_MIGRATIONS))]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "configuration refused" in done.stderr
+
+
+def test_serve_starts_on_a_store_a_newer_release_migrated_additively(tmp_path: Path) -> None:
+    """A rollback over additive migrations only: the older release serves (docs/operations.md)."""
+    with start_server(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / "aql-mcp.sqlite3") as db:
+        needs = db.execute("SELECT compatible_from FROM schema_version ORDER BY version DESC").fetchone()[0]
+        db.execute("INSERT INTO schema_version (version, compatible_from) VALUES (1000, ?)", (needs,))
+    with start_server(tmp_path) as server:
+        assert httpx.get(f"{server.base}/health", timeout=5).status_code == 200
 
 
 # --- check-config as CI runs it: the real command, its exit code and message (issue 15) ----------

@@ -23,6 +23,7 @@ from aql_mcp.metrics import (
     Metrics,
     MetricsEndpoint,
 )
+from tests.support.asgi import initialize_params
 from tests.support.server import free_port, start_server
 
 PROMTOOL = Path(__file__).resolve().parents[1] / "scripts" / "promtool.sh"
@@ -395,3 +396,25 @@ def test_a_real_server_exposes_process_memory_gc_and_the_alerting_gauges_on_its_
     assert samples[("aql_mcp_open_sessions_limit", ())] == 250
     assert samples[("aql_mcp_store_available", ())] == 1  # the store opened at start
     assert samples[("aql_mcp_jwks_last_success_timestamp_seconds", ())] == 0  # development mode: no JWKS
+
+
+def test_the_store_session_gauge_counts_the_stores_sessions_not_this_replicas(tmp_path: Path) -> None:
+    """The session cap is enforced on the store's rows, shared by every replica: the alert reads
+    aql_mcp_store_sessions. A restarted replica holds none of the sessions the store still has."""
+    port = free_port()
+    env = {"AQL_MCP_METRICS__PORT": str(port)}
+    with start_server(tmp_path, env=env) as server:
+        headers = {"authorization": f"Bearer {server.token()}", "accept": "application/json, text/event-stream"}
+        for _ in range(2):
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+            assert httpx.post(server.url, json=body, headers=headers, timeout=10).status_code == 200
+    with start_server(tmp_path, env=env):
+        scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10.0)
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+        if not sample.labels
+    }
+    assert samples["aql_mcp_open_sessions"] == 0
+    assert samples["aql_mcp_store_sessions"] == 2

@@ -9,7 +9,6 @@ and nothing acknowledged may be lost when a replica is killed (docs/store.md).
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from tests.support.asgi import MCP_HEADERS, rpc
-from tests.support.replicas import Replicas, RoundRobin, start_replicas
+from tests.support.replicas import Replicas, RoundRobin, start_replicas, wait_for_replica_count
 from tests.support.sse import Event, iter_events
 from tests.support.wait import eventually, until
 
@@ -46,16 +45,6 @@ def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with start_replicas(tmp_path_factory.mktemp("replicas"), database, env=RATE) as started:
         wait_for_replica_count(started, 3)
         yield started
-
-
-def wait_for_replica_count(replicas: Replicas, count: int) -> None:
-    """Each replica counts the others from the store's heartbeat table (every 5 s)."""
-
-    def all_see() -> bool:
-        pattern = re.compile(rf"^aql_mcp_replicas {count}\.0$", re.MULTILINE)
-        return all(pattern.search(httpx.get(f"{s.base}/metrics").text) for s in replicas.servers)
-
-    until(all_see, f"the replicas did not all count {count} replicas", seconds=20)
 
 
 @asynccontextmanager

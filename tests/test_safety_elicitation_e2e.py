@@ -15,7 +15,7 @@ import pytest
 from mcp import types
 from mcp.client import ClientRequestContext
 
-from tests.plugins.test_records_e2e import ELICIT, aql_client
+from tests.support.records import ELICIT, aql_client
 from tests.support.server import start_server
 
 pytestmark = pytest.mark.anyio

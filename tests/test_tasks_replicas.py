@@ -16,8 +16,8 @@ import pytest
 
 from tests.support.replicas import Replicas, start_replicas
 from tests.support.server import ServerProcess
+from tests.support.tasks import call, get, post, result_of, settled
 from tests.support.wait import until
-from tests.test_tasks_e2e import call, get, post, result_of, settled
 
 MODERN = {"AQL_MCP_MCP__MODERN_ERA": "true"}
 

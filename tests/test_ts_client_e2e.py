@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 
 from tests.support.server import ServerProcess, start_server
+from tests.support.versions import TS_CLIENT_PACKAGE, TS_CLIENT_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_SCRIPT = ROOT / "scripts" / "node.sh"
 SMOKE = Path(__file__).with_name("ts_client_smoke.mjs")
-PACKAGE, VERSION = "@modelcontextprotocol/client", "2.4.0"
+PACKAGE, VERSION = TS_CLIENT_PACKAGE, TS_CLIENT_VERSION
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 RUN_SECONDS = 60
 ELICIT = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}

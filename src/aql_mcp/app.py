@@ -35,6 +35,7 @@ from aql_mcp.middleware.limits import BodyLimitMiddleware
 from aql_mcp.middleware.origin import OriginMiddleware
 from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
 from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
+from aql_mcp.middleware.refusal import StartupRefusalMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.modern import ModernEndpoint
@@ -230,6 +231,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(StartupRefusalMiddleware, refusal=services.refusal),
             Middleware(RequestIdMiddleware),
             Middleware(TracingMiddleware, tracing=tracing),
             Middleware(AccessMiddleware, metrics=metrics),

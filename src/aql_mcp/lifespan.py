@@ -9,7 +9,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import structlog
@@ -19,8 +19,10 @@ from starlette.applications import Starlette
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication
+from aql_mcp.exceptions import SchemaTooNew
 from aql_mcp.listeners import Listeners
 from aql_mcp.middleware.rate_limit import ReplicaShare
+from aql_mcp.middleware.refusal import Refusal
 from aql_mcp.notifier import Notifier
 from aql_mcp.plugins.base import BackgroundPlugin
 from aql_mcp.probes import Probes
@@ -55,6 +57,8 @@ class Services:
     listeners: Listeners
     notifier: Notifier
     tasks: TaskRunner
+    # Set when the start was refused for its configuration (a store a newer release migrated).
+    refusal: Refusal = field(default_factory=Refusal)
 
 
 def lifespan(
@@ -63,9 +67,14 @@ def lifespan(
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         store.bus.listen(services.notifier.on_signal)
-        await store.open()
+        try:
+            await store.open()
+        except SchemaTooNew as exc:
+            log.error("schema_too_new", found=exc.found, needs=exc.needs, known=exc.known)
+            raise
         services.telemetry.metrics.store_check(available=True)  # opened: it answered, migrations ran
         services.share.replicas = await store.bus.heartbeat(time.time())
+        services.telemetry.metrics.store_sessions(await store.count_sessions())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))
         jwks = services.authentication.jwks
@@ -115,6 +124,7 @@ async def _housekeeping(services: Services) -> None:
         await anyio.sleep(HOUSEKEEPING_SECONDS)
         try:
             await services.sessions.sweep()
+            services.telemetry.metrics.store_sessions(await services.sessions.store.count_sessions())
             await services.sessions.store.purge_events(time.time() - retention)
             await _forget_spent(services)
         except Exception:

@@ -153,6 +153,11 @@ def serve(args: argparse.Namespace) -> int:
     )
     try:
         server.run()
+    except SystemExit:
+        # uvicorn exits when the start failed; a refused configuration exits as every other does (2).
+        if services.refusal.error is not None:
+            raise services.refusal.error from None
+        raise
     finally:
         remove_record(recorded[0] if recorded else None)
     return 0

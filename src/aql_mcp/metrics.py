@@ -175,7 +175,13 @@ class Metrics:
             ("result",),
             registry=self.registry,
         )
-        self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions.", registry=self.registry)
+        self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions this replica holds.", registry=self.registry)
+        # The cap (sessions.max_open) is enforced on the store's rows, shared by every replica.
+        self._store_sessions = Gauge(
+            "aql_mcp_store_sessions",
+            "Sessions in the store, every replica's, as counted at start and by each session sweep.",
+            registry=self.registry,
+        )
         self._streams = Gauge("aql_mcp_open_sse_streams", "Open SSE streams.", registry=self.registry)
         self._replicas = Gauge(
             "aql_mcp_replicas", "Live replicas sharing the store, this one included.", registry=self.registry
@@ -254,6 +260,9 @@ class Metrics:
 
     def store_check(self, *, available: bool) -> None:
         self._store_available.set(1 if available else 0)
+
+    def store_sessions(self, count: int) -> None:
+        self._store_sessions.set(count)
 
     def introspection_call(self, result: str) -> None:
         self._introspections.labels(result=clamp(result, INTROSPECTION_RESULTS)).inc()

@@ -22,10 +22,10 @@ from starlette.responses import Response
 
 import tests.support.idp as idp_module
 from aql_mcp.auth.jwks import JwksKeySource, jwks_host
-from aql_mcp.auth.tokens import BearerVerifier
-from aql_mcp.exceptions import InvalidToken
+from aql_mcp.auth.tokens import JWKS_RETRY_AFTER, BearerVerifier
+from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, InvalidToken, RetryLater
 from aql_mcp.logging import configure_logging
-from tests.support.idp import IdentityProvider, running_idp
+from tests.support.idp import IdentityProvider, new_private_key, running_idp
 
 pytestmark = pytest.mark.anyio
 
@@ -310,8 +310,32 @@ async def test_keys_older_than_max_stale_are_unavailable_and_no_longer_served(
 
     assert source.status() == "unavailable"
     assert await source.key(idp.key("RS256").kid) is None
-    with pytest.raises(InvalidToken):
+    with pytest.raises(RetryLater) as refused:
         await verifier(idp, source).verify(token)
+    assert (refused.value.status, refused.value.retry_after) == (503, JWKS_RETRY_AFTER)
+
+
+async def test_a_jwt_before_any_key_set_could_be_fetched_is_unavailable_not_invalid(
+    idp: IdentityProvider, source: JwksKeySource
+) -> None:
+    """The client keeps a token that may be good and retries (503 + Retry-After, -32006), as when
+    introspection cannot ask the IdP; a 401 would make it throw the token away."""
+    idp.answer_status = 500
+    assert await source.refresh() is False
+
+    with pytest.raises(RetryLater) as refused:
+        await verifier(idp, source).verify(idp.mint(alg="RS256"))
+    assert refused.value.code == UPSTREAM_UNAVAILABLE
+
+
+async def test_an_unknown_kid_while_the_key_set_is_fresh_stays_invalid(
+    idp: IdentityProvider, source: JwksKeySource
+) -> None:
+    await source.refresh()
+    foreign = idp.mint(alg="RS256", key=new_private_key("RS256"), headers={"kid": "not-published"})
+
+    with pytest.raises(InvalidToken):
+        await verifier(idp, source).verify(foreign)
 
 
 async def test_a_recovered_idp_brings_the_source_back_to_ok(

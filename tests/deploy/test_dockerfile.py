@@ -208,6 +208,16 @@ def test_build_installs_from_the_hashed_lock_and_resolves_nothing(
     assert all("--no-index" in step for run in install.all("RUN") for step in run.split("&&") if "pip install" in step)
 
 
+def test_the_install_stage_checks_the_installed_closure_before_removing_pip(
+    dockerfile: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """--no-deps installs only what the lock lists: `pip check` fails the build when it misses one."""
+    steps = [step.strip() for run in dockerfile[1][-2].all("RUN") for step in run.split("&&")]
+    check = next(i for i, step in enumerate(steps) if step.endswith("pip check"))
+    assert check > max(i for i, step in enumerate(steps) if "pip install" in step)
+    assert check < next(i for i, step in enumerate(steps) if "pip uninstall" in step)
+
+
 def test_the_plugin_layer_adds_files_to_the_service_environment_and_runs_nothing_there(
     dockerfile: tuple[dict[str, str], list[Stage]],
 ) -> None:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy.test_chart import (
+from tests.support.chart import (
     CHART,
     PRODUCTION,
     find,
@@ -46,6 +46,8 @@ SAMPLE_SUFFIXES = {
 }
 # PromQL words that are not metric names (operators and modifiers; functions are followed by "(").
 PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "inf", "nan"}
+# Series Prometheus itself writes for every scrape target, not the service.
+PROMETHEUS_SERIES = {"up"}
 # Grafana's variables, replaced by what they stand for so that promtool can parse the expression.
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$namespace": ".*", "$job": ".*"}
 
@@ -152,6 +154,7 @@ def test_the_alerts_cover_errors_latency_auth_jwks_store_and_sessions() -> None:
         "AqlMcpJwksStale",
         "AqlMcpStoreUnavailable",
         "AqlMcpSessionsNearCap",
+        "AqlMcpDown",
     }
     for rule in alert_rules():
         assert rule["labels"]["severity"] in {"warning", "critical"}
@@ -160,7 +163,7 @@ def test_the_alerts_cover_errors_latency_auth_jwks_store_and_sessions() -> None:
 
 def test_the_alerts_read_only_metrics_the_service_exposes(exposed: set[str]) -> None:
     for rule in alert_rules():
-        unknown = metric_names(rule["expr"]) - exposed
+        unknown = metric_names(rule["expr"]) - exposed - PROMETHEUS_SERIES
         assert not unknown, f"{rule['alert']} reads {unknown}"
 
 
@@ -284,20 +287,54 @@ ALERT_CASES: dict[str, tuple[str, list[dict[str, str]], str, dict[str, str] | No
         "30m",
         None,
     ),
-    "two replicas holding 95% of the cap fire": (
+    "a store holding 95% of the cap fires, whichever replica holds them": (
         "AqlMcpSessionsNearCap",
         [
-            series("aql_mcp_open_sessions", "500x40", f'{SERVICE}, instance="a"'),
-            series("aql_mcp_open_sessions", "450x40", f'{SERVICE}, instance="b"'),
+            # The cap counts the store's rows: a replica may hold none of them in memory.
+            series("aql_mcp_open_sessions", "0x40", f'{SERVICE}, instance="a"'),
+            series("aql_mcp_open_sessions", "100x40", f'{SERVICE}, instance="b"'),
+            series("aql_mcp_store_sessions", "950x40", f'{SERVICE}, instance="a"'),
+            series("aql_mcp_store_sessions", "950x40", f'{SERVICE}, instance="b"'),
             series("aql_mcp_open_sessions_limit", "1000x40", f'{SERVICE}, instance="a"'),
             series("aql_mcp_open_sessions_limit", "1000x40", f'{SERVICE}, instance="b"'),
         ],
         "30m",
         GROUPED,
     ),
-    "half the cap stays quiet": (
+    "two replicas reporting the same half-full store stay quiet (max, not sum)": (
         "AqlMcpSessionsNearCap",
-        [series("aql_mcp_open_sessions", "500x40"), series("aql_mcp_open_sessions_limit", "1000x40")],
+        [
+            series("aql_mcp_store_sessions", "500x40", f'{SERVICE}, instance="a"'),
+            series("aql_mcp_store_sessions", "500x40", f'{SERVICE}, instance="b"'),
+            series("aql_mcp_open_sessions_limit", "1000x40", f'{SERVICE}, instance="a"'),
+            series("aql_mcp_open_sessions_limit", "1000x40", f'{SERVICE}, instance="b"'),
+        ],
+        "30m",
+        None,
+    ),
+    "a job whose every replica stopped answering fires": (
+        "AqlMcpDown",
+        [
+            series("up", "1x10 0x30", f'{SERVICE}, instance="a"'),
+            series("up", "1x10 0x30", f'{SERVICE}, instance="b"'),
+            series("aql_mcp_build_info", "1x10 _x30", f'{SERVICE}, instance="a", version="1", service="s"'),
+        ],
+        "30m",
+        GROUPED,
+    ),
+    "one replica of two down stays quiet": (
+        "AqlMcpDown",
+        [
+            series("up", "0x40", f'{SERVICE}, instance="a"'),
+            series("up", "1x40", f'{SERVICE}, instance="b"'),
+            series("aql_mcp_build_info", "1x40", f'{SERVICE}, instance="b", version="1", service="s"'),
+        ],
+        "30m",
+        None,
+    ),
+    "another job down stays quiet": (
+        "AqlMcpDown",
+        [series("up", "0x40", 'namespace="mcp", job="other", instance="a"')],
         "30m",
         None,
     ),

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.plugins.test_executions_e2e import BIG, CREATE, EXECUTE, READ, import_params, ndjson, rows
 from tests.support.aql import HEADERS, LEAKS, VERSION, Session
+from tests.support.executions import BIG, CREATE, EXECUTE, READ, import_params, ndjson, rows
 from tests.support.server import ServerProcess, start_server
 
 CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}

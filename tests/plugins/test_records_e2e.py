@@ -3,50 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import ClientSession, types
+from mcp import types
 from mcp.client import ClientRequestContext
-from mcp.client.session import ElicitationFnT
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.operations.envelope import check_introspection, check_result
+from tests.support.records import ELICIT, aql_client
 from tests.support.server import ServerProcess, start_server
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.anyio
-DEADLINE = 20.0
-Call = Callable[..., Awaitable[dict[str, Any]]]
-
-
-@asynccontextmanager
-async def aql_client(
-    server: ServerProcess, subject: str = "tester", elicitation_callback: ElicitationFnT | None = None
-) -> AsyncIterator[Call]:
-    """An initialized official-client session; yields `call(tool, operation, **params)` -> the envelope,
-    checked against the MCP-AQL schema rules and against `structuredContent`."""
-    http = create_mcp_http_client(headers={"authorization": f"Bearer {server.token(subject=subject)}"})
-    async with (
-        http,
-        streamable_http_client(server.url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicitation_callback) as session,
-    ):
-        with anyio.fail_after(DEADLINE):
-            await session.initialize()
-
-            async def call(tool: str, operation: str, **params: Any) -> dict[str, Any]:
-                result = await session.call_tool(tool, {"operation": operation, "params": params})
-                envelope = json.loads(result.content[0].text)  # type: ignore[union-attr]
-                assert result.structured_content == envelope
-                return check_introspection(envelope) if operation == "introspect" else check_result(envelope)
-
-            yield call
 
 
 async def test_an_agent_discovers_operations_by_introspection_and_manages_records(tmp_path: Path) -> None:
@@ -81,9 +49,6 @@ async def test_an_agent_discovers_operations_by_introspection_and_manages_record
             assert updated["data"]["state"] == "done"
             deleted = await call(tools["delete_record"], "delete_record", collection="tasks", id=made[1]["id"])
             assert deleted["data"]["deleted"] is True
-
-
-ELICIT = {"AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}
 
 
 async def _delete_collection_with_human(

@@ -78,8 +78,8 @@ def test_a_section_for_a_plugin_that_is_not_loaded_is_refused() -> None:
 
 
 def test_a_section_for_a_plugin_without_a_settings_model_is_refused() -> None:
-    with pytest.raises(ConfigError, match=r"plugins\.first.*no settings"):
-        load_plugins(["tests.plugins.test_loader:first_plugin"], Registry(), Settings(plugins={"first": {"x": 1}}))
+    with pytest.raises(ConfigError, match=r"plugins\.greeter.*no settings"):
+        load_plugins(["tests.support.greeter:plugin"], Registry(), Settings(plugins={"greeter": {"x": 1}}))
 
 
 def test_a_model_that_allows_extra_keys_keeps_them() -> None:

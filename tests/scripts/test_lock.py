@@ -7,6 +7,7 @@ ignored. These checks read files only (no network, no resolution): a stale lock 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.support.versions import CONFORMANCE_ALPHA, TS_CLIENT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements"
@@ -124,14 +127,103 @@ def test_tool_locks_hold_the_pins_of_their_inputs(locks: dict[str, dict[str, Pin
     assert len(locks["helm"]) == 1
 
 
-def test_native_dependencies_carry_wheels_for_x86_64_and_aarch64() -> None:
-    """The image may be built on arm64: the lock lists every file of a pinned version, not this machine's."""
+# The interpreter and platform the image and CI run: markers are evaluated for it, not this machine.
+TARGET = {
+    "implementation_name": "cpython",
+    "implementation_version": "3.11.0",
+    "os_name": "posix",
+    "platform_machine": "x86_64",
+    "platform_python_implementation": "CPython",
+    "platform_release": "",
+    "platform_system": "Linux",
+    "platform_version": "",
+    "python_full_version": "3.11.0",
+    "python_version": "3.11",
+    "sys_platform": "linux",
+}
+
+
+def closure(roots: list[Requirement]) -> set[str]:
+    """Every distribution `roots` need on the target, walking the installed metadata's Requires-Dist
+    (extras followed, markers evaluated for the target)."""
+    seen: set[tuple[str, frozenset[str]]] = set()
+    pending = [(canonicalize_name(r.name), frozenset(r.extras)) for r in roots if is_needed(r, frozenset())]
+    while pending:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        name, extras = node
+        for line in importlib.metadata.distribution(name).requires or []:
+            requirement = Requirement(line)
+            if is_needed(requirement, extras):
+                pending.append((canonicalize_name(requirement.name), frozenset(requirement.extras)))
+    return {name for name, _ in seen}
+
+
+def is_needed(requirement: Requirement, extras: frozenset[str]) -> bool:
+    if requirement.marker is None:
+        return True
+    return any(requirement.marker.evaluate({**TARGET, "extra": extra}) for extra in {"", *extras})
+
+
+def test_is_needed_follows_extras_and_markers_of_the_target() -> None:
+    """The control for the closure tests: a Windows-only or PyPy-only dependency is not needed, an
+    extra's is only with that extra."""
+    assert is_needed(Requirement("h11>=0.8"), frozenset())
+    assert not is_needed(Requirement('colorama; sys_platform == "win32"'), frozenset())
+    assert not is_needed(Requirement('uvloop; extra == "standard"'), frozenset())
+    assert is_needed(Requirement('uvloop; extra == "standard"'), frozenset({"standard"}))
+    assert not is_needed(Requirement('cffi; platform_python_implementation == "PyPy"'), frozenset())
+
+
+def test_runtime_lock_holds_the_whole_dependency_closure(
+    pyproject: dict[str, object], locks: dict[str, dict[str, Pin]]
+) -> None:
+    """--no-deps installs exactly the lock: a transitive dependency missing from it (h11 under
+    uvicorn) would be missing from the image."""
+    needed = closure(declared(pyproject["project"]["dependencies"]))  # type: ignore[index]
+    assert {"h11", "uvloop", "annotated-types"} <= needed  # uvicorn's, uvicorn[standard]'s, pydantic's
+    assert not needed - locks["runtime"].keys(), "missing from requirements/runtime.txt: run `make lock`"
+
+
+def test_dev_lock_holds_the_whole_dependency_closure_of_the_dev_extra(
+    pyproject: dict[str, object], locks: dict[str, dict[str, Pin]]
+) -> None:
+    project = pyproject["project"]
+    roots = declared([*project["dependencies"], *project["optional-dependencies"]["dev"]])  # type: ignore[index]
+    assert not closure(roots) - locks["dev"].keys(), "missing from requirements/dev.txt: run `make lock`"
+
+
+def test_native_dependencies_list_the_hashes_of_every_file_of_their_version() -> None:
+    """A universal lock keeps every file's hash of a pin, not only this machine's wheel. The lock
+    records hashes, not file names, so this cannot tell which platforms the wheels are for: that is
+    `make lock`'s check below."""
     text = (REQUIREMENTS / "runtime.txt").read_text(encoding="utf-8")
     for package in ("pydantic-core", "orjson", "cryptography", "asyncpg", "uvloop"):
         entry = re.search(rf"^{package}==.*?(?=^\S)", text, flags=re.MULTILINE | re.DOTALL)
         assert entry is not None, package
-        # A universal lock keeps every file's hash; more than two per package means per-platform wheels.
         assert len(HASH.findall(entry.group(0))) > 2, package
+
+
+def test_make_lock_fails_on_a_runtime_pin_without_wheels_for_x86_64_and_aarch64() -> None:
+    """The check itself resolves against the index, which tests do not reach: its presence is what
+    is tested; `make lock` runs it."""
+    script = (ROOT / "scripts" / "lock.sh").read_text(encoding="utf-8")
+    check = re.search(r"for platform in ([^;]+); do\n(.*?)\ndone", script, flags=re.DOTALL)
+    assert check is not None
+    assert check.group(1).split() == ["x86_64-manylinux_2_28", "aarch64-manylinux_2_28"]
+    assert "--only-binary :all:" in check.group(2)
+    assert '--python-platform "$platform"' in check.group(2)
+    assert "runtime.txt" in check.group(2)
+    assert "exit 1" in check.group(2)
+
+
+def test_make_lock_shows_npm_errors() -> None:
+    script = (ROOT / "scripts" / "lock.sh").read_text(encoding="utf-8")
+    npm = next(line for line in script.splitlines() if "npm install" in line)
+    assert "2>/dev/null" not in npm
+    assert "--silent" not in npm
 
 
 def make_dry_run(target: str) -> str:
@@ -147,6 +239,16 @@ def test_make_run_installs_the_runtime_lock_only() -> None:
     commands = make_dry_run("run")
     assert "-r requirements/runtime.txt" in commands
     assert "requirements/dev.txt" not in commands
+
+
+def test_make_checks_the_installed_closure_after_each_locked_install() -> None:
+    """--no-deps installs exactly the lock: `pip check` fails the stamp when it misses a dependency."""
+    for target in ("run", "unit"):
+        lines = make_dry_run(target).splitlines()
+        installs = [i for i, line in enumerate(lines) if "pip install" in line]
+        checks = [i for i, line in enumerate(lines) if line.endswith("pip check")]
+        assert checks, target
+        assert max(checks) > max(installs), target
 
 
 def test_make_installs_from_the_lock_with_hashes_and_no_resolution() -> None:
@@ -176,12 +278,9 @@ def test_every_npm_lock_pins_one_package_and_carries_the_integrity_of_its_whole_
 
 def test_the_npm_versions_the_project_runs_are_locked() -> None:
     """Node 22 on both architectures, the conformance suite's default and alpha, the TypeScript client."""
-    from tests.test_conformance_suite import ALPHA
-    from tests.test_ts_client_e2e import VERSION
-
     script = (ROOT / "scripts" / "conformance.sh").read_text(encoding="utf-8")
     default = re.search(r"CONFORMANCE_VERSION:-([^}]+)\}", script)
     assert default is not None
-    wanted = {"node22-x64", "node22-arm64", f"tsclient-{VERSION}", f"conformance-{default.group(1)}"}
-    wanted.add(f"conformance-{ALPHA}")
+    wanted = {"node22-x64", "node22-arm64", f"tsclient-{TS_CLIENT_VERSION}", f"conformance-{default.group(1)}"}
+    wanted.add(f"conformance-{CONFORMANCE_ALPHA}")
     assert wanted <= {path.name for path in NPM.iterdir() if (path / "package-lock.json").is_file()}

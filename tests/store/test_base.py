@@ -9,31 +9,11 @@ import anyio
 import pytest
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
-from aql_mcp.store.base import SessionRecord, Store
+from aql_mcp.store.base import Store
 from tests.support.engines import Backend, admit_one, race_in_another_process, write_lock
+from tests.support.store import admit, record, seqs
 
 pytestmark = pytest.mark.anyio
-
-
-def record(session_id: str, *, last_seen: float = 100.0, owner: str = "owner-a") -> SessionRecord:
-    return SessionRecord(
-        id=session_id,
-        owner=owner,
-        protocol_version="2025-11-25",
-        client_info={"name": "client", "version": "1"},
-        client_capabilities={"sampling": {}},
-        log_level="info",
-        created_at=last_seen,
-        last_seen=last_seen,
-    )
-
-
-async def admit(store: Store, session: SessionRecord, *, max_open: int = 10, max_per_owner: int = 10) -> str:
-    return await store.create_session(session, max_open=max_open, max_per_owner=max_per_owner)
-
-
-async def seqs(store: Store, session_id: str, stream_id: str, after: int = 0) -> list[int]:
-    return [event.seq for event in await store.events_after(session_id, stream_id, after)]
 
 
 async def test_create_session_stops_at_max_open(store: Store) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import secrets
 import shutil
 import threading
@@ -206,3 +207,13 @@ def run_proxy(ports: Sequence[int], port: int | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def wait_for_replica_count(replicas: Replicas, count: int) -> None:
+    """Each replica counts the others from the store's heartbeat table (every 5 s)."""
+
+    def all_see() -> bool:
+        pattern = re.compile(rf"^aql_mcp_replicas {count}\.0$", re.MULTILINE)
+        return all(pattern.search(httpx.get(f"{s.base}/metrics").text) for s in replicas.servers)
+
+    until(all_see, f"the replicas did not all count {count} replicas", seconds=20)

@@ -20,9 +20,12 @@ from aql_mcp.auth.introspection import Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import InvalidToken
+from aql_mcp.exceptions import InvalidToken, RetryLater
 
 CACHE_LIMIT = 10_000
+# What a client is told to wait while no usable key set is held: the refresher retries within 30 s.
+JWKS_RETRY_AFTER = 5
+KEYS_UNAVAILABLE = "Service unavailable: the token could not be checked"
 REQUIRED_CLAIMS = ["exp", "iss", "aud", "sub"]
 
 
@@ -80,7 +83,13 @@ class BearerVerifier:
         except jwt.PyJWTError:
             raise InvalidToken() from None
         kid = header.get("kid")
-        signing = await self._key(kid if isinstance(kid, str) else "")
+        kid = kid if isinstance(kid, str) else ""
+        signing = await self._key(kid)
+        if signing is None and kid and self._jwks is not None and self._jwks.status() == "unavailable":
+            # No usable key set (never fetched, or older than max_stale): the token cannot be judged.
+            # A 401 would make the client discard a token that may be good; 503 + Retry-After keeps it,
+            # as introspection answers when the IdP cannot be asked (docs/errors.md).
+            raise RetryLater(KEYS_UNAVAILABLE, retry_after=JWKS_RETRY_AFTER)
         if signing is None or header.get("alg") != signing.algorithm:
             raise InvalidToken()
         return decode(

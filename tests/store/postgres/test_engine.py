@@ -18,6 +18,7 @@ from aql_mcp.exceptions import ConfigError, SchemaTooNew, StoreError
 from aql_mcp.settings import StoreSettings
 from aql_mcp.store.base import Signal
 from aql_mcp.store.factory import database_password
+from aql_mcp.store.migration import compatible_from
 from aql_mcp.store.postgres import PostgresOptions, PostgresStore
 from aql_mcp.store.postgres.schema import MIGRATIONS
 from tests.support.engines import Backend, backend_for
@@ -43,22 +44,62 @@ async def test_replicas_starting_together_apply_each_migration_once(postgres: Ba
     assert versions == list(range(1, len(MIGRATIONS) + 1))
 
 
-async def test_a_database_migrated_by_a_newer_release_is_refused_untouched(postgres: Backend) -> None:
-    """A rollback of the image: the older release must not read and write a schema it does not know."""
+async def add_newer_migration(url: str, *, additive: bool) -> int:
+    """What a newer release leaves behind: one more row in schema_version, additive or breaking."""
+    store = PostgresStore(PostgresOptions(url=url, min_size=1))
+    await store.open()
+    await store.close()
+    newer = len(MIGRATIONS) + 1
+    needs = compatible_from(MIGRATIONS, len(MIGRATIONS)) if additive else newer
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute("INSERT INTO schema_version (version, compatible_from) VALUES ($1, $2)", newer, needs)
+    finally:
+        await connection.close()
+    return newer
+
+
+async def stored_versions(url: str) -> list[tuple[int, int | None]]:
+    connection = await asyncpg.connect(url)
+    try:
+        rows = await connection.fetch("SELECT version, compatible_from FROM schema_version ORDER BY version")
+    finally:
+        await connection.close()
+    return [(row[0], row[1]) for row in rows]
+
+
+async def test_a_release_runs_on_a_database_a_newer_release_migrated_additively(postgres: Backend) -> None:
+    """An old replica in a rolling update, or a `helm rollback`, over an additive migration keeps working."""
+    newer = await add_newer_migration(postgres.url, additive=True)
+    older = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    await older.open()
+    try:
+        await older.records.create_collection("t", "c", "", None, "now")
+        assert [c.name for c in (await older.records.list_collections("t", size=10)).items] == ["c"]
+    finally:
+        await older.close()
+    assert [version for version, _ in await stored_versions(postgres.url)] == list(range(1, newer + 1))
+
+
+async def test_a_database_a_newer_release_migrated_with_a_breaking_change_is_refused_untouched(
+    postgres: Backend,
+) -> None:
+    """A rollback over a breaking migration: the older release must not read and write a schema it does not know."""
+    newer = await add_newer_migration(postgres.url, additive=False)
+    before = await stored_versions(postgres.url)
+    older = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    with pytest.raises(SchemaTooNew) as refused:
+        await older.open()  # which closes its pool again
+    assert (refused.value.found, refused.value.needs, refused.value.known) == (newer, newer, len(MIGRATIONS))
+    assert await stored_versions(postgres.url) == before
+
+
+async def test_every_postgres_migration_so_far_keeps_the_first_release_running(postgres: Backend) -> None:
+    """Migration 1 is the base; each later one adds tables, a nullable column or indexes."""
     store = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
     await store.open()
     await store.close()
-    connection = await asyncpg.connect(postgres.url)
-    try:
-        await connection.execute("INSERT INTO schema_version VALUES ($1)", len(MIGRATIONS) + 1)
-        older = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
-        with pytest.raises(SchemaTooNew) as refused:
-            await older.open()  # which closes its pool again
-        versions = [row[0] for row in await connection.fetch("SELECT version FROM schema_version ORDER BY version")]
-    finally:
-        await connection.close()
-    assert (refused.value.found, refused.value.known) == (len(MIGRATIONS) + 1, len(MIGRATIONS))
-    assert versions == list(range(1, len(MIGRATIONS) + 2))
+    assert await stored_versions(postgres.url) == [(v, 1) for v in range(1, len(MIGRATIONS) + 1)]
 
 
 async def test_the_statement_cache_can_be_off_for_pgbouncer_transaction_mode(postgres: Backend) -> None:

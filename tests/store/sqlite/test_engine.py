@@ -11,8 +11,9 @@ import anyio.lowlevel
 import pytest
 
 from aql_mcp.exceptions import SchemaTooNew, StoreError
+from aql_mcp.store.migration import compatible_from
 from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
-from tests.store.test_base import admit, record, seqs
+from tests.support.store import admit, record, seqs
 
 pytestmark = pytest.mark.anyio
 # Counting to this in a recursive query keeps a reader busy for many seconds.
@@ -55,20 +56,64 @@ async def test_reopening_does_not_migrate_again_and_keeps_the_data(sqlite: Sqlit
         await reopened.close()
 
 
-async def test_a_store_migrated_by_a_newer_release_is_refused_untouched(sqlite: SqliteStore, db_path: Path) -> None:
-    """A rollback of the image: the older release must not read and write a schema it does not know."""
+def add_newer_migration(path: Path, *, additive: bool) -> int:
+    """What a newer release leaves behind: one more row in schema_version, additive or breaking."""
+    newer = len(MIGRATIONS) + 1
+    with sqlite3.connect(path) as db:
+        needs = compatible_from(MIGRATIONS, len(MIGRATIONS)) if additive else newer
+        db.execute("INSERT INTO schema_version (version, compatible_from) VALUES (?, ?)", (newer, needs))
+    return newer
+
+
+async def test_a_release_runs_on_a_store_a_newer_release_migrated_additively(
+    sqlite: SqliteStore, db_path: Path
+) -> None:
+    """A rollback (or an old replica in a rolling update) over an additive migration keeps working."""
     assert await admit(sqlite, record("s1")) == "created"
     await sqlite.close()
-    with sqlite3.connect(db_path) as db:
-        db.execute("INSERT INTO schema_version VALUES (?)", (len(MIGRATIONS) + 1,))
+    newer = add_newer_migration(db_path, additive=True)
+    older = SqliteStore(db_path)
+    await older.open()
+    try:
+        assert await older.get_session("s1") == record("s1")
+        assert await admit(older, record("s2")) == "created"
+    finally:
+        await older.close()
+    assert schema_versions(db_path) == list(range(1, newer + 1))
+
+
+async def test_a_store_a_newer_release_migrated_with_a_breaking_change_is_refused_untouched(
+    sqlite: SqliteStore, db_path: Path
+) -> None:
+    """A rollback over a breaking migration: the older release must not read and write a schema it does not know."""
+    assert await admit(sqlite, record("s1")) == "created"
+    await sqlite.close()
+    newer = add_newer_migration(db_path, additive=False)
     older = SqliteStore(db_path)
     with pytest.raises(SchemaTooNew) as refused:
         await older.open()
     await older.close()
-    assert (refused.value.found, refused.value.known) == (len(MIGRATIONS) + 1, len(MIGRATIONS))
-    assert schema_versions(db_path) == list(range(1, len(MIGRATIONS) + 2))
+    assert (refused.value.found, refused.value.needs, refused.value.known) == (newer, newer, len(MIGRATIONS))
+    assert schema_versions(db_path) == list(range(1, newer + 1))
     with sqlite3.connect(db_path) as db:
         assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
+
+
+async def test_a_newer_version_that_does_not_say_what_it_needs_is_refused(sqlite: SqliteStore, db_path: Path) -> None:
+    await sqlite.close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO schema_version (version) VALUES (?)", (len(MIGRATIONS) + 1,))
+    older = SqliteStore(db_path)
+    with pytest.raises(SchemaTooNew):
+        await older.open()
+    await older.close()
+
+
+async def test_each_version_records_the_oldest_release_that_runs_on_it(sqlite: SqliteStore, db_path: Path) -> None:
+    """Migration 1 is the base and 5 repositions every record (breaking); the others are additive."""
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT version, compatible_from FROM schema_version ORDER BY version").fetchall()
+    assert rows == [(v, 1 if v < 5 else 5) for v in range(1, len(MIGRATIONS) + 1)]
 
 
 async def test_an_online_backup_of_a_store_in_use_opens_with_its_data(sqlite: SqliteStore, db_path: Path) -> None:
@@ -108,8 +153,8 @@ async def test_a_store_of_the_previous_release_is_upgraded_in_place(db_path: Pat
     db_path.parent.mkdir(parents=True)
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    for version, script in enumerate(MIGRATIONS[:4], start=1):
-        for statement in (s for s in script.split(";") if s.strip()):
+    for version, migration in enumerate(MIGRATIONS[:4], start=1):
+        for statement in (s for s in migration.script.split(";") if s.strip()):
             db.execute(statement)
         db.execute("INSERT INTO schema_version VALUES (?)", (version,))
     db.execute("INSERT INTO record_collections VALUES ('t', 'c', '', NULL, 'now')")

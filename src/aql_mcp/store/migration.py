@@ -1,0 +1,49 @@
+"""A schema migration and the rule that lets an older release run on a newer schema.
+
+Each engine numbers its migrations from 1. With every migration it applies, a store records the
+oldest release that can still run on the schema it leaves, as the number of migrations that
+release must know (`compatible_from`). An additive migration (new tables, nullable or defaulted
+columns, indexes) leaves the previous release working, so it keeps the value before it; a breaking
+one (a dropped, renamed or retyped column, rows rewritten, a column given a new meaning) sets it to
+its own number. A release that knows K migrations starts on any store whose `compatible_from` is at
+most K, so a rolling update and a `helm rollback` over additive migrations keep working
+(docs/store.md, "Writing a migration"; docs/operations.md, "Rollback").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aql_mcp.exceptions import SchemaTooNew
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered step of an engine's schema; `additive` when the release before it still runs on
+    the schema it leaves."""
+
+    script: str
+    additive: bool
+
+
+def compatible_from(migrations: Sequence[Migration], version: int) -> int:
+    """The number of migrations a release must know to run on the schema after `version` of them."""
+    oldest = 0
+    for number, migration in enumerate(migrations[:version], start=1):
+        if not migration.additive:
+            oldest = number
+    return oldest
+
+
+def check_compatible(*, found: int, needs: int | None, known: int) -> None:
+    """Refuse a store this release cannot run on, with `SchemaTooNew`.
+
+    `needs` is the store's recorded `compatible_from`; None (a row written before the column existed,
+    or by a release that did not say) is read as `found`: only a known schema is taken on trust.
+    """
+    if found <= known:
+        return
+    required = found if needs is None else needs
+    if required > known:
+        raise SchemaTooNew(found=found, needs=required, known=known)
