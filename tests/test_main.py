@@ -3,6 +3,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -312,6 +313,10 @@ def test_dev_banner_without_a_terminal_prints_no_token_but_a_command_that_works_
         assert answer.status_code == 200
         cat = log.split("sign-in code: run `", 1)[1].split("`", 1)[0]
         assert run_as_printed(cat, cwd=elsewhere) == (state / "console-login-code").read_text().strip()
+        example = log.split("Example call", 1)[1].split(":\n\n", 1)[1].split("\n\n", 1)[0]
+        answer_text = run_as_printed(f"MCP_TOKEN={shlex.quote(token)}; {example}", cwd=elsewhere)
+        envelope = json.loads(json.loads(answer_text)["result"]["content"][0]["text"])
+        assert envelope["success"] is True  # the banner's call works as printed
     assert "DEVELOPMENT mode" in log
     assert f"Operator console: {server.base}/console" in log
     assert (state / "console-login-code").read_text().strip() not in log

@@ -313,14 +313,27 @@ def _print_banner(settings: Settings, config: Path | None) -> None:
     print(
         f"\naql-mcp {__version__} in DEVELOPMENT mode on {url}\n"
         f"{how}"
-        "Example call:\n\n"
-        f"  curl -s {url} -H \"Authorization: Bearer $MCP_TOKEN\" -H 'Content-Type: application/json' \\\n"
-        "    -H 'Accept: application/json, text/event-stream' \\\n"
-        '    -d \'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        '"capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}\' -i\n'
+        "Example call (MCP 2026-07-28, no session: which operations are there):\n\n"
+        f"{_example_call(url)}\n"
         f"{_console_line(settings)}",
         file=sys.stderr,
         flush=True,
+    )
+
+
+def _example_call(url: str) -> str:
+    """The README quick start's call: one stateless request that asks the MCP-AQL router what it offers."""
+    body = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp_aql_read",'
+        '"arguments":{"operation":"introspect","params":{"query":"operations"}},'
+        '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        '"io.modelcontextprotocol/clientCapabilities":{}}}}'
+    )
+    return (
+        f'  curl -s {url} -H "Authorization: Bearer $MCP_TOKEN" \\\n'
+        "    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n"
+        "    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: mcp_aql_read' \\\n"
+        f"    -d '{body}'\n"
     )
 
 
