@@ -8,7 +8,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
 
     AqlMcpError
     ├── ConfigError                     startup only, never on the wire
-    │   └── SchemaTooNew                the store needs a newer release (a rollback over a breaking migration)
+    │   └── (SchemaTooNew, store/migration.py: the store needs a newer release)
     └── WireError                       status, code, safe message, data
         ├── ParseError                  400  -32700
         ├── InvalidRequest              400  -32600
@@ -86,25 +86,6 @@ class AqlMcpError(Exception):
 
 class ConfigError(AqlMcpError):
     """A setting is missing, malformed or unsafe; the message names the setting and its variable."""
-
-
-class SchemaTooNew(ConfigError):
-    """The store was migrated by a newer release, and one of its migrations was breaking.
-
-    A release runs on a newer schema as long as every migration it does not know is additive
-    (store/migration.py); past a breaking one it cannot know what changed, so it refuses to start
-    rather than read and write a schema it does not understand (docs/operations.md).
-    """
-
-    def __init__(self, *, found: int, needs: int, known: int) -> None:
-        super().__init__(
-            f"the store's schema is at version {found} and needs a release that knows at least {needs} "
-            f"migrations; this release knows {known}: it was migrated by a newer release; run that release "
-            "(or restore a backup taken before the upgrade)"
-        )
-        self.found = found
-        self.needs = needs
-        self.known = known
 
 
 class WireError(AqlMcpError):

@@ -19,7 +19,6 @@ from starlette.applications import Starlette
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication
-from aql_mcp.exceptions import SchemaTooNew
 from aql_mcp.listeners import Listeners
 from aql_mcp.middleware.rate_limit import ReplicaShare
 from aql_mcp.middleware.refusal import Refusal
@@ -30,6 +29,7 @@ from aql_mcp.registry import Kind, Registry
 from aql_mcp.sessions import SessionManager
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.store.migration import SchemaTooNew
 from aql_mcp.tasks import TaskRunner
 from aql_mcp.telemetry import Telemetry
 from aql_mcp.transport import StreamableHTTPEndpoint

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aql_mcp.exceptions import SchemaTooNew
-from aql_mcp.store.migration import Migration, check_compatible, compatible_from
+from aql_mcp.store.migration import Migration, SchemaTooNew, check_compatible, compatible_from
 
 BASE, ADD, BREAK = Migration("base", additive=False), Migration("add", additive=True), Migration("b", additive=False)
 

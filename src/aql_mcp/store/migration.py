@@ -15,7 +15,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aql_mcp.exceptions import SchemaTooNew
+from aql_mcp.exceptions import ConfigError
+
+
+class SchemaTooNew(ConfigError):
+    """The store was migrated by a newer release, and one of its migrations was breaking.
+
+    A release runs on a newer schema as long as every migration it does not know is additive
+    (store/migration.py); past a breaking one it cannot know what changed, so it refuses to start
+    rather than read and write a schema it does not understand (docs/operations.md).
+    """
+
+    def __init__(self, *, found: int, needs: int, known: int) -> None:
+        super().__init__(
+            f"the store's schema is at version {found} and needs a release that knows at least {needs} "
+            f"migrations; this release knows {known}: it was migrated by a newer release; run that release "
+            "(or restore a backup taken before the upgrade)"
+        )
+        self.found = found
+        self.needs = needs
+        self.known = known
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,11 @@ import pytest
 import structlog
 from pydantic import SecretStr
 
-from aql_mcp.exceptions import ConfigError, SchemaTooNew, StoreError
+from aql_mcp.exceptions import ConfigError, StoreError
 from aql_mcp.settings import StoreSettings
 from aql_mcp.store.base import Signal
 from aql_mcp.store.factory import database_password
-from aql_mcp.store.migration import compatible_from
+from aql_mcp.store.migration import SchemaTooNew, compatible_from
 from aql_mcp.store.postgres import PostgresOptions, PostgresStore
 from aql_mcp.store.postgres.schema import MIGRATIONS
 from tests.support.engines import Backend, backend_for

@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from aql_mcp.exceptions import SchemaTooNew, StoreError
-from aql_mcp.store.migration import compatible_from
+from aql_mcp.exceptions import StoreError
+from aql_mcp.store.migration import SchemaTooNew, compatible_from
 from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
 from tests.support.store import admit, record, seqs
 

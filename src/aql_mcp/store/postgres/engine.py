@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 import asyncpg
 import structlog
 
-from aql_mcp.exceptions import ConfigError, SchemaTooNew, StoreError, UpstreamUnavailable
+from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
+from aql_mcp.store.migration import SchemaTooNew
 from aql_mcp.store.postgres.schema import migrate
 
 T = TypeVar("T")
