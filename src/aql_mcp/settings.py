@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from aql_mcp.builtin_sections import CorporateSettings, RecordsSettings
 from aql_mcp.console.settings import ConsoleSettings
 from aql_mcp.executions.settings import ExecutionSettings
 from aql_mcp.safety.settings import SafetySettings
@@ -148,11 +149,6 @@ class TracingSettings(Section):
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
-class CorporateSettings(Section):
-    agent_brief: str | None = None
-    agent_prompt: str | None = None
-
-
 class HttpSettings(Section):
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
@@ -265,15 +261,6 @@ class AqlSettings(Section):
     # A plugin's `trust` is its own claim: the operator caps it, or sets it per plugin (operations/trust.py).
     max_trust: TrustLevel = "community_reviewed"
     plugin_trust: dict[str, TrustLevel] = Field(default_factory=dict)
-
-
-class RecordsSettings(Section):
-    """The built-in `records` plugin: who owns a record, and how much each owner may store."""
-
-    tenant_claim: str = "sub"
-    max_records: int = Field(default=100_000, ge=1)
-    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
-    idempotency_retention_seconds: int = Field(default=86_400, ge=60)
 
 
 class McpSettings(Section):
