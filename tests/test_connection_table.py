@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aql_mcp.connection_table import ConnectionTable, Standing
+from tests.support.clock import Clock
 
 
 def test_the_table_offers_the_connection_longest_without_a_request_and_never_one_in_flight() -> None:
@@ -22,16 +23,8 @@ def test_the_table_offers_the_connection_longest_without_a_request_and_never_one
     assert table.oldest_waiting() is None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_eviction_takes_new_connections_before_served_ones_and_served_before_trusted() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     table = ConnectionTable[object](clock)
     trusted, served, new = (object() for _ in range(3))
     for protocol in (trusted, served, new):
@@ -50,7 +43,7 @@ def test_eviction_takes_new_connections_before_served_ones_and_served_before_tru
 
 
 def test_a_connection_quiet_for_less_than_the_minimum_age_is_never_evicted_nor_one_of_higher_standing() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     table = ConnectionTable[object](clock)
     old_trusted, young = (object() for _ in range(2))
     table.add(old_trusted)

@@ -10,18 +10,11 @@ from starlette.requests import Request
 
 from aql_mcp.probes import STORE_CHECK_SECONDS, Probes
 from aql_mcp.store.base import Store
+from tests.support.clock import Clock
 from tests.support.engines import Backend, write_lock
 
 pytestmark = pytest.mark.anyio
 REQUEST = Request({"type": "http", "method": "GET", "path": "/ready", "headers": []})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def ready(probes: Probes) -> tuple[int, dict[str, object]]:
@@ -50,7 +43,7 @@ async def test_the_store_answer_is_kept_for_a_second(backend: Backend) -> None:
     """Probes in the same second share one look at the store: a lock taken meanwhile shows only
     when the answer is due again."""
     store = await backend.open()
-    clock = Clock()
+    clock = Clock(1000.0)
     probes = Probes(store, clock=clock)
     assert (await ready(probes))[0] == 200
     async with write_lock(backend, "replicas"):
@@ -73,7 +66,7 @@ async def test_a_draining_replica_is_not_ready_at_once(store: Store) -> None:
 async def test_each_store_check_reports_its_answer_to_the_metrics(backend: Backend) -> None:
     """aql_mcp_store_available follows what /ready saw (the "store unavailable" alert)."""
     store = await backend.open()
-    clock = Clock()
+    clock = Clock(1000.0)
     seen: list[bool] = []
     probes = Probes(store, clock=clock, on_store_check=lambda *, available: seen.append(available))
     await ready(probes)

@@ -15,6 +15,7 @@ import pytest
 from aql_mcp.exceptions import InternalError, InvalidParams
 from aql_mcp.request_state import Binding, RequestStateSealer, RoundState
 from aql_mcp.store.sqlite import SqliteStore
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
 
@@ -25,14 +26,6 @@ STATE = RoundState(
     answers={"name": ["d0", {"action": "accept", "content": {"name": "Ada"}}]},
     memo={"batch.0": {"success": True}},
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, Sessio
 from aql_mcp.sessions import Session, SessionManager
 from aql_mcp.store.base import Store
 from aql_mcp.store.executions import ExecutionRecord
+from tests.support.clock import Clock
 from tests.support.engines import Backend, write_lock
 
 pytestmark = pytest.mark.anyio
@@ -12,17 +13,6 @@ pytestmark = pytest.mark.anyio
 IDLE = 100  # touch interval: min(60, IDLE / 4) = 25 seconds
 TOUCH_INTERVAL = 25
 START = 1_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class RecordingSink:

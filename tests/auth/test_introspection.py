@@ -27,6 +27,7 @@ from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, UpstreamUnavailable
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
+from tests.support.clock import Clock
 from tests.support.idp import INTROSPECTION_CLIENT_ID, IdentityProvider, running_idp
 from tests.support.wait import eventually
 
@@ -34,17 +35,6 @@ pytestmark = pytest.mark.anyio
 
 SETTLE_SECONDS = 10.0
 UNREACHABLE = "http://127.0.0.1:9/introspect"  # the discard port: connection refused
-
-
-class Clock:
-    def __init__(self, start: float) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from aql_mcp.auth.jwks import JwksKeySource, jwks_host
 from aql_mcp.auth.tokens import JWKS_RETRY_AFTER, BearerVerifier
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, InvalidToken, RetryLater
 from aql_mcp.logging import configure_logging
+from tests.support.clock import Clock
 from tests.support.idp import IdentityProvider, new_private_key, running_idp
 
 pytestmark = pytest.mark.anyio
@@ -32,17 +33,6 @@ pytestmark = pytest.mark.anyio
 COOLDOWN = 30.0
 TTL = 300.0
 MAX_STALE = 3600.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +50,7 @@ def idp(provider: IdentityProvider) -> Iterator[IdentityProvider]:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(10_000.0)
 
 
 @pytest.fixture

@@ -15,20 +15,13 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.tokens import BearerVerifier, principal_from
 from aql_mcp.exceptions import InvalidToken
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
 
 ISSUER = "http://127.0.0.1:8000"
 AUDIENCE = "http://127.0.0.1:8000/mcp"
 LEEWAY = 30
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

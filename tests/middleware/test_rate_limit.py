@@ -18,23 +18,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aql_mcp.auth.principal import Principal
 from aql_mcp.middleware.rate_limit import SWEEP_AT, RateLimitMiddleware
 from aql_mcp.scope import PRINCIPAL_KEY, REQUEST_ID_KEY
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
 
 ALICE = Principal(subject="alice")
 BOB = Principal(subject="bob")
 REQUEST_ID = "req-rate-1"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
@@ -75,7 +65,7 @@ def limiter(
     app: ASGIApp = ok, *, rate: float = 1.0, burst: int = 3, concurrent: int = 10, clock: Clock | None = None
 ) -> RateLimitMiddleware:
     return RateLimitMiddleware(
-        app, rate_per_second=rate, burst=burst, max_concurrent=concurrent, clock=clock or Clock()
+        app, rate_per_second=rate, burst=burst, max_concurrent=concurrent, clock=clock or Clock(1000.0)
     )
 
 
@@ -159,7 +149,7 @@ async def test_refused_request_never_reaches_the_app() -> None:
 
 
 async def test_tokens_refill_as_the_clock_advances() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     app = limiter(rate=2.0, burst=2, clock=clock)
     for _ in range(2):
         await call(app)
@@ -172,7 +162,7 @@ async def test_tokens_refill_as_the_clock_advances() -> None:
 
 
 async def test_an_idle_bucket_refills_only_up_to_the_burst() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     app = limiter(rate=5.0, burst=2, clock=clock)
     await call(app)
     clock.advance(3600)
@@ -330,7 +320,7 @@ async def test_non_http_scope_passes_through(scope_type: str) -> None:
 
 async def test_full_idle_buckets_are_dropped_when_the_table_is_large() -> None:
     """Memory stays bounded: a full bucket equals a new one, so forgetting it changes nothing."""
-    clock = Clock()
+    clock = Clock(1000.0)
     app = limiter(rate=1.0, burst=2, clock=clock)
     await call(app, principal=ALICE)
     await call(app, principal=ALICE)

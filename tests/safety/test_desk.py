@@ -19,18 +19,11 @@ from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.safety import AgentRun, Approval, Challenge
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
 AGENT = "p-agent"
 OPERATOR = "p-operator"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _desk(store: Store, clock: Clock, **safety: object) -> SafetyDesk:

@@ -9,18 +9,11 @@ from aql_mcp.safety.loop import ExecutionLoop
 from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
 AGENT = "p-agent"
 OPERATOR = "p-operator"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _loop(store: Store, clock: Clock, **safety: object) -> ExecutionLoop:
