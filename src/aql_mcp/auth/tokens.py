@@ -20,7 +20,7 @@ from aql_mcp.auth.introspection import Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import InvalidToken, RetryLater
+from aql_mcp.exceptions import InvalidToken, MissingToken, RetryLater
 
 CACHE_LIMIT = 10_000
 # What a client is told to wait while no usable key set is held: the refresher retries within 30 s.
@@ -155,3 +155,17 @@ def principal_from(claims: dict[str, Any]) -> Principal:
     return Principal(
         subject=str(claims["sub"]), scopes=frozenset(scopes), expires_at=float(claims["exp"]), claims=claims
     )
+
+
+def bearer_credential(value: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header value (RFC 6750 §2.1); the one parser
+    for `/mcp` and the operator console."""
+    if not value:
+        raise MissingToken()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer":
+        # Other schemes carry no bearer credentials: challenge without an error code (RFC 6750 §3.1).
+        raise MissingToken()
+    if not token.strip():
+        raise InvalidToken()
+    return token.strip()

@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.auth.tokens import TokenVerifier
+from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
 from aql_mcp.console.refusal import refusal
 from aql_mcp.console.session import LOGIN_PATH, session_token
 from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, MissingToken, WireError
@@ -86,7 +86,7 @@ class ConsoleGuard:
         header = request.headers.get("authorization")
         cookie = session_token(request) if self.cookie_verifier is not None else None
         if header is not None:
-            credential, verifier = _bearer(header), self.verifier
+            credential, verifier = bearer_credential(header), self.verifier
         elif cookie is not None and self.cookie_verifier is not None:
             credential, verifier = cookie, self.cookie_verifier
         else:
@@ -112,12 +112,3 @@ class ConsoleGuard:
 
 def _wants_page(request: Request) -> bool:
     return request.method == "GET" and "text/html" in request.headers.get("accept", "")
-
-
-def _bearer(value: str) -> str:
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer":
-        raise MissingToken()
-    if not token.strip():
-        raise InvalidToken()
-    return token.strip()

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aql_mcp.auth.tokens import TokenVerifier
-from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, MissingToken, WireError
+from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
+from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, WireError
 from aql_mcp.responses import send_error
 from aql_mcp.scope import PRINCIPAL_KEY, header, request_id_of
 
@@ -70,7 +70,7 @@ class AuthMiddleware:
         value = header(scope, b"authorization")
         if value is None and self.anonymous:
             return
-        principal = await self.verifier.verify(_bearer(value))
+        principal = await self.verifier.verify(bearer_credential(value))
         missing = tuple(sorted(self.required - principal.scopes))
         if missing:
             raise InsufficientScope(missing)
@@ -91,15 +91,3 @@ class AuthMiddleware:
             suffix = f', error="{exc.reason}"' if isinstance(exc, InvalidToken) else ""
             exc.headers["www-authenticate"] = self.challenge + suffix
         await send_error(send, exc, request_id=request_id_of(scope))
-
-
-def _bearer(value: str | None) -> str:
-    if not value:
-        raise MissingToken()
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer":
-        # Other schemes carry no bearer credentials: challenge without an error code (RFC 6750 §3.1).
-        raise MissingToken()
-    if not token.strip():
-        raise InvalidToken()
-    return token.strip()
