@@ -98,7 +98,7 @@ def _refuse_undecodable(environ: Mapping[str, str]) -> None:
     for name in sorted(environ):
         value = environ[name]
         path = setting_path(name)
-        shape = _shape(_annotation(path)) if path and value else None
+        shape = json_shape(_annotation(path)) if path and value else None
         if shape is None:
             continue
         try:
@@ -143,12 +143,15 @@ def optional_removed(annotation: Any) -> Any:
     return annotation
 
 
-def _shape(annotation: Any) -> str | None:
-    """How a structured setting is written in a variable, or None for a plain one (a string, a number)."""
-    origin = get_origin(annotation)
+def json_shape(annotation: Any) -> str | None:
+    """How a structured setting (a list, a mapping or a model, optional or annotated or not) is
+    written in a variable, or None for a plain one (a string, a number): the one rule for the core
+    sections and the plugins' own (plugins/sections.py)."""
+    plain = optional_removed(annotation)
+    origin = get_origin(plain) or plain
     if origin in (list, tuple, set, frozenset):
         return 'a list is a JSON array, e.g. ["a", "b"]'
-    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+    if origin is dict or (isinstance(origin, type) and issubclass(origin, BaseModel)):
         return 'a mapping is a JSON object, e.g. {"key": "value"}'
     return None
 

@@ -14,19 +14,17 @@ section for a plugin without a model, an unknown key, and a value the model reje
 from __future__ import annotations
 
 import json
-import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aql_mcp.configuration import optional_removed
+from aql_mcp.configuration import json_shape
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.plugins.base import ConfigurablePlugin
 from aql_mcp.settings import ENV_PREFIX
 
 # Field types the environment carries as JSON text, as for the core sections.
-_JSON_TYPES = (list, tuple, set, frozenset, dict)
 
 
 def env_variable(name: str, field: str | None = None) -> str:
@@ -105,19 +103,10 @@ def _decode_json_fields(model: type[BaseModel], section: Mapping[str, Any]) -> d
     data = dict(section)
     for key, info in model.model_fields.items():
         value = data.get(key)
-        if not isinstance(value, str) or not _is_structured(info.annotation):
+        if not isinstance(value, str) or json_shape(info.annotation) is None:
             continue
         try:
             data[key] = json.loads(value)
         except ValueError:
             continue
     return data
-
-
-def _is_structured(annotation: Any) -> bool:
-    """Whether the field's value is a list, a mapping or a model, optional or annotated or not."""
-    plain = optional_removed(annotation)
-    origin = typing.get_origin(plain) or plain
-    if origin in _JSON_TYPES:
-        return True
-    return isinstance(origin, type) and issubclass(origin, BaseModel)
