@@ -18,10 +18,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from aql_mcp.operations.results import NOT_FOUND_RESOURCE, PERMISSION_DENIED, OperationError
 from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.safety.directive import directive, iso
-from aql_mcp.safety.evaluator import Policy, Verdict, evaluate, tighter
+from aql_mcp.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
 from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
 from aql_mcp.store.safety import AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
@@ -35,6 +38,7 @@ class ExecutionLoop:
         self._settings: SafetySettings = settings.safety
         self._clock = clock
         self.desk = SafetyDesk(store, settings, clock=clock)
+        self._evaluator: anyio.CapacityLimiter | None = None
 
     def now(self) -> float:
         return self._clock()
@@ -106,7 +110,7 @@ class ExecutionLoop:
         counted = await self._store.count_step(run.id, action, now)
         if counted is None:
             raise _no_run()
-        verdict = evaluate(_policy_of(counted, self._settings), steps=counted.steps, outcome=outcome, action=action)
+        verdict = await self._evaluate(_policy_of(counted, self._settings), counted.steps, outcome, action)
         await self.desk.journal.record(
             run.agent,
             "step_evaluated",
@@ -133,6 +137,20 @@ class ExecutionLoop:
             risk_rules={rule.pattern: rule.score for rule in s.risk_rules},
             default_risk=s.default_risk,
         )
+
+    async def _evaluate(self, policy: Policy, steps: int, outcome: str | None, action: str) -> Verdict:
+        """The evaluation runs on a worker thread of its own, never on the event loop, so no hint or
+        pattern an agent sends can hold up another caller or a probe (issue 27, N1). One thread: the
+        work is CPU-bound under the GIL, more threads would only queue for it. The budget starts
+        when the thread takes the evaluation, so a queue of other agents' steps does not spend it."""
+        if self._evaluator is None:
+            self._evaluator = anyio.CapacityLimiter(1)
+        budget = self._settings.evaluation_budget_ms / 1000
+
+        def judge() -> Verdict:
+            return evaluate(policy, steps=steps, outcome=outcome, action=action, deadline=Deadline.after(budget))
+
+        return await anyio.to_thread.run_sync(judge, limiter=self._evaluator)
 
     # The stages around the evaluator
 
@@ -269,7 +287,7 @@ class ExecutionLoop:
             factors = [f"Safety loop {self.mode}: step recorded, not evaluated"]
             await self.desk.journal.record(run.agent, "step_recorded", run.principal, now, run=run.id)
             return directive(proceed=True, factors=factors, notices=[], extra={"execution_id": run.id})
-        verdict = evaluate(policy, steps=counted.steps, outcome=outcome, action=action)
+        verdict = await self._evaluate(policy, counted.steps, outcome, action)
         await self.desk.journal.record(
             run.agent, "step_monitored", run.principal, now, run=run.id, decision=verdict.decision, tier=verdict.tier
         )
