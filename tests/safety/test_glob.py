@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from aql_mcp.safety.glob import compile_glob
@@ -20,6 +20,11 @@ def reference(glob: str, text: str) -> bool:
     return any(fnmatch.fnmatchcase(text[start:], glob) for start in starts)
 
 
+def has_empty_range(glob: str) -> bool:
+    """`x-y` with x after y: `fnmatch` and this module differ there on purpose (see below)."""
+    return any(glob[i + 1] == "-" and glob[i] > glob[i + 2] for i in range(len(glob) - 2))
+
+
 def matches(glob: str, text: str) -> bool:
     return compile_glob(glob).matches(text.lower())
 
@@ -27,6 +32,7 @@ def matches(glob: str, text: str) -> bool:
 @settings(max_examples=3000, deadline=None)
 @given(st.text(PATTERN_ALPHABET, max_size=10), st.text(ALPHABET + "\t", max_size=14))
 def test_a_glob_answers_as_fnmatch_from_every_word_start(glob: str, text: str) -> None:
+    assume(not has_empty_range(glob))
     assert matches(glob, text) == reference(glob, text)
 
 
