@@ -21,7 +21,12 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aql_mcp.operations.results import NOT_FOUND_RESOURCE, PERMISSION_DENIED, OperationError
+from aql_mcp.operations.results import (
+    NOT_FOUND_RESOURCE,
+    PERMISSION_DENIED,
+    RATE_LIMIT_QUOTA_EXHAUSTED,
+    OperationError,
+)
 from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.safety.directive import directive, iso
 from aql_mcp.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
@@ -56,6 +61,7 @@ class ExecutionLoop:
         now = self._clock()
         await self._refuse_if_blocked(principal, now)
         await self._refuse_if_paused(principal, now)
+        await self._refuse_past_live_cap(principal)
         policy = self.policy_for(asked)
         run = AgentRun(
             id="exec_" + uuid.uuid4().hex,
@@ -333,6 +339,18 @@ class ExecutionLoop:
             {"reason": "agent_paused", "approvalId": pauses[0].id},
         )
 
+    async def _refuse_past_live_cap(self, principal: str) -> None:
+        """Every live run is state the store keeps and the console shows: an agent that never ends
+        its runs is stopped at `safety.max_live_runs` instead of growing them without bound."""
+        live = len(await self._store.live_runs(principal))
+        cap = self._settings.max_live_runs
+        if live >= cap:
+            raise OperationError(
+                RATE_LIMIT_QUOTA_EXHAUSTED,
+                f"Quota exhausted: an agent may hold at most {cap} live executions; complete or abort one first",
+                {"metric": "live_executions", "current": live, "hard_stop_threshold": cap},
+            )
+
     async def _run(self, principal: str, agent: str, execution_id: str | None) -> AgentRun:
         """The caller's live run: by id, or its newest live run of that element name."""
         if execution_id is not None:
@@ -340,7 +358,7 @@ class ExecutionLoop:
             if run is None or run.principal != principal or run.status in ("completed", "aborted"):
                 raise _no_run()
             return run
-        runs = [r for r in await self._store.live_runs() if r.principal == principal and r.agent == agent]
+        runs = [r for r in await self._store.live_runs(principal) if r.agent == agent]
         if not runs:
             raise _no_run()
         return runs[-1]

@@ -46,6 +46,8 @@ class SafetySettings(Section):
     default_risk: int = Field(default=10, ge=0, le=100)
     # Wall time one step's pattern matching may take on its worker thread before the step pauses.
     evaluation_budget_ms: int = Field(default=250, ge=10, le=10_000)
+    # Live (running, paused or blocked) executions one agent may hold; execute_agent past it is refused.
+    max_live_runs: int = Field(default=64, ge=1, le=10_000)
     challenge_ttl_seconds: float = Field(default=300.0, gt=0, le=86_400)
     max_failed_verifications: int = Field(default=10, ge=1, le=1000)
     failure_window_seconds: float = Field(default=60.0, gt=0, le=86_400)
