@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aql_mcp.safety.evaluator import Policy, evaluate, matches, tier_of, tighter
+from aql_mcp.safety.evaluator import OVER_BUDGET, Deadline, Policy, evaluate, matches, tier_of, tighter
 
 POLICY = Policy(
     max_steps=3,
@@ -80,3 +80,11 @@ def test_an_agent_can_tighten_its_tolerance_but_not_loosen_it_8_7_4() -> None:
     assert tighter("moderate", "aggressive") == "moderate"
     assert tighter("moderate", None) == "moderate"
     assert tighter("moderate", "reckless") == "moderate"
+
+
+def test_an_evaluation_past_its_deadline_pauses_for_a_human_issue_27() -> None:
+    """A step the loop could not judge in time is held for an operator, never let through."""
+    verdict = evaluate(POLICY, steps=1, outcome=None, action="read_file a", deadline=Deadline(0.0))
+    assert (verdict.decision, verdict.stage, verdict.reason) == ("pause", "budget", OVER_BUDGET)
+    assert verdict.factors
+    assert evaluate(POLICY, steps=4, outcome=None, action="x", deadline=Deadline(0.0)).stage == "step_limit"

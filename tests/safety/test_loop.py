@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aql_mcp.operations.results import OperationError
+from aql_mcp.safety.evaluator import Deadline
 from aql_mcp.safety.loop import ExecutionLoop
 from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
@@ -154,3 +155,29 @@ async def test_the_danger_zone_broadcast_tells_other_principals_nothing_about_th
     [full] = own["notifications"]
     assert full["metadata"]["operation"] == "drop_table customers_of_acme"
     assert "tenant-a-agent" in full["message"]
+
+
+async def test_an_agent_past_its_live_executions_is_refused_until_it_ends_one_issue_27(store: Store) -> None:
+    loop = _loop(store, Clock(), max_live_runs=2)
+    first = await loop.start(AGENT, None, "builder", {})
+    await loop.start(AGENT, None, "builder", {})
+    with pytest.raises(OperationError) as refused:
+        await loop.start(AGENT, None, "other-name", {})
+    assert refused.value.code == "RATE_LIMIT_QUOTA_EXHAUSTED"
+    assert refused.value.details == {"metric": "live_executions", "current": 2, "hard_stop_threshold": 2}
+    assert (await loop.start(OPERATOR, None, "builder", {}))["status"] == "running"
+    await loop.finish(AGENT, "builder", first["execution_id"], completed=True)
+    assert (await loop.start(AGENT, None, "builder", {}))["status"] == "running"
+
+
+async def test_a_step_whose_evaluation_runs_past_its_budget_pauses_for_an_operator_issue_27(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget is wall time on the evaluation's thread; a deadline already past stands in for a
+    slow evaluation, which no test can make slow on purpose without timing it."""
+    loop = _loop(store, Clock())
+    await loop.start(AGENT, None, "builder", {})
+    monkeypatch.setattr(Deadline, "after", classmethod(lambda cls, seconds: cls(0.0)))
+    held = await loop.step(AGENT, "builder", None, "read_file notes", None)
+    assert (held["continue"], held["reason"]) == (False, "Evaluation budget exceeded")
+    assert held["approvalId"]

@@ -65,7 +65,8 @@ async def test_a_run_counts_its_steps_while_live_and_stays_ended_once_completed(
     counted = await safety.count_step("r1", "read_file a", NOW + 1)
     assert counted is not None
     assert (counted.steps, counted.last_action, counted.settings) == (1, "read_file a", {"maxAutonomousSteps": 5})
-    assert [run.id for run in await safety.live_runs()] == ["r1"]
+    assert [run.id for run in await safety.live_runs("p-agent")] == ["r1"]
+    assert await safety.live_runs("p-other") == []
     assert await safety.set_run_status("r1", "completed", NOW + 2)
     assert not await safety.set_run_status("r1", "running", NOW + 3)
     assert await safety.count_step("r1", "read_file b", NOW + 3) is None
@@ -74,7 +75,7 @@ async def test_a_run_counts_its_steps_while_live_and_stays_ended_once_completed(
     ended = await safety.get_run("r1")
     assert ended is not None
     assert (ended.status, ended.ended_at) == ("completed", NOW + 2)
-    assert await safety.live_runs() == []
+    assert await safety.live_runs("p-agent") == []
 
 
 async def test_a_hard_block_is_kept_per_principal_and_lifted_only_by_passing_its_challenge(store: Store) -> None:

@@ -21,10 +21,18 @@ from aql_mcp.operations.results import (
     TOKEN_EXPIRED,
     TOKEN_INVALID,
     VALIDATION_MISSING_PARAM,
+    VALIDATION_PAYLOAD_TOO_LARGE,
     OperationError,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.safety_params import ConfirmOperation, ExecuteAgent, FinishExecution, RecordStep, VerifyChallenge
+from aql_mcp.plugins.safety_params import (
+    MAX_PATTERN_CHARACTERS,
+    ConfirmOperation,
+    ExecuteAgent,
+    FinishExecution,
+    RecordStep,
+    VerifyChallenge,
+)
 from aql_mcp.safety.gate import GateWatch
 from aql_mcp.safety.loop import ExecutionLoop
 from aql_mcp.settings import Settings
@@ -50,6 +58,7 @@ class SafetyOperations:
     loop: ExecutionLoop
 
     async def execute_agent(self, params: ExecuteAgent, call: Call) -> dict[str, Any]:
+        check_pattern_characters(params)
         asked = params.model_dump(include={"maxAutonomousSteps", "riskTolerance", "deny", "requiresApproval"})
         return await self.loop.start(caller(call), call.session_id, params.element_name, asked)
 
@@ -119,6 +128,27 @@ class SafetyOperations:
         if grant.expires_at < self.loop.now():
             raise OperationError(TOKEN_EXPIRED, "Confirmation token has expired")
         return approval
+
+
+def check_pattern_characters(params: ExecuteAgent) -> None:
+    """Every added pattern is matched on every step of the run: their total size is what a step
+    costs, so it is bounded (issue 27, N1). The error names the list that went past the bound."""
+    total = sum(map(len, params.deny)) + sum(map(len, params.requiresApproval))
+    if total <= MAX_PATTERN_CHARACTERS:
+        return
+    name = "deny" if sum(map(len, params.deny)) > MAX_PATTERN_CHARACTERS else "requiresApproval"
+    raise OperationError(
+        VALIDATION_PAYLOAD_TOO_LARGE,
+        f"Parameter '{name}' exceeds the {MAX_PATTERN_CHARACTERS} characters of patterns an execution may add "
+        "(deny and requiresApproval together)",
+        {
+            "param_name": name,
+            "limit_type": "pattern_characters",
+            "limit_value": MAX_PATTERN_CHARACTERS,
+            "actual_value": total,
+            "unit": "characters",
+        },
+    )
 
 
 def catalog(ops: SafetyOperations) -> list[Operation]:

@@ -3,6 +3,8 @@
 `execute_agent` accepts the §8.7.4 elements an agent may set for itself, but only to tighten the
 adapter's policy: a lower `maxAutonomousSteps`, a more cautious `riskTolerance`, more `deny` or
 `requiresApproval` patterns. There is no `autoApprove`: an agent cannot exempt its own actions.
+Every pattern is matched against every step of the run, so what an agent adds is bounded: 100 per
+list, 200 characters each, 4,000 characters in all (docs/safety.md "Limits").
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from aql_mcp.operations.models import Params
+from aql_mcp.safety.settings import Pattern
 
 ElementName = Field(
     min_length=1, max_length=200, description="The agent's name (display only; the agent is its principal)."
@@ -22,7 +25,10 @@ ExecutionId = Field(
     max_length=100,
     description="The execution_id execute_agent returned; default: the newest live one.",
 )
-PATTERNS = "Glob patterns added to the adapter's (an agent can only add)."
+PATTERNS = "Glob patterns added to the adapter's (an agent can only add); at most 200 characters each."
+MAX_PATTERNS = 100
+# What deny and requiresApproval may add together, in characters (docs/safety.md "Limits").
+MAX_PATTERN_CHARACTERS = 4000
 
 
 class ExecuteAgent(Params):
@@ -36,8 +42,8 @@ class ExecuteAgent(Params):
     riskTolerance: Literal["conservative", "moderate", "aggressive"] | None = Field(
         default=None, description="A more cautious tolerance for this execution (a looser one is ignored)."
     )
-    deny: list[str] = Field(default_factory=list, max_length=100, description=PATTERNS)
-    requiresApproval: list[str] = Field(default_factory=list, max_length=100, description=PATTERNS)
+    deny: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS, description=PATTERNS)
+    requiresApproval: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS, description=PATTERNS)
 
 
 class RecordStep(Params):

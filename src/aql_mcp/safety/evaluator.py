@@ -14,15 +14,19 @@
 The first stage that stops the action ends the evaluation. Patterns are globs (`*`, `?`, `[...]`,
 as `fnmatch`), case-insensitive, matched against the whole hint or against the hint from the start
 of any of its words: "rm -rf*" catches "executing shell command: rm -rf /tmp/x", which an agent
-describing its action in a sentence would otherwise slip past (docs/safety.md).
+describing its action in a sentence would otherwise slip past (docs/safety.md). `safety/glob.py`
+matches them in time linear in the hint; an evaluation that still outruns its budget pauses
+("Evaluation budget exceeded"): a human looks at what the loop could not judge in time.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from aql_mcp.safety.glob import compile_glob
 
 Decision = Literal["continue", "pause", "verify", "block"]
 SafetyTier = Literal["advisory", "confirm", "verify", "danger_zone"]
@@ -31,6 +35,7 @@ Tolerance = Literal["conservative", "moderate", "aggressive"]
 THRESHOLDS: Mapping[Tolerance, int] = {"conservative": 25, "moderate": 50, "aggressive": 75}
 TOLERANCES: tuple[Tolerance, ...] = ("conservative", "moderate", "aggressive")  # tightest first
 STEP_LIMIT = "Step limit exceeded"
+OVER_BUDGET = "Evaluation budget exceeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +61,40 @@ class Verdict:
     score: int | None = None
 
 
-def evaluate(policy: Policy, *, steps: int, outcome: str | None, action: str) -> Verdict:
+class OverBudget(Exception):
+    """The evaluation ran past its deadline; `evaluate` answers it with a pause."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """When an evaluation must stop matching (`time.monotonic`); checked before every pattern."""
+
+    at: float = float("inf")
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise OverBudget
+
+
+def evaluate(
+    policy: Policy, *, steps: int, outcome: str | None, action: str, deadline: Deadline = Deadline()
+) -> Verdict:
     """The pipeline for one reported step (`steps` counts it)."""
-    return (
-        step_limit(policy, steps)
-        or previous_outcome(outcome)
-        or patterns(policy, action)
-        or risk(policy, action, steps)
-    )
+    text = action.lower()
+    try:
+        return (
+            step_limit(policy, steps)
+            or previous_outcome(outcome)
+            or patterns(policy, text, deadline)
+            or risk(policy, text, steps, deadline)
+        )
+    except OverBudget:
+        factors = ("The action could not be evaluated within the safety loop's time budget",)
+        return Verdict("pause", factors, "budget", OVER_BUDGET, "confirm")
 
 
 def step_limit(policy: Policy, steps: int) -> Verdict | None:
@@ -80,20 +111,20 @@ def previous_outcome(outcome: str | None) -> Verdict | None:
     return None
 
 
-def patterns(policy: Policy, action: str) -> Verdict | None:
-    if (pattern := first_match(policy.deny, action)) is not None:
+def patterns(policy: Policy, action: str, deadline: Deadline = Deadline()) -> Verdict | None:
+    if (pattern := first_match(policy.deny, action, deadline)) is not None:
         reason = f"Action matches deny pattern '{pattern}'"
         return Verdict("block", (f"Pattern match: {pattern} is denied",), "patterns", reason, "danger_zone", 100)
-    if (pattern := first_match(policy.requires_approval, action)) is not None:
+    if (pattern := first_match(policy.requires_approval, action, deadline)) is not None:
         reason = f"Action requires approval: matches '{pattern}'"
         return Verdict("pause", (f"Pattern match: {pattern} requires approval",), "patterns", reason, "confirm")
-    if (pattern := first_match(policy.auto_approve, action)) is not None:
+    if (pattern := first_match(policy.auto_approve, action, deadline)) is not None:
         return Verdict("continue", (f"Pattern match: {pattern} is auto-approved",), "patterns", None, "advisory")
     return None
 
 
-def risk(policy: Policy, action: str, steps: int) -> Verdict:
-    score, rule = score_of(policy, action)
+def risk(policy: Policy, action: str, steps: int, deadline: Deadline = Deadline()) -> Verdict:
+    score, rule = score_of(policy, action, deadline)
     tier = tier_of(score)
     factors = (f"Risk score {score} ({rule})", f"Safety tier {tier}")
     if tier == "danger_zone":
@@ -108,8 +139,8 @@ def risk(policy: Policy, action: str, steps: int) -> Verdict:
     return Verdict("continue", (*factors, within), "risk_tolerance", None, tier, score)
 
 
-def score_of(policy: Policy, action: str) -> tuple[int, str]:
-    scores = [(score, pattern) for pattern, score in policy.risk_rules.items() if matches(pattern, action)]
+def score_of(policy: Policy, action: str, deadline: Deadline = Deadline()) -> tuple[int, str]:
+    scores = [(score, pattern) for pattern, score in policy.risk_rules.items() if _within(deadline, pattern, action)]
     if not scores:
         return policy.default_risk, "no risk rule matched"
     score, pattern = max(scores)
@@ -126,14 +157,19 @@ def tier_of(score: int) -> SafetyTier:
     return "danger_zone"
 
 
-def first_match(globs: Iterable[str], action: str) -> str | None:
-    return next((glob for glob in globs if matches(glob, action)), None)
+def first_match(globs: Iterable[str], action: str, deadline: Deadline = Deadline()) -> str | None:
+    """The first glob that matches `action` (already lower-case)."""
+    return next((glob for glob in globs if _within(deadline, glob, action)), None)
 
 
 def matches(glob: str, action: str) -> bool:
-    text, pattern = action.lower(), glob.lower()
-    starts = [0] + [i + 1 for i, char in enumerate(text) if char.isspace() and i + 1 < len(text)]
-    return any(fnmatch.fnmatchcase(text[start:], pattern) for start in starts)
+    """Whether `glob` matches `action`, in any case (docs/safety.md)."""
+    return compile_glob(glob).matches(action.lower())
+
+
+def _within(deadline: Deadline, glob: str, text: str) -> bool:
+    deadline.check()
+    return compile_glob(glob).matches(text)
 
 
 def tighter(configured: Tolerance, asked: str | None) -> Tolerance:

@@ -52,7 +52,7 @@ class GateWatch:
         """(agent, run id) a held token of the principal is recorded against, or None when the
         principal is not held: its newest live run, else what it waits for (a pending approval, a
         block), so that the console shows the token next to the decision it waits behind."""
-        runs = [run for run in await self._store.live_runs() if run.principal == principal]
+        runs = await self._store.live_runs(principal)
         if runs:
             return runs[-1].agent, runs[-1].id
         pending = await self._store.pending_approvals(principal)

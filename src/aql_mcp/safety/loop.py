@@ -18,10 +18,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from aql_mcp.operations.results import NOT_FOUND_RESOURCE, PERMISSION_DENIED, OperationError
+import anyio
+import anyio.to_thread
+
+from aql_mcp.operations.results import (
+    NOT_FOUND_RESOURCE,
+    PERMISSION_DENIED,
+    RATE_LIMIT_QUOTA_EXHAUSTED,
+    OperationError,
+)
 from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.safety.directive import directive, iso
-from aql_mcp.safety.evaluator import Policy, Verdict, evaluate, tighter
+from aql_mcp.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
 from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
 from aql_mcp.store.safety import AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
@@ -35,6 +43,7 @@ class ExecutionLoop:
         self._settings: SafetySettings = settings.safety
         self._clock = clock
         self.desk = SafetyDesk(store, settings, clock=clock)
+        self._evaluator: anyio.CapacityLimiter | None = None
 
     def now(self) -> float:
         return self._clock()
@@ -52,6 +61,7 @@ class ExecutionLoop:
         now = self._clock()
         await self._refuse_if_blocked(principal, now)
         await self._refuse_if_paused(principal, now)
+        await self._refuse_past_live_cap(principal)
         policy = self.policy_for(asked)
         run = AgentRun(
             id="exec_" + uuid.uuid4().hex,
@@ -106,7 +116,7 @@ class ExecutionLoop:
         counted = await self._store.count_step(run.id, action, now)
         if counted is None:
             raise _no_run()
-        verdict = evaluate(_policy_of(counted, self._settings), steps=counted.steps, outcome=outcome, action=action)
+        verdict = await self._evaluate(_policy_of(counted, self._settings), counted.steps, outcome, action)
         await self.desk.journal.record(
             run.agent,
             "step_evaluated",
@@ -133,6 +143,20 @@ class ExecutionLoop:
             risk_rules={rule.pattern: rule.score for rule in s.risk_rules},
             default_risk=s.default_risk,
         )
+
+    async def _evaluate(self, policy: Policy, steps: int, outcome: str | None, action: str) -> Verdict:
+        """The evaluation runs on a worker thread of its own, never on the event loop, so no hint or
+        pattern an agent sends can hold up another caller or a probe (issue 27, N1). One thread: the
+        work is CPU-bound under the GIL, more threads would only queue for it. The budget starts
+        when the thread takes the evaluation, so a queue of other agents' steps does not spend it."""
+        if self._evaluator is None:
+            self._evaluator = anyio.CapacityLimiter(1)
+        budget = self._settings.evaluation_budget_ms / 1000
+
+        def judge() -> Verdict:
+            return evaluate(policy, steps=steps, outcome=outcome, action=action, deadline=Deadline.after(budget))
+
+        return await anyio.to_thread.run_sync(judge, limiter=self._evaluator)
 
     # The stages around the evaluator
 
@@ -269,7 +293,7 @@ class ExecutionLoop:
             factors = [f"Safety loop {self.mode}: step recorded, not evaluated"]
             await self.desk.journal.record(run.agent, "step_recorded", run.principal, now, run=run.id)
             return directive(proceed=True, factors=factors, notices=[], extra={"execution_id": run.id})
-        verdict = evaluate(policy, steps=counted.steps, outcome=outcome, action=action)
+        verdict = await self._evaluate(policy, counted.steps, outcome, action)
         await self.desk.journal.record(
             run.agent, "step_monitored", run.principal, now, run=run.id, decision=verdict.decision, tier=verdict.tier
         )
@@ -315,6 +339,18 @@ class ExecutionLoop:
             {"reason": "agent_paused", "approvalId": pauses[0].id},
         )
 
+    async def _refuse_past_live_cap(self, principal: str) -> None:
+        """Every live run is state the store keeps and the console shows: an agent that never ends
+        its runs is stopped at `safety.max_live_runs` instead of growing them without bound."""
+        live = len(await self._store.live_runs(principal))
+        cap = self._settings.max_live_runs
+        if live >= cap:
+            raise OperationError(
+                RATE_LIMIT_QUOTA_EXHAUSTED,
+                f"Quota exhausted: an agent may hold at most {cap} live executions; complete or abort one first",
+                {"metric": "live_executions", "current": live, "hard_stop_threshold": cap},
+            )
+
     async def _run(self, principal: str, agent: str, execution_id: str | None) -> AgentRun:
         """The caller's live run: by id, or its newest live run of that element name."""
         if execution_id is not None:
@@ -322,7 +358,7 @@ class ExecutionLoop:
             if run is None or run.principal != principal or run.status in ("completed", "aborted"):
                 raise _no_run()
             return run
-        runs = [r for r in await self._store.live_runs() if r.principal == principal and r.agent == agent]
+        runs = [r for r in await self._store.live_runs(principal) if r.agent == agent]
         if not runs:
             raise _no_run()
         return runs[-1]

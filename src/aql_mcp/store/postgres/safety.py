@@ -113,10 +113,12 @@ class PostgresSafetyStore(PostgresChallenges):
         )
         return count_of(result) == 1
 
-    async def live_runs(self) -> list[AgentRun]:
+    async def live_runs(self, principal: str) -> list[AgentRun]:
         rows = await self._engine.fetch(
-            f"SELECT {RUN} FROM safety_runs WHERE status = ANY($1::text[]) ORDER BY started_at",  # noqa: S608
+            f"SELECT {RUN} FROM safety_runs WHERE status = ANY($1::text[]) AND principal = $2 "  # noqa: S608
+            "ORDER BY started_at",
             LIVE,
+            principal,
         )
         return [run_of(r) for r in rows]
 

@@ -120,10 +120,12 @@ class SqliteSafetyStore(SqliteChallenges):
         )
         return bool(changed == 1)
 
-    async def live_runs(self) -> list[AgentRun]:
+    async def live_runs(self, principal: str) -> list[AgentRun]:
         rows = await self._engine.read(
             lambda db: db.execute(
-                f"SELECT {RUN} FROM safety_runs WHERE status IN {LIVE_SQL} ORDER BY started_at"  # noqa: S608
+                f"SELECT {RUN} FROM safety_runs WHERE status IN {LIVE_SQL} AND principal = ? "  # noqa: S608
+                "ORDER BY started_at",
+                (principal,),
             ).fetchall()
         )
         return [run_of(r) for r in rows]
