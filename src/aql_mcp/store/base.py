@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.executions import ExecutionStore
 from aql_mcp.store.records import RecordStore
+from aql_mcp.store.revocations import RevocationStore
 from aql_mcp.store.safety import SafetyStore
 from aql_mcp.store.tasks import TaskStore
 
@@ -114,6 +115,8 @@ class Store(Protocol):
     def records(self) -> RecordStore: ...
     @property
     def confirmations(self) -> ConfirmationStore: ...
+    @property
+    def revocations(self) -> RevocationStore: ...
     @property
     def tasks(self) -> TaskStore: ...
     @property

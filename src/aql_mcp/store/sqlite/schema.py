@@ -307,6 +307,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 11: tokens the operator console signed out, by their SHA-256, until they expire (issue 27, N6)
+    Migration(
+        """
+        CREATE TABLE revoked_tokens (
+            token_hash TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX revoked_tokens_expiry ON revoked_tokens (expires_at);
+        """,
+        additive=True,
+    ),
 )
 
 
