@@ -32,7 +32,7 @@ def console_routes(
 ) -> list[BaseRoute]:
     if not settings.console.enabled:
         return []
-    desk = SafetyDesk(store.safety, settings)
+    desk = SafetyDesk(store.safety, settings, principals=store.principals)
     sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
     audit = AuditLog()
     host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)

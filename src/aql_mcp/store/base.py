@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.executions import ExecutionStore
+from aql_mcp.store.principals import PrincipalDirectory
 from aql_mcp.store.records import RecordStore
 from aql_mcp.store.revocations import RevocationStore
 from aql_mcp.store.safety import SafetyStore
@@ -117,6 +118,8 @@ class Store(Protocol):
     def confirmations(self) -> ConfirmationStore: ...
     @property
     def revocations(self) -> RevocationStore: ...
+    @property
+    def principals(self) -> PrincipalDirectory: ...
     @property
     def tasks(self) -> TaskStore: ...
     @property

@@ -288,6 +288,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 7: who a principal key stands for (subject, records tenant), shown to the operator beside the
+    # name an agent gave itself (issue 27, N8)
+    Migration(
+        """
+        CREATE TABLE principals (
+            principal TEXT COLLATE "C" PRIMARY KEY,
+            subject TEXT NOT NULL,
+            tenant TEXT,
+            seen_at DOUBLE PRECISION NOT NULL
+        );
+        """,
+        additive=True,
+    ),
 )
 
 

@@ -318,6 +318,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 12: who a principal key stands for (subject, records tenant), shown to the operator beside the
+    # name an agent gave itself (issue 27, N8)
+    Migration(
+        """
+        CREATE TABLE principals (
+            principal TEXT PRIMARY KEY,
+            subject TEXT NOT NULL,
+            tenant TEXT,
+            seen_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        """,
+        additive=True,
+    ),
 )
 
 
