@@ -143,3 +143,14 @@ async def test_a_state_too_big_to_travel_back_is_an_internal_error_not_a_state(s
     with pytest.raises(InternalError) as caught:
         await small.seal(RoundState(memo={"big": "x" * 1000}), binding())
     assert caught.value.data == {"limit": "request_state", "maxBytes": 512}
+
+
+async def test_answers_within_the_answer_bound_always_fit_in_a_state(store: SqliteStore) -> None:
+    """issue 27, N7: the bound rounds.py enforces before the handler runs leaves half the state
+    to the questions and the memo, so sealing the next state cannot fail on the answers."""
+    sized = RequestStateSealer(KEY, grants=store.confirmations, ttl_seconds=60, max_bytes=8192)
+    filler = "x" * (sized.max_answer_bytes - len(orjson.dumps({"a": ["d" * 64, {"n": ""}]})))
+    answers = {"a": ["d" * 64, {"n": filler}]}
+    assert len(orjson.dumps(answers)) == sized.max_answer_bytes
+    state = RoundState(asked={"q": ["d" * 64, "elicitation/create"]}, answers=answers, memo={"batch.0": {"ok": 1}})
+    assert len(await sized.seal(state, binding())) <= 8192

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from aql_mcp.exceptions import InputRequired, InvalidParams
@@ -97,3 +98,29 @@ def test_an_answer_of_the_wrong_shape_is_refused_before_the_handler_runs(
     with pytest.raises(InvalidParams) as refused:
         round_of({"q": answer}, asked(q=question))
     assert refused.value.data == {"field": "inputResponses.q", "reason": "shape"}
+
+
+def test_an_answer_larger_than_a_retry_can_carry_is_refused_naming_its_key() -> None:
+    """issue 27, N7: refused before the handler runs, not after a batch ran its first items."""
+    big = {"action": "accept", "content": {"note": "x" * 2000}}
+    with pytest.raises(InvalidParams) as raised:
+        InputRound.parse({"inputResponses": {"user_name": big}}, asked(user_name=NAME), max_bytes=1000)
+    assert raised.value.data == {"field": "inputResponses.user_name", "reason": "too_large", "maxBytes": 1000}
+
+
+def test_the_answers_of_earlier_rounds_count_toward_what_a_retry_carries() -> None:
+    earlier = round_of({"user_name": ALICE}, asked(user_name=NAME))
+    earlier.take({"user_name": NAME})
+    state = earlier.next_state({"color": COLOR}, {})
+    red = {"action": "accept", "content": {"color": "red"}}
+    assert InputRound.parse({"inputResponses": {"color": red}}, state, max_bytes=1000).take({"color": COLOR})
+    with pytest.raises(InvalidParams) as raised:
+        InputRound.parse({"inputResponses": {"color": red}}, state, max_bytes=len(orjson.dumps(state.answers)))
+    assert raised.value.data["field"] == "inputResponses.color"
+
+
+def test_a_large_answer_nobody_asked_for_is_ignored_not_refused() -> None:
+    big = {"action": "accept", "content": {"note": "x" * 2000}}
+    inputs = InputRound.parse({"inputResponses": {"other": big}}, asked(user_name=NAME), max_bytes=1000)
+    with pytest.raises(InputRequired):
+        inputs.take({"user_name": NAME})

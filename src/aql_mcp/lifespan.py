@@ -132,10 +132,11 @@ async def _housekeeping(services: Services) -> None:
 
 
 async def _forget_spent(services: Services) -> None:
-    """Confirmation grants past their TTL (kept one more TTL so a late retry hears why) and
-    idempotency keys past their retention."""
+    """Confirmation grants past their TTL (kept one more TTL so a late retry hears why),
+    idempotency keys past their retention and signed-out tokens past their expiry."""
     store, settings, now = services.sessions.store, services.settings, time.time()
     await store.confirmations.purge_grants(now - settings.aql.confirmation_ttl_seconds)
+    await store.revocations.purge_revocations(now)
     await store.records.purge_idempotency(now - settings.records.idempotency_retention_seconds)
 
 

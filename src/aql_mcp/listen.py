@@ -77,7 +77,7 @@ class ListenEndpoint:
             raise MissingToken()
         wanted = parse_filter(request.params, max_uris=self._max_uris)
         for uri in wanted.uris:
-            readable(self._registry, self._rules, uri, principal)
+            await readable(self._registry, self._rules, uri, principal)
         listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
         self._listeners.admit(listener)
         bind_log_context(mcp_method=LISTEN, mcp_era=Era.MODERN.value)

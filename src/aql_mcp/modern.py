@@ -291,7 +291,7 @@ class ModernEndpoint:
         earlier = RoundState()
         if STATE_FIELD in request.params:
             earlier = await self._sealer.open(request.params[STATE_FIELD], binding)
-        return earlier, InputRound.parse(request.params, earlier)
+        return earlier, InputRound.parse(request.params, earlier, max_bytes=self._sealer.max_answer_bytes)
 
     def _input_required(self, asked: InputRequired, state: str) -> dict[str, Any]:
         """An `InputRequiredResult` (2026-07-28 mrtr): the questions, and the state to echo back."""

@@ -24,6 +24,7 @@ from aql_mcp.exceptions import ConfigError
 from aql_mcp.param_headers import ParamHeader, declared_headers
 
 if TYPE_CHECKING:
+    from aql_mcp.auth.principal import Principal
     from aql_mcp.protocol.context import Context
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{1,63}$")  # corporate §9.1, stricter than MCP
@@ -60,6 +61,9 @@ Completer = Callable[[str, Mapping[str, str]], Awaitable[list[str]]]
 PromptHandler = Callable[[dict[str, str], "Context"], Awaitable[list[Content]]]
 ResourceReader = Callable[[str, "Context"], Awaitable[list[Content]]]
 TemplateReader = Callable[[str, dict[str, str], "Context"], Awaitable[list[Content]]]
+# Raises what the template's reader would raise for this caller and URI (ResourceNotFound for a
+# resource that is not there or not the caller's) without reading it.
+TemplateCheck = Callable[[str, dict[str, str], "Principal | None"], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +203,10 @@ class ResourceTemplate:
     mime_type: str | None = None
     title: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
+    # Whether the caller may read one URI of the template: resources/read, resources/subscribe and
+    # subscriptions/listen all pass it first (protocol/resources.py `readable`), so none of them
+    # accepts a URI the others refuse. None: every URI the template matches is readable.
+    check: TemplateCheck | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}

@@ -115,6 +115,13 @@ class RequestStateSealer:
             max_bytes=settings.http.max_body_bytes // 2,
         )
 
+    @property
+    def max_answer_bytes(self) -> int:
+        """The most the answers a retry carries may hold together, as JSON (rounds.py checks it
+        before the handler runs): base64 makes them a third larger in the state, so they fill at
+        most half of it and leave the rest to the questions and the handler's memo."""
+        return self._max_bytes * 3 // 8
+
     async def seal(self, state: RoundState, binding: Binding) -> str:
         nonce = secrets.token_urlsafe(16)
         expires = int(self._clock()) + self._ttl

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from aql_mcp.exceptions import InputRequired, InvalidParams
 from aql_mcp.request_state import RoundState, digest
 
@@ -38,13 +40,17 @@ class InputRound:
         self.taken: dict[str, list[Any]] = {}
 
     @classmethod
-    def parse(cls, params: Mapping[str, Any], earlier: RoundState) -> InputRound:
-        """The round of a request: -32602 if `inputResponses` is not a map of objects, or if an
-        answer to a question the state says was asked has the wrong shape (checked here, before
-        the handler runs, so the refusal is a 400 even for a handler that streams)."""
+    def parse(cls, params: Mapping[str, Any], earlier: RoundState, *, max_bytes: int | None = None) -> InputRound:
+        """The round of a request: -32602 if `inputResponses` is not a map of objects, if an answer
+        to a question the state says was asked has the wrong shape, or if the answers the next
+        state would carry (earlier rounds' and these) pass `max_bytes` of JSON. Checked here, before
+        the handler runs, so the refusal is a 400 even for a handler that streams, and a batch never
+        runs its first items only to find that the next question's state cannot carry the answers
+        (issue 27, N7). `max_bytes` None: nothing is carried (a task keeps its answers in its row)."""
         given = params.get(FIELD, {})
         if not isinstance(given, dict):
             raise InvalidParams(data={"field": FIELD, "reason": "type"})
+        carried = _size(earlier.answers)
         fresh: dict[str, Any] = {}
         for key, value in given.items():
             if not isinstance(value, dict):
@@ -52,6 +58,8 @@ class InputRound:
             asked = earlier.asked.get(key)
             if isinstance(asked, list) and len(asked) == 2:
                 _check_answer(key, str(asked[1]), value)
+                carried += _size(value)
+                _check_room(key, carried, max_bytes)
                 fresh[key] = value
         return cls(earlier, fresh)
 
@@ -81,6 +89,18 @@ class InputRound:
         """What the `input_required` answer hands to the retry: these questions, the answers so far."""
         questions = {key: [digest(request), str(request["method"])] for key, request in asked.items()}
         return RoundState(asked=questions, answers=dict(self.taken), memo=memo)
+
+
+def _size(value: Any) -> int:
+    return len(orjson.dumps(value))
+
+
+def _check_room(key: str, carried: int, max_bytes: int | None) -> None:
+    if max_bytes is not None and carried > max_bytes:
+        raise InvalidParams(
+            "Invalid params: the answers are larger than a retry can carry",
+            data={"field": f"{FIELD}.{key[:64]}", "reason": "too_large", "maxBytes": max_bytes},
+        )
 
 
 def _check_answer(key: str, method: str, answer: dict[str, Any]) -> None:

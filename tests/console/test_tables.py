@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from aql_mcp.console.tables import live_region
+from aql_mcp.store.principals import Identity
 from aql_mcp.store.safety import AgentRun, Approval, Block, Challenge, SafetyEvent, SafetyOverview
 
 HOSTILE = '<script>alert("x")</script>'
@@ -54,3 +55,23 @@ def test_empty_sections_say_so() -> None:
     html = live_region(SafetyOverview([], [], [], [], []), "t")
     assert html.count("None.") == 5
     assert "<table>" not in html
+
+
+def test_each_decision_row_shows_the_principal_beside_the_agents_own_name() -> None:
+    """issue 27, N8: an agent names itself; its principal's subject and tenant tell two apart."""
+    view = overview()
+    view.identities = {"p-agent": Identity("p-agent", HOSTILE, "acme")}
+    html = live_region(view, "t")
+    rows = re.findall(r"<tr><td>.*?</tr>", html)
+    decided = [row for row in rows if "<form" in row or "run-1</code>" in row]
+    assert len(decided) == 4  # the challenge, the approval, the block, the run
+    for row in decided:
+        assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</span> <span class=muted>tenant acme</span>" in row
+        assert "<code>p-agent</code>" in row
+    assert "<script" not in html
+
+
+def test_a_principal_nobody_named_shows_its_key_only() -> None:
+    html = live_region(overview(), "t")
+    assert "tenant" not in html
+    assert "<td><code>p-agent</code></td>" in html

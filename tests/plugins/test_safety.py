@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.operations.gatekeeper import token_digest
+from aql_mcp.plugins.safety import identity_of
 from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.store.factory import open_store
+from aql_mcp.store.principals import Identity
 from tests.operations.client import RECORDS, Aql, aql_session, records_settings
 
 pytestmark = pytest.mark.anyio
@@ -261,3 +264,11 @@ async def test_aborting_a_run_paused_at_its_step_limit_does_not_free_gated_calls
     assert refused["error"]["code"] == "PERMISSION_DENIED"
     assert refused["error"]["details"]["reason"] == "awaiting_operator"
     assert "old" in str(listed["data"])
+
+
+def test_an_operator_sees_the_subject_and_a_tenant_claim_other_than_the_subject() -> None:
+    """issue 27, N8: who an agent's principal is (never its token)."""
+    principal = Principal(subject="alice", claims={"org": "acme", "sub": "alice"})
+    assert identity_of(principal, "sub") == Identity(principal.digest, "alice", None)
+    assert identity_of(principal, "org") == Identity(principal.digest, "alice", "acme")
+    assert identity_of(principal, "team") == Identity(principal.digest, "alice", None)

@@ -18,6 +18,7 @@ from aql_mcp.safety.desk import SafetyDesk
 from aql_mcp.safety.settings import SafetySettings
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.store.principals import Identity
 from aql_mcp.store.safety import AgentRun, Approval, Challenge
 from tests.support.clock import Clock
 
@@ -201,3 +202,22 @@ async def test_two_replicas_renewing_an_expired_block_challenge_leave_one_pendin
     pending = (await first.overview()).challenges
     assert [c.id for c in pending] == [block.challenge_id]
     assert block.challenge_id != challenge.id
+
+
+async def test_the_overview_names_the_principal_of_each_row_where_it_is_known(store: Store) -> None:
+    """issue 27, N8: the console tells two agents of one name apart by their principal."""
+    clock = Clock()
+    desk = SafetyDesk(store.safety, Settings(), clock=clock, principals=store.principals)
+    await store.principals.remember(Identity(AGENT, "alice", "acme"), clock.now)
+    await _blocked(store, desk, clock)
+    view = await desk.overview()
+    assert view.challenges[0].principal == AGENT
+    assert view.identities == {AGENT: Identity(AGENT, "alice", "acme")}
+
+
+async def test_a_desk_without_the_directory_names_no_one(store: Store) -> None:
+    clock = Clock()
+    desk = _desk(store, clock)
+    await store.principals.remember(Identity(AGENT, "alice"), clock.now)
+    await _blocked(store, desk, clock)
+    assert (await desk.overview()).identities == {}

@@ -8,7 +8,8 @@ browser asking for the page in development mode is sent to the login page (303).
 401 `error="invalid_token"`. A valid token without `auth.operator_scope`: 403
 `error="insufficient_scope"`. The development login's cookie holds a token for the console's own
 audience, checked by `cookie_verifier` (the development issuer's key, that audience): `/mcp`'s
-verifier refuses it. The reason is logged with the request id, never the token (corporate §7.4,
+verifier refuses it. A token signed out (signout.py) is refused as an invalid one, on every
+replica that shares the store. The reason is logged with the request id, never the token (corporate §7.4,
 §15.2).
 """
 
@@ -25,6 +26,7 @@ from aql_mcp.auth.principal import Principal
 from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
 from aql_mcp.console.refusal import refusal
 from aql_mcp.console.session import LOGIN_PATH, session_token
+from aql_mcp.console.signout import SignOuts
 from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, MissingToken, WireError
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 
@@ -59,9 +61,11 @@ class ConsoleGuard:
         verifier: TokenVerifier,
         scope: str,
         challenge: str,
+        sign_outs: SignOuts,
         cookie_verifier: TokenVerifier | None = None,
     ) -> None:
         self.app = app
+        self.sign_outs = sign_outs
         self.verifier = verifier
         self.cookie_verifier = cookie_verifier
         self.scope = scope
@@ -92,6 +96,8 @@ class ConsoleGuard:
         else:
             raise MissingToken()
         principal = await verifier.verify(credential)
+        if await self.sign_outs.is_signed_out(credential):
+            raise InvalidToken()
         if self.scope not in principal.scopes:
             raise InsufficientScope((self.scope,))
         return Operator(principal, credential, verifier is not self.verifier, verifier)

@@ -37,6 +37,7 @@ from aql_mcp.console.session import (
     new_login_nonce,
     session_cookie,
 )
+from aql_mcp.console.signout import SignOuts
 from aql_mcp.exceptions import InvalidRequest, WireError
 from aql_mcp.operations.audit import AuditLog
 
@@ -60,8 +61,10 @@ class DevLogin:
         secure: bool,
         audit: AuditLog,
         service: str,
+        sign_outs: SignOuts,
     ) -> None:
         self.issuer = issuer
+        self.sign_outs = sign_outs
         self.state_dir = state_dir
         new_code(state_dir)
         self.scope = scope
@@ -119,6 +122,8 @@ class DevLogin:
             check_csrf(request, form.get(FIELD), csrf_token(operator.credential))
         except WireError as exc:
             return refusal(request, exc)
+        # Revoked before the cookie is dropped: a copy of it, or a stream it opened, ends too.
+        await self.sign_outs.sign_out(operator.credential, operator.principal.expires_at)
         self.audit.event("console_logout", operation="logout", principal=operator.principal.digest, outcome="ok")
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.headers["set-cookie"] = cleared_session_cookie(secure=self.secure)

@@ -18,6 +18,7 @@ from aql_mcp.console.guard import ConsoleGuard
 from aql_mcp.console.login import DevLogin, console_audience
 from aql_mcp.console.page import ConsolePage
 from aql_mcp.console.session import LOGIN_PATH
+from aql_mcp.console.signout import SignOuts
 from aql_mcp.console.stream import LiveStream
 from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.operations.audit import AuditLog
@@ -31,7 +32,8 @@ def console_routes(
 ) -> list[BaseRoute]:
     if not settings.console.enabled:
         return []
-    desk = SafetyDesk(store.safety, settings)
+    desk = SafetyDesk(store.safety, settings, principals=store.principals)
+    sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
     audit = AuditLog()
     host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)
     challenge = (
@@ -45,12 +47,16 @@ def console_routes(
             verifier=verifier,
             scope=settings.auth.operator_scope,
             challenge=challenge,
+            sign_outs=sign_outs,
             cookie_verifier=_login_verifier(settings, issuer) if issuer is not None else None,
         ),
     ]
     page = ConsolePage(desk, service=settings.server.name)
     stream = LiveStream(
-        desk, refresh_seconds=settings.console.refresh_seconds, ping_seconds=settings.streams.keepalive_seconds
+        desk,
+        sign_outs=sign_outs,
+        refresh_seconds=settings.console.refresh_seconds,
+        ping_seconds=settings.streams.keepalive_seconds,
     )
     actions = Actions(desk, audit)
     routes: list[BaseRoute] = [
@@ -67,6 +73,7 @@ def console_routes(
             secure=settings.base_url.startswith("https://"),
             audit=audit,
             service=settings.server.name,
+            sign_outs=sign_outs,
         )
         routes += [
             Route(LOGIN_PATH, login.form, methods=["GET"], middleware=[host]),

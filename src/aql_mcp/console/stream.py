@@ -7,7 +7,8 @@ signals is what makes a challenge raised or decided on another replica show up h
 keep idle proxies from closing the stream. The credential is verified again before every tick
 (the verifier caches, so this costs an introspection call only when its cache expired): the stream
 ends when the operator's token expires, is revoked (an opaque token the IdP now calls inactive) or
-lost the operator scope, so a signed-out or revoked operator stops seeing codes; the browser
+lost the operator scope, or was signed out (signout.py, on any replica), so a signed-out or revoked
+operator stops seeing codes; the browser
 reconnects and is asked to sign in again. It also ends when the server shuts down. A store that
 fails is retried at the next tick; the kind of failure is logged (never its text), nothing is sent.
 """
@@ -26,6 +27,7 @@ from starlette.responses import Response
 
 from aql_mcp.console.csrf import csrf_token
 from aql_mcp.console.guard import Operator, operator_of
+from aql_mcp.console.signout import SignOuts
 from aql_mcp.console.tables import live_region
 from aql_mcp.exceptions import AuthError, WireError
 from aql_mcp.safety.desk import OperatorDesk
@@ -35,8 +37,9 @@ EVENT = "overview"
 
 
 class LiveStream:
-    def __init__(self, desk: OperatorDesk, *, refresh_seconds: float, ping_seconds: float) -> None:
+    def __init__(self, desk: OperatorDesk, *, sign_outs: SignOuts, refresh_seconds: float, ping_seconds: float) -> None:
         self.desk = desk
+        self.sign_outs = sign_outs
         self.refresh = refresh_seconds
         self.ping = ping_seconds
 
@@ -70,7 +73,18 @@ class LiveStream:
             # The IdP unreachable: no codes are shown on a credential nobody can vouch for.
             log.info("console_stream_ended", reason=type(exc).__name__)
             return False
+        if await self._signed_out(operator):
+            log.info("console_stream_ended", reason="signed_out")
+            return False
         return operator.principal.scopes <= principal.scopes
+
+    async def _signed_out(self, operator: Operator) -> bool:
+        try:
+            return await self.sign_outs.is_signed_out(operator.credential)
+        except Exception as exc:
+            # A store that cannot say: no codes on a credential that may have been signed out.
+            log.warning("console_stream_ended", reason=type(exc).__name__)
+            return True
 
     async def _render(self, csrf: str) -> str | None:
         try:

@@ -9,11 +9,12 @@ sends nothing. Every value is escaped; every form carries the CSRF token and lab
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any, TypeVar
 
 from aql_mcp.console.csrf import FIELD
+from aql_mcp.store.principals import Identity
 from aql_mcp.store.safety import AgentRun, Approval, Block, Challenge, SafetyEvent, SafetyOverview
 
 Row = TypeVar("Row")
@@ -24,15 +25,30 @@ def stamp(at: float | None) -> str:
 
 
 def live_region(overview: SafetyOverview, csrf: str) -> str:
+    who = _who(overview.identities)
     return "".join(
         [
-            _section("challenges", "Pending challenges", overview.challenges, CHALLENGE_COLUMNS, _challenge(csrf)),
-            _section("approvals", "Pending approvals", overview.approvals, APPROVAL_COLUMNS, _approval(csrf)),
-            _section("blocks", "Blocked agents", overview.blocks, BLOCK_COLUMNS, _block(csrf)),
-            _section("runs", "Agents and their executions", overview.runs, RUN_COLUMNS, _run),
+            _section("challenges", "Pending challenges", overview.challenges, CHALLENGE_COLUMNS, _challenge(csrf, who)),
+            _section("approvals", "Pending approvals", overview.approvals, APPROVAL_COLUMNS, _approval(csrf, who)),
+            _section("blocks", "Blocked agents", overview.blocks, BLOCK_COLUMNS, _block(csrf, who)),
+            _section("runs", "Agents and their executions", overview.runs, RUN_COLUMNS, _run(who)),
             _section("events", "Recent safety events", overview.events, EVENT_COLUMNS, _event),
         ]
     )
+
+
+def _who(identities: Mapping[str, Identity]) -> Callable[[str], str]:
+    """A principal's cell: its subject and tenant where known (the agent's name is its own choice,
+    so this is what tells two agents of one name apart; issue 27, N8), and always its key."""
+
+    def cell(principal: str) -> str:
+        known = identities.get(principal)
+        if known is None:
+            return _id(principal)
+        tenant = f" <span class=muted>tenant {escape(known.tenant)}</span>" if known.tenant else ""
+        return f"<span class=wrap>{escape(known.subject)}</span>{tenant} {_id(principal)}"
+
+    return cell
 
 
 def _section(
@@ -54,10 +70,10 @@ def _form(action: str, csrf: str, fields: dict[str, str], inner: str) -> str:
     return f'<form method=post action="/console/{action}">{hidden}{inner}</form>'
 
 
-CHALLENGE_COLUMNS = ("Challenge", "Agent", "Tier", "Action", "Reason", "Expires", "Code", "Decision")
+CHALLENGE_COLUMNS = ("Challenge", "Agent", "Principal", "Tier", "Action", "Reason", "Expires", "Code", "Decision")
 
 
-def _challenge(csrf: str) -> Callable[[Challenge], list[str]]:
+def _challenge(csrf: str, who: Callable[[str], str]) -> Callable[[Challenge], list[str]]:
     def render(c: Challenge) -> list[str]:
         field = f"code-{escape(c.id)}"
         verify = _form(
@@ -78,6 +94,7 @@ def _challenge(csrf: str) -> Callable[[Challenge], list[str]]:
         return [
             _id(c.id),
             escape(c.agent),
+            who(c.principal),
             escape(c.tier),
             _text(c.action),
             _text(c.reason),
@@ -89,10 +106,10 @@ def _challenge(csrf: str) -> Callable[[Challenge], list[str]]:
     return render
 
 
-APPROVAL_COLUMNS = ("Approval", "Agent", "Kind", "Action", "Reason", "Since", "Decision")
+APPROVAL_COLUMNS = ("Approval", "Agent", "Principal", "Kind", "Action", "Reason", "Since", "Decision")
 
 
-def _approval(csrf: str) -> Callable[[Approval], list[str]]:
+def _approval(csrf: str, who: Callable[[str], str]) -> Callable[[Approval], list[str]]:
     def render(a: Approval) -> list[str]:
         short = escape(a.id[:8])
         approve = _form(
@@ -107,6 +124,7 @@ def _approval(csrf: str) -> Callable[[Approval], list[str]]:
         return [
             _id(a.id),
             escape(a.agent),
+            who(a.principal),
             escape(a.kind),
             _text(a.action),
             _text(a.reason),
@@ -120,7 +138,7 @@ def _approval(csrf: str) -> Callable[[Approval], list[str]]:
 BLOCK_COLUMNS = ("Agent", "Principal", "Reason", "Challenge", "Since", "Override")
 
 
-def _block(csrf: str) -> Callable[[Block], list[str]]:
+def _block(csrf: str, who: Callable[[str], str]) -> Callable[[Block], list[str]]:
     def render(b: Block) -> list[str]:
         lift = _form(
             "lift",
@@ -130,7 +148,7 @@ def _block(csrf: str) -> Callable[[Block], list[str]]:
         )
         return [
             escape(b.agent),
-            _id(b.principal),
+            who(b.principal),
             _text(b.reason),
             _id(b.challenge_id),
             escape(stamp(b.created_at)),
@@ -143,16 +161,19 @@ def _block(csrf: str) -> Callable[[Block], list[str]]:
 RUN_COLUMNS = ("Execution", "Agent", "Principal", "Status", "Steps", "Last action", "Updated")
 
 
-def _run(r: AgentRun) -> list[str]:
-    return [
-        _id(r.id),
-        escape(r.agent),
-        _id(r.principal),
-        escape(r.status),
-        str(r.steps),
-        _text(r.last_action or ""),
-        escape(stamp(r.updated_at)),
-    ]
+def _run(who: Callable[[str], str]) -> Callable[[AgentRun], list[str]]:
+    def render(r: AgentRun) -> list[str]:
+        return [
+            _id(r.id),
+            escape(r.agent),
+            who(r.principal),
+            escape(r.status),
+            str(r.steps),
+            _text(r.last_action or ""),
+            escape(stamp(r.updated_at)),
+        ]
+
+    return render
 
 
 EVENT_COLUMNS = ("Time", "Agent", "Event", "By", "Details")

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.content import Content, text_contents
 from aql_mcp.exceptions import ResourceNotFound
 from aql_mcp.executions.rows import FORMATS
@@ -136,16 +137,25 @@ class Executions:
             )
         return await self._answer(retried, call.ctx)
 
+    async def check_export(self, uri: str, variables: dict[str, str], principal: Principal | None) -> None:
+        """ResourceNotFound unless `uri` is the caller's own completed export: what a read of it would
+        refuse, found without loading the output (the template's check; issue 27, N5)."""
+        record = await self.store.get(variables["execution_id"], self._export_owner(uri, principal))
+        if record is None or record.kind != "export" or record.status != "completed":
+            raise ResourceNotFound(data={"uri": uri})
+
     async def read_export(self, uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
-        call = Call(principal=ctx.principal, session_id=ctx.session_id, ctx=ctx)
-        try:
-            tenant = self.records.tenant(call)
-        except OperationError:
-            raise ResourceNotFound(data={"uri": uri}) from None
-        output = await self.store.output(variables["execution_id"], tenant)
+        output = await self.store.output(variables["execution_id"], self._export_owner(uri, ctx.principal))
         if output is None:
             raise ResourceNotFound(data={"uri": uri})
         return [text_contents(uri, output.decode("utf-8"), "application/x-ndjson")]
+
+    def _export_owner(self, uri: str, principal: Principal | None) -> str:
+        try:
+            return self.records.tenant_of(principal)
+        except OperationError:
+            # A caller without a tenant owns no export: as unknown to it as another tenant's.
+            raise ResourceNotFound(data={"uri": uri}) from None
 
     async def _own(self, execution_id: str, call: Call) -> ExecutionRecord:
         record = await self.store.get(execution_id, self.records.tenant(call))
@@ -290,6 +300,11 @@ class ExecutionsPlugin:
                 raise ResourceNotFound(data={"uri": uri})
             return await self.executions.read_export(uri, variables, ctx)
 
+        async def check(uri: str, variables: dict[str, str], principal: Principal | None) -> None:
+            if self.executions is None:
+                raise ResourceNotFound(data={"uri": uri})
+            await self.executions.check_export(uri, variables, principal)
+
         registry.add_resource_template(
             ResourceTemplate(
                 EXPORT_TEMPLATE,
@@ -297,6 +312,7 @@ class ExecutionsPlugin:
                 read,
                 description="The NDJSON of a completed execute_export; only its owner can read it.",
                 mime_type="application/x-ndjson",
+                check=check,
             )
         )
 

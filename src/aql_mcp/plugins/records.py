@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.operations.merge import deep_merge
 from aql_mcp.operations.models import Call, Outcome, Page, Params, TrustLevel
 from aql_mcp.operations.results import (
@@ -79,8 +80,11 @@ class Records:
         return Quota(self.settings.records.max_records, self.settings.records.max_bytes)
 
     def tenant(self, call: Call) -> str:
+        return self.tenant_of(call.principal)
+
+    def tenant_of(self, principal: Principal | None) -> str:
+        """The records tenant `principal` belongs to (`records.tenant_claim`); PERMISSION_DENIED without one."""
         claim = self.settings.records.tenant_claim
-        principal = call.principal
         value = None if principal is None else principal.subject if claim == "sub" else principal.claims.get(claim)
         if not isinstance(value, str) or not value:
             raise OperationError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
 from aql_mcp.operations.models import Call, Example, Lifecycle, Operation, Returns, TrustLevel
 from aql_mcp.operations.results import (
@@ -37,6 +38,7 @@ from aql_mcp.safety.gate import GateWatch
 from aql_mcp.safety.loop import ExecutionLoop
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.store.principals import Identity
 from aql_mcp.store.safety import Approval
 
 DIRECTIVE = Returns(
@@ -51,6 +53,13 @@ def caller(call: Call) -> str:
     return call.principal.digest if call.principal is not None else "anonymous"
 
 
+def identity_of(principal: Principal, tenant_claim: str) -> Identity:
+    """Who `principal` is for an operator: its subject, and its records tenant (`records.tenant_claim`)
+    when that is another claim than the subject."""
+    tenant = principal.claims.get(tenant_claim) if tenant_claim != "sub" else None
+    return Identity(principal.digest, principal.subject, tenant if isinstance(tenant, str) and tenant else None)
+
+
 @dataclass
 class SafetyOperations:
     settings: Settings
@@ -60,6 +69,10 @@ class SafetyOperations:
     async def execute_agent(self, params: ExecuteAgent, call: Call) -> dict[str, Any]:
         check_pattern_characters(params)
         asked = params.model_dump(include={"maxAutonomousSteps", "riskTolerance", "deny", "requiresApproval"})
+        if call.principal is not None:
+            # Before the run exists, so whatever it raises an operator sees whose agent it is.
+            identity = identity_of(call.principal, self.settings.records.tenant_claim)
+            await self.store.principals.remember(identity, self.loop.now())
         return await self.loop.start(caller(call), call.session_id, params.element_name, asked)
 
     async def record_execution_step(self, params: RecordStep, call: Call) -> dict[str, Any]:

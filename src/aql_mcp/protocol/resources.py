@@ -41,7 +41,7 @@ class ResourceMethods:
 
     async def read(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         uri = _uri(params)
-        target, variables = readable(self._registry, self._rules, uri, ctx.principal)
+        target, variables = await readable(self._registry, self._rules, uri, ctx.principal)
         if isinstance(target, Resource):
             contents = await target.reader(uri, ctx)
         else:
@@ -50,8 +50,8 @@ class ResourceMethods:
 
     async def subscribe(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         uri = _uri(params)
-        if self._registry.resolve(uri) is None:
-            raise ResourceNotFound(data={"uri": uri})
+        # Only what the caller could read (issue 27, N5: another tenant's export was acknowledged).
+        await readable(self._registry, self._rules, uri, ctx.principal)
         if ctx.peer is not None:
             await ctx.peer.subscribe(uri)
         return {}
@@ -63,11 +63,12 @@ class ResourceMethods:
         return {}
 
 
-def readable(
+async def readable(
     registry: Registry, rules: ScopeRules, uri: str, principal: Principal | None
 ) -> tuple[Resource | ResourceTemplate, dict[str, str]]:
-    """What serves `uri`, if `principal` may read it; also the check a `subscriptions/listen` for
-    `uri` passes (listen.py), so a caller hears of changes only to what it may read."""
+    """What serves `uri`, if `principal` may read it; the one check `resources/read`,
+    `resources/subscribe` and `subscriptions/listen` (listen.py) pass, so a caller subscribes only
+    to what it may read and is refused it with the error a read would get."""
     found = registry.resolve(uri)
     if found is None:
         # -32002 in the legacy era (docs/errors.md); the URI is the caller's own, safe to return.
@@ -75,6 +76,9 @@ def readable(
     missing = rules.missing_for_resource(uri, principal)
     if missing:
         raise InsufficientScope(missing)
+    target, variables = found
+    if isinstance(target, ResourceTemplate) and target.check is not None:
+        await target.check(uri, variables, principal)
     return found
 
 

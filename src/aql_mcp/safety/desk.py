@@ -41,6 +41,7 @@ from aql_mcp.operations.results import (
 from aql_mcp.safety.journal import Journal
 from aql_mcp.safety.verification import Verification, codes_match, holds_agent
 from aql_mcp.settings import Settings
+from aql_mcp.store.principals import PrincipalDirectory
 from aql_mcp.store.safety import Approval, ApprovalStatus, Challenge, SafetyOverview, SafetyStore
 
 SELF_APPROVAL = "self_approval"
@@ -66,8 +67,17 @@ class OperatorDesk(Protocol):
 class SafetyDesk:
     """The `OperatorDesk` over the store: stateless, so every replica builds its own."""
 
-    def __init__(self, store: SafetyStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: SafetyStore,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        principals: PrincipalDirectory | None = None,
+    ) -> None:
         self._store = store
+        # Who the principal keys are, for the console's tables; None: the overview names none.
+        self._principals = principals
         self._settings = settings.safety
         self._clock = clock
         self.journal = Journal(store)
@@ -83,7 +93,14 @@ class SafetyDesk:
         stale = [block for block in view.blocks if block.challenge_id not in answerable]
         for block in stale:
             await self.verification.renew_block(block, now)
-        return await self._store.overview(now) if stale else view
+        return await self._identified(await self._store.overview(now) if stale else view)
+
+    async def _identified(self, view: SafetyOverview) -> SafetyOverview:
+        """The overview with who each row's principal is: an agent's name is its own choice, so the
+        operator tells two agents of the same name apart by their principal (issue 27, N8)."""
+        if self._principals is not None:
+            view.identities = await self._principals.identities(view.principals())
+        return view
 
     async def approve(self, approval_id: str, operator: str) -> None:
         await self._decide(approval_id, "approved", operator)

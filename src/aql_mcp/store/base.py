@@ -28,7 +28,9 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.executions import ExecutionStore
+from aql_mcp.store.principals import PrincipalDirectory
 from aql_mcp.store.records import RecordStore
+from aql_mcp.store.revocations import RevocationStore
 from aql_mcp.store.safety import SafetyStore
 from aql_mcp.store.tasks import TaskStore
 
@@ -114,6 +116,10 @@ class Store(Protocol):
     def records(self) -> RecordStore: ...
     @property
     def confirmations(self) -> ConfirmationStore: ...
+    @property
+    def revocations(self) -> RevocationStore: ...
+    @property
+    def principals(self) -> PrincipalDirectory: ...
     @property
     def tasks(self) -> TaskStore: ...
     @property

@@ -26,6 +26,8 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from aql_mcp.store.principals import Identity
+
 BROADCAST = "*"
 # Runs still inside the loop: what a danger_zone broadcast reaches and what the console lists.
 LIVE_RUNS = ("running", "paused", "blocked")
@@ -130,13 +132,20 @@ class SafetyEvent:
 @dataclass(slots=True)
 class SafetyOverview:
     """What the operator console shows: live runs, pending approvals and challenges (with their
-    codes), current blocks and the most recent events, newest first."""
+    codes), current blocks and the most recent events, newest first; and who the principals of
+    those rows are, where known (store/principals.py; the desk fills it in)."""
 
     runs: list[AgentRun]
     approvals: list[Approval]
     challenges: list[Challenge]
     blocks: list[Block]
     events: list[SafetyEvent]
+    identities: dict[str, Identity] = field(default_factory=dict)
+
+    def principals(self) -> set[str]:
+        """The principal keys the rows an operator decides on belong to."""
+        rows: list[AgentRun | Approval | Challenge | Block] = [*self.runs, *self.approvals, *self.challenges]
+        return {row.principal for row in [*rows, *self.blocks]}
 
 
 class SafetyStore(Protocol):

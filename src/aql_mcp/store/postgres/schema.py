@@ -277,6 +277,30 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 6: tokens the operator console signed out, by their SHA-256, until they expire (issue 27, N6)
+    Migration(
+        """
+        CREATE TABLE revoked_tokens (
+            token_hash TEXT COLLATE "C" PRIMARY KEY,
+            expires_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX revoked_tokens_expiry ON revoked_tokens (expires_at);
+        """,
+        additive=True,
+    ),
+    # 7: who a principal key stands for (subject, records tenant), shown to the operator beside the
+    # name an agent gave itself (issue 27, N8)
+    Migration(
+        """
+        CREATE TABLE principals (
+            principal TEXT COLLATE "C" PRIMARY KEY,
+            subject TEXT NOT NULL,
+            tenant TEXT,
+            seen_at DOUBLE PRECISION NOT NULL
+        );
+        """,
+        additive=True,
+    ),
 )
 
 

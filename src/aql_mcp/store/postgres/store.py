@@ -16,7 +16,9 @@ from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.executions import PostgresExecutionStore
+from aql_mcp.store.postgres.principals import PostgresPrincipalDirectory
 from aql_mcp.store.postgres.records import PostgresRecordStore
+from aql_mcp.store.postgres.revocations import PostgresRevocationStore
 from aql_mcp.store.postgres.safety import PostgresSafetyStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
 
@@ -34,6 +36,8 @@ class PostgresStore:
         self.engine = PostgresEngine(options)
         self.records = PostgresRecordStore(self.engine)
         self.confirmations = PostgresConfirmationStore(self.engine)
+        self.revocations = PostgresRevocationStore(self.engine)
+        self.principals = PostgresPrincipalDirectory(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
         self.safety = PostgresSafetyStore(self.engine)
         self.bus = PostgresBus(self.engine)

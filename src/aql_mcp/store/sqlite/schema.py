@@ -307,6 +307,30 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 11: tokens the operator console signed out, by their SHA-256, until they expire (issue 27, N6)
+    Migration(
+        """
+        CREATE TABLE revoked_tokens (
+            token_hash TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX revoked_tokens_expiry ON revoked_tokens (expires_at);
+        """,
+        additive=True,
+    ),
+    # 12: who a principal key stands for (subject, records tenant), shown to the operator beside the
+    # name an agent gave itself (issue 27, N8)
+    Migration(
+        """
+        CREATE TABLE principals (
+            principal TEXT PRIMARY KEY,
+            subject TEXT NOT NULL,
+            tenant TEXT,
+            seen_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        """,
+        additive=True,
+    ),
 )
 
 

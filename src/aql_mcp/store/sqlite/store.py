@@ -21,7 +21,9 @@ from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
 from aql_mcp.store.sqlite.executions import SqliteExecutionStore
+from aql_mcp.store.sqlite.principals import SqlitePrincipalDirectory
 from aql_mcp.store.sqlite.records import SqliteRecordStore
+from aql_mcp.store.sqlite.revocations import SqliteRevocationStore
 from aql_mcp.store.sqlite.safety import SqliteSafetyStore
 from aql_mcp.store.sqlite.tasks import SqliteTaskStore
 
@@ -42,6 +44,8 @@ class SqliteStore:
         self.engine = SqliteEngine(path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes)
         self.records = SqliteRecordStore(self.engine)
         self.confirmations = SqliteConfirmationStore(self.engine)
+        self.revocations = SqliteRevocationStore(self.engine)
+        self.principals = SqlitePrincipalDirectory(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
         self.executions = SqliteExecutionStore(self.engine)
         self.safety = SqliteSafetyStore(self.engine)
