@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.flood import connect_flood
-from tests.support.server import start_server
+from tests.support.server import free_port, start_server
 
 SLOTS = 32
 PROBES = 24
@@ -42,3 +42,36 @@ def test_health_answers_on_the_service_port_while_a_connect_flood_keeps_every_sl
             statuses = [probe(server.base) for _ in range(PROBES)]
         assert statuses == [200] * PROBES
         assert flood.opened > HELD + PROBES  # the flood ran all along
+
+
+def test_health_and_ready_answer_on_the_probes_port_while_an_unpaced_flood_fills_the_service_port(
+    tmp_path: Path,
+) -> None:
+    """The probes port has a connection table of its own: however fast the flood on the service
+    port, and however long its clients take to send a head, it never reaches the probes."""
+    probes_port = free_port()
+    env = {"AQL_MCP_HTTP__MAX_CONNECTIONS": str(SLOTS), "AQL_MCP_PROBES__PORT": str(probes_port)}
+    with start_server(tmp_path, env=env) as server:
+        own = f"http://127.0.0.1:{probes_port}"
+        with connect_flood(server.port, hold=HELD) as flood:
+            health = [probe(own) for _ in range(PROBES)]
+            ready = [probe(own, "/ready") for _ in range(PROBES)]
+        assert health == ready == [200] * PROBES
+        assert flood.opened > HELD + 2 * PROBES
+        assert httpx.get(f"{own}/mcp", timeout=10.0).status_code == 404  # probes only
+
+
+def test_a_per_source_cap_keeps_an_unpaced_flood_from_one_address_off_everyone_elses_slots(tmp_path: Path) -> None:
+    """`http.max_connections_per_source`: the flood (from 127.0.0.2) holds at most its share of the
+    table and its connections past it are refused, so the probes (from 127.0.0.1) always find a
+    free slot, however fast the flood."""
+    env = {"AQL_MCP_HTTP__MAX_CONNECTIONS": str(SLOTS), "AQL_MCP_HTTP__MAX_CONNECTIONS_PER_SOURCE": "8"}
+    with start_server(tmp_path, env=env) as server:
+        with connect_flood(server.port, hold=HELD, source="127.0.0.2") as flood:
+            statuses = [probe(server.base) for _ in range(PROBES)]
+        assert statuses == [200] * PROBES
+        assert flood.opened > HELD + PROBES
+        metrics = httpx.get(f"{server.base}/metrics", timeout=10.0).text
+        counter = 'aql_mcp_limit_events_total{kind="connections_per_source"} '
+        (refused,) = (line for line in metrics.splitlines() if line.startswith(counter))
+        assert float(refused.split()[-1]) > 0

@@ -7,8 +7,10 @@ connections beside the probes would delay a probe's request head by up to a swit
 the server. The flood is bounded: it stops when the test closes its stdin, after `--seconds`, or after
 `--limit` connects, whichever comes first, and closes its connections as it goes (it holds the newest
 `--hold`). `--rate` paces it (connects per second); without it, it goes as fast as it can.
+`--source` is the local address it connects from (any 127.0.0.0/8 address on Linux), to stand for
+another client host.
 
-    python -m tests.support.flood PORT --hold N [--rate R]
+    python -m tests.support.flood PORT --hold N [--rate R] [--source 127.0.0.2]
 """
 
 from __future__ import annotations
@@ -38,12 +40,19 @@ class Flood:
 
 @contextmanager
 def connect_flood(
-    port: int, *, hold: int, rate: float | None = None, seconds: float = 60.0, limit: int = 1_000_000
+    port: int,
+    *,
+    hold: int,
+    rate: float | None = None,
+    source: str = "127.0.0.1",
+    seconds: float = 60.0,
+    limit: int = 1_000_000,
 ) -> Iterator[Flood]:
     """A flood on `port` for as long as the block runs; it has opened `hold` connections when the
     block begins, and its counts are filled in when the block ends."""
     command = [sys.executable, "-m", "tests.support.flood", str(port), "--hold", str(hold)]
-    command += ["--seconds", str(seconds), "--limit", str(limit), *(["--rate", str(rate)] if rate else [])]
+    command += ["--source", source, "--seconds", str(seconds), "--limit", str(limit)]
+    command += ["--rate", str(rate)] if rate else []
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     flood = Flood()
@@ -61,7 +70,7 @@ def connect_flood(
     flood.opened, flood.failed = counts["opened"], counts["failed"]
 
 
-def flood(port: int, *, hold: int, rate: float | None, seconds: float, limit: int) -> Flood:
+def flood(port: int, *, hold: int, rate: float | None, source: str, seconds: float, limit: int) -> Flood:
     """Open connections until stdin ends, `seconds` pass or `limit` connects were tried."""
     stop, start = threading.Event(), time.monotonic()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -72,7 +81,7 @@ def flood(port: int, *, hold: int, rate: float | None, seconds: float, limit: in
         if rate is not None:  # pacing, not synchronisation: the i-th connect at i / rate seconds
             stop.wait(start + (done.opened + done.failed) / rate - time.monotonic())
         try:
-            held.append(socket.create_connection(("127.0.0.1", port), timeout=1.0))
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=1.0, source_address=(source, 0)))
             done.opened += 1
         except OSError:
             done.failed += 1
@@ -91,10 +100,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--hold", type=int, required=True)
     parser.add_argument("--rate", type=float)
+    parser.add_argument("--source", default="127.0.0.1")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--limit", type=int, default=1_000_000)
     args = parser.parse_args(argv)
-    done = flood(args.port, hold=args.hold, rate=args.rate, seconds=args.seconds, limit=args.limit)
+    done = flood(args.port, hold=args.hold, rate=args.rate, source=args.source, seconds=args.seconds, limit=args.limit)
     print(json.dumps({"opened": done.opened, "failed": done.failed}), flush=True)
 
 
