@@ -217,12 +217,26 @@ async def test_a_client_that_never_reads_its_answer_is_aborted_after_the_body_ti
 
 
 @pytest.mark.parametrize("port", [{"min_evictable": 30.0}], indirect=True)
-async def test_at_the_cap_connections_too_new_to_evict_make_a_newcomer_get_503(port: Port) -> None:
+async def test_at_the_cap_served_connections_too_recently_active_to_evict_make_a_newcomer_get_503(port: Port) -> None:
     held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    for held_reader, held_writer in held:  # each served once, and kept alive
+        held_writer.write(request())
+        await asyncio.wait_for(held_reader.readuntil(b"\r\n\r\n0"), 10)
     reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
     assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 503 ")
     assert port.refusals == ["connections"]
     for _, held_writer in [*held, (reader, writer)]:
+        held_writer.close()
+
+
+@pytest.mark.parametrize("port", [{"min_evictable": 30.0}], indirect=True)
+async def test_at_the_cap_a_newcomer_evicts_the_oldest_never_served_connection_however_young(port: Port) -> None:
+    """Issue 27, N3: bare connects younger than the floor no longer fill the table against a probe."""
+    held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(4)]
+    assert await port.exchange(request()) == [b"HTTP/1.1 200 OK"]
+    assert port.refusals == ["evicted"]
+    assert await asyncio.wait_for(held[0][0].read(), 10) == b""  # the oldest bare connect, closed
+    for _, held_writer in held:
         held_writer.close()
 
 
@@ -245,3 +259,18 @@ async def test_an_evicted_connection_with_an_unread_answer_is_aborted_not_left_d
     assert received < 16 << 20  # the rest of the answer was dropped with the connection
     for _, other_writer in [*others, (reader, writer)]:
         other_writer.close()
+
+
+@pytest.mark.parametrize("port", [{"max_per_source": 2}], indirect=True)
+async def test_a_source_at_its_connection_cap_gets_503_for_one_more_and_a_slot_once_one_closes(port: Port) -> None:
+    held = [await asyncio.open_connection("127.0.0.1", port.port) for _ in range(2)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port.port)
+    refused = await asyncio.wait_for(reader.read(), 10)  # answered before anything is read, then closed
+    assert refused.startswith(b"HTTP/1.1 503 ")
+    assert b'"limit":"connections_per_source"' in refused
+    assert port.refusals == ["connections_per_source"]  # not an eviction: the table has room
+    writer.close()
+    held[0][1].close()
+    await eventually(lambda: len(port.table) == 1, "the closed connection stayed counted")
+    assert await port.exchange(request()) == [b"HTTP/1.1 200 OK"]
+    held[1][1].close()

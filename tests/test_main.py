@@ -4,6 +4,7 @@ import pty
 import re
 import select
 import shlex
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -604,3 +605,12 @@ def test_a_plugins_secret_setting_is_never_printed(tmp_path: Path) -> None:
     with start_server(tmp_path, env={**env, "AQL_MCP_LOGGING__LEVEL": "debug"}, plugins=(LEAKY["leaky"],)) as server:
         assert "leaky" in server.log_text()
     assert LEAKED not in server.log_text()
+
+
+def test_serve_refuses_a_probes_port_already_taken_before_it_listens(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {"AQL_MCP_PROBES__PORT": str(taken.getsockname()[1])}
+        result = run_cli(tmp_path, "serve", "--dev", "--port", str(free_port()), env=env)
+    refused(result, "probes.port", "AQL_MCP_PROBES__PORT")

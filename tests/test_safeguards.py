@@ -125,6 +125,12 @@ def test_a_metrics_port_equal_to_the_service_port_is_refused() -> None:
     assert "AQL_MCP_METRICS__PORT" in message
 
 
+@pytest.mark.parametrize("taken", ["AQL_MCP_SERVER__PORT", "AQL_MCP_METRICS__PORT"])
+def test_a_probes_port_equal_to_the_service_or_metrics_port_is_refused(taken: str) -> None:
+    message = refusal({"AQL_MCP_PROBES__PORT": "8001", taken: "8001"}, DEV)
+    assert "AQL_MCP_PROBES__PORT" in message
+
+
 PRODUCTION_POSTGRES = {
     "AQL_MCP_AUTH__JWKS_URL": "https://idp.example/jwks.json",
     "AQL_MCP_AUTH__ISSUER": "https://idp.example",

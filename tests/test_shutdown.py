@@ -19,7 +19,7 @@ import pytest
 from aql_mcp.protocol.context import Context
 from aql_mcp.registry import Registry, Tool
 from tests.support.asgi import open_session, rpc
-from tests.support.server import start_server
+from tests.support.server import free_port, start_server
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,12 @@ plugin = SlowPlugin()
 
 
 async def test_sigterm_drains_then_lets_the_call_in_flight_finish_and_exits_0(tmp_path: Path) -> None:
-    env = {"AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0.5", "AQL_MCP_SHUTDOWN__GRACE_SECONDS": "10"}
+    probes_port = free_port()
+    env = {
+        "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0.5",
+        "AQL_MCP_SHUTDOWN__GRACE_SECONDS": "10",
+        "AQL_MCP_PROBES__PORT": str(probes_port),
+    }
     with start_server(tmp_path, env=env, plugins=("tests.test_shutdown:plugin",)) as server:
         async with httpx.AsyncClient(base_url=server.base, timeout=10) as http:
             session = await open_session(http, server.token())
@@ -61,11 +66,12 @@ async def test_sigterm_drains_then_lets_the_call_in_flight_finish_and_exits_0(tm
                     while not (tmp_path / "started").exists():  # noqa: ASYNC110
                         await anyio.sleep(0.02)
                     server.process.send_signal(signal.SIGTERM)
-                    async with httpx.AsyncClient(base_url=server.base, timeout=2) as probe:
-                        ready = await probe.get("/ready")
+                    async with httpx.AsyncClient(timeout=2) as probe:
+                        ready = await probe.get(f"{server.base}/ready")
+                        own_port = await probe.get(f"http://127.0.0.1:{probes_port}/ready")
             code = await anyio.to_thread.run_sync(lambda: server.process.wait(timeout=15))
 
-    assert ready.status_code == 503
+    assert ready.status_code == own_port.status_code == 503  # on the probes port too
     assert answer[0].status_code == 200
     assert answer[0].json()["result"]["content"][0]["text"] == "completed"
     assert code == 0

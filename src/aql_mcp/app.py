@@ -259,6 +259,18 @@ def create_metrics_app(settings: Settings, metrics: Metrics) -> Starlette:
     )
 
 
+def create_probes_app(probes: Probes) -> Starlette:
+    """`/health` and `/ready` alone, for `probes.port`: the same answers as the main app's (one
+    `Probes`, so a draining replica's `/ready` turns 503 on both ports)."""
+    return Starlette(
+        routes=[
+            Route("/health", probes.health, methods=["GET"]),
+            Route("/ready", probes.ready, methods=["GET"]),
+        ],
+        middleware=[Middleware(RequestIdMiddleware), Middleware(ServerErrorMiddleware)],
+    )
+
+
 def instructions(settings: Settings, registry: Registry) -> str:
     text = (
         f"{settings.server.name} serves tools, prompts and resources registered by its plugins. "

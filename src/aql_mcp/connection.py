@@ -8,9 +8,10 @@ Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtoc
 gaps at the connection, before any ASGI work:
 
 - at `http.max_connections` open connections, a new one takes the place of a connection with no
-  request in flight: first one that never completed a request, then one whose requests carried no
-  valid token, then the others, oldest first, and never one quiet for less than a second; when none
-  can go, the new one gets a complete 503 at once (docs/connections.md, "The connection cap");
+  request in flight: first one that never completed a request, whatever its age (a connect flood
+  churns its own sockets), then one whose requests carried no valid token, then the others, oldest
+  first, and never a served one quiet for less than a second; when none can go, the new one gets a
+  complete 503 at once (docs/connections.md, "The connection cap");
 - a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
 - from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
   then 408. Bytes that arrive while a request is in flight (empty lines, RFC 9112 §2.2, or the next
@@ -75,9 +76,12 @@ HEADER_OVERHEAD = 4
 # answers, then the connection closes (RFC 9112 §9.3.2 lets it retry the rest). Without a bound, one
 # read of thousands of pipelined heads queued thousands of requests in memory.
 MAX_QUEUED_REQUESTS = 8
-# A connection this young (or with a request started or ended this recently) is never evicted: a
-# connect flood would otherwise close a client between its connect and its head.
+# A served connection with a request started or ended this recently is never evicted: a client
+# between two requests of a burst keeps its connection. Never-served connections have no floor
+# (issue 27, N3): with one, a flood kept every slot younger than it and new connections got 503.
 MIN_EVICTABLE_SECONDS = 1.0
+# Refusals a connect flood causes by the thousand: counted, never logged one by one.
+FLOOD_REFUSALS = frozenset({"connections", "connections_per_source"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +99,20 @@ class ConnectionLimits:
     on_refusal: Callable[[str], None] = lambda kind: None
     max_lingering: int = LINGERING_REFUSALS
     min_evictable: float = MIN_EVICTABLE_SECONDS
+    # Open connections from one source address (`http.max_connections_per_source`); None: no cap.
+    max_per_source: int | None = None
 
 
 def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
     """What one request may take on the wire: its head, twice the body for chunk framing (chunks of
     8 bytes or more; framing costs the hex size and two CRLFs), and room for trailer fields."""
     return 2 * max_body_bytes + 2 * max_header_bytes
+
+
+def source_address(transport: asyncio.BaseTransport) -> str | None:
+    """The peer's address, the TCP one (the gateway's, behind a gateway); None off TCP (a Unix socket)."""
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
 
 
 def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
@@ -141,19 +153,33 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # Connection -------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        table = self.table
-        if len(table) >= self.limits.max_connections:
-            oldest = table.evictable(self.limits.min_evictable)
-            if oldest is None:
-                # Every connection has a request in flight, or the ones without are too new to tell
-                # from a client about to send its head: refusing is clean, evicting would lose it.
-                self.transport = transport
-                self._refuse(ConnectionLimitReached(), "connections")
-                return
-            oldest.evict()
+        source = source_address(transport)
+        refusal = self._make_room(source)
+        if refusal is not None:
+            self.transport = transport
+            self._refuse(refusal, refusal.data["limit"])
+            return
         super().connection_made(transport)
-        table.add(self)
+        self.table.add(self, source)
+        self.table.ripen_later(self.loop.call_soon)
         self._arm("idle", self.limits.idle_timeout, self._close)
+
+    def _make_room(self, source: str | None) -> ConnectionLimitReached | None:
+        """None when a new connection from `source` may open, evicting one if need be; else its refusal."""
+        limits, table = self.limits, self.table
+        per_source = limits.max_per_source
+        if per_source is not None and source is not None and table.held_by(source) >= per_source:
+            return ConnectionLimitReached(limit="connections_per_source")
+        if len(table) < limits.max_connections:
+            return None
+        oldest = table.evictable(limits.min_evictable)
+        if oldest is None:
+            # Every connection has a request in flight, the served ones without are between two
+            # requests of a burst, or the new ones were accepted with this one and not yet read:
+            # refusing is clean, evicting would lose a request.
+            return ConnectionLimitReached()
+        oldest.evict()
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -410,7 +436,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         if transport.is_closing():
             return
-        if kind != "connections":
+        if kind not in FLOOD_REFUSALS:
             log.info("connection_refused", reason=kind, status=error.status)
         request_id = new_request_id()
         headers = [*self.server_state.default_headers, (REQUEST_ID_HEADER, request_id.encode("ascii"))]

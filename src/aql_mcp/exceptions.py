@@ -31,7 +31,8 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         │   └── RetryLater              503  -32006   (also an UpstreamUnavailable)
         │       ├── StoreError                (a store engine failed; its detail stays in the log)
         │       ├── SessionLimitReached       (the session table is full)
-        │       ├── ConnectionLimitReached    (data.limit "connections"; refused before reading anything)
+        │       ├── ConnectionLimitReached    (data.limit "connections" or "connections_per_source";
+        │       │                              refused before reading anything)
         │       ├── IntrospectionBudgetSpent  (an unknown opaque token while the IdP budget is spent)
         │       ├── ListenLimitReached        (this replica holds `streams.max_listens` listen streams)
         │       └── ShuttingDown              (a wait for the client's answer ended by SIGTERM)
@@ -272,14 +273,16 @@ class SessionLimitReached(RetryLater):
 
 
 class ConnectionLimitReached(RetryLater):
-    """Every connection slot of the replica is taken (`http.max_connections`); refused before
-    anything is read, so the connection is closed after the answer."""
+    """Every connection slot of the replica is taken (`http.max_connections`, `data.limit`
+    "connections"), or every slot of the client's source address (`http.max_connections_per_source`,
+    "connections_per_source"); refused before anything is read, so the connection is closed after
+    the answer."""
 
     message = "Service unavailable: too many open connections; retry later"
     RETRY_AFTER = 1
 
-    def __init__(self) -> None:
-        super().__init__(retry_after=self.RETRY_AFTER, data={"limit": "connections"})
+    def __init__(self, limit: str = "connections") -> None:
+        super().__init__(retry_after=self.RETRY_AFTER, data={"limit": limit})
         self.headers["connection"] = "close"
 
 

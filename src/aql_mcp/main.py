@@ -18,7 +18,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from aql_mcp import __version__
-from aql_mcp.app import create_app, create_metrics_app
+from aql_mcp.app import create_app, create_metrics_app, create_probes_app
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_record
 from aql_mcp.configuration import load_settings, records_dir
@@ -40,6 +40,8 @@ log = structlog.get_logger("aql_mcp.main")
 FILE_RESERVE = 64
 # Prometheus scrapes one replica from one or two places: a small cap keeps that port cheap.
 METRICS_MAX_CONNECTIONS = 32
+# The kubelet's liveness, readiness and startup probes, an operator's curl: a handful at a time.
+PROBES_MAX_CONNECTIONS = 32
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,9 +118,9 @@ def serve(args: argparse.Namespace) -> int:
     if settings.server.dev:
         _print_banner(settings, args.config)
     limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
-    # Bound before anything is served: a taken metrics port is a configuration error, not a
-    # failure after the service port is already answering.
-    companions = metrics_servers(settings, app, limits)
+    # Bound before anything is served: a taken metrics or probes port is a configuration error, not
+    # a failure after the service port is already answering.
+    companions = metrics_servers(settings, app, limits) + probe_servers(settings, app, limits)
     config = listener_config(
         app,
         settings,
@@ -168,8 +170,8 @@ def connection_limits(settings: Settings, *, on_refusal: Callable[[str], None]) 
     http, store = settings.http, settings.store
     file_limit = raise_file_limit()
     engine = store.pool_max_size + 1 if store.is_postgres else 3 * (store.sqlite_readers + 1)
-    # Refused connections linger outside each port's cap, a bounded number per port.
-    reserve = FILE_RESERVE + engine + METRICS_MAX_CONNECTIONS + 2 * LINGERING_REFUSALS
+    # The other ports' caps, and refused connections lingering outside each port's cap (three ports).
+    reserve = FILE_RESERVE + engine + METRICS_MAX_CONNECTIONS + PROBES_MAX_CONNECTIONS + 3 * LINGERING_REFUSALS
     max_connections = fit_connections(http.max_connections, file_limit=file_limit, reserve=reserve)
     log.info("connection_limits", file_limit=file_limit, max_connections=max_connections, reserve=reserve)
     return ConnectionLimits(
@@ -181,6 +183,7 @@ def connection_limits(settings: Settings, *, on_refusal: Callable[[str], None]) 
         idle_timeout=http.idle_timeout_seconds,
         max_message_bytes=message_bound(max_body_bytes=http.max_body_bytes, max_header_bytes=http.max_header_bytes),
         on_refusal=on_refusal,
+        max_per_source=http.max_connections_per_source,
     )
 
 
@@ -217,15 +220,33 @@ def metrics_servers(settings: Settings, app: Starlette, limits: ConnectionLimits
     metrics = settings.metrics
     if not metrics.enabled or metrics.port is None:
         return []
-    listener = bind(settings.server.host, metrics.port, setting="metrics.port (AQL_MCP_METRICS__PORT)")
-    config = listener_config(
-        create_metrics_app(settings, app.state.services.telemetry.metrics),
-        settings,
-        replace(limits, max_connections=METRICS_MAX_CONNECTIONS),
-        port=metrics.port,
-        lifespan="off",
-    )
-    return [Companion(uvicorn.Server(config), [listener])]
+    metrics_app = create_metrics_app(settings, app.state.services.telemetry.metrics)
+    setting = "metrics.port (AQL_MCP_METRICS__PORT)"
+    return [companion(metrics_app, settings, limits, port=metrics.port, cap=METRICS_MAX_CONNECTIONS, setting=setting)]
+
+
+def probe_servers(settings: Settings, app: Starlette, limits: ConnectionLimits) -> list[Companion]:
+    """The server of `probes.port` with its socket already bound, when the probes have a port of
+    their own (none otherwise): a connection table of its own, which no flood on the service port
+    fills (docs/connections.md, "Connect floods")."""
+    port = settings.probes.port
+    if port is None:
+        return []
+    probes_app = create_probes_app(app.state.services.probes)
+    setting = "probes.port (AQL_MCP_PROBES__PORT)"
+    return [companion(probes_app, settings, limits, port=port, cap=PROBES_MAX_CONNECTIONS, setting=setting)]
+
+
+def companion(
+    app: Starlette, settings: Settings, limits: ConnectionLimits, *, port: int, cap: int, setting: str
+) -> Companion:
+    """A server of its own for `app` on `port`, bound now (or a ConfigError naming `setting`): the
+    service port's limits but a connection cap of `cap`, and no per-source cap (one scraper, one
+    kubelet, each from one address)."""
+    listener = bind(settings.server.host, port, setting=setting)
+    own_limits = replace(limits, max_connections=cap, max_per_source=None)
+    config = listener_config(app, settings, own_limits, port=port, lifespan="off")
+    return Companion(uvicorn.Server(config), [listener])
 
 
 def bind(host: str, port: int, *, setting: str) -> socket.socket:

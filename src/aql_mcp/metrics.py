@@ -58,6 +58,7 @@ LIMIT_KINDS = (
     "timeout",
     "result_size",
     "connections",
+    "connections_per_source",
     "headers",
     "header_timeout",
     "body_timeout",

@@ -71,6 +71,12 @@ def check_safety(settings: Settings) -> None:
             "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
             "/metrics on the service port"
         )
+    probes = settings.probes.port
+    if probes is not None and probes in (settings.server.port, settings.metrics.port):
+        raise ConfigError(
+            "probes.port (AQL_MCP_PROBES__PORT): must differ from server.port and metrics.port; leave it null "
+            "to serve /health and /ready on the service port only"
+        )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"

@@ -143,6 +143,12 @@ class MetricsSettings(Section):
         return value
 
 
+class ProbesSettings(Section):
+    """`/health` and `/ready` on a listener of their own, out of reach of the service port's floods."""
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class TracingSettings(Section):
     otlp_endpoint: str | None = None
     service_name: str | None = None
@@ -160,6 +166,8 @@ class HttpSettings(Section):
     body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     max_connections: int = Field(default=1024, ge=16, le=1_000_000)
+    # Off by default: behind a gateway every connection has the gateway's address (docs/connections.md).
+    max_connections_per_source: int | None = Field(default=None, ge=1, le=1_000_000)
 
     @field_validator("allowed_origins")
     @classmethod
@@ -301,6 +309,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     logging: LoggingSettings = LoggingSettings()
     metrics: MetricsSettings = MetricsSettings()
+    probes: ProbesSettings = ProbesSettings()
     tracing: TracingSettings = TracingSettings()
     corporate: CorporateSettings = CorporateSettings()
     http: HttpSettings = HttpSettings()

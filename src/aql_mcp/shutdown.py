@@ -11,10 +11,11 @@ would only hold the exit until the grace period ends. It is answered at once ins
 stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also carries
 the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
 
-Companion servers (the `metrics.port` listener) run on the same loop: they start after the main
-server and stop after it, so Prometheus can scrape a replica through its whole drain. Their sockets
-are bound before the process serves anything (`main.metrics_servers`): a port already taken is a
-configuration error at start, not a failure once the service is answering.
+Companion servers (the `metrics.port` and `probes.port` listeners) run on the same loop: they start
+after the main server and stop after it, so Prometheus can scrape a replica, and the kubelet probe
+it, through its whole drain. Their sockets are bound before the process serves anything
+(`main.companion`): a port already taken is a configuration error at start, not a failure once the
+service is answering.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from tests.support.kube_api import KubeApi, kube_api
 
 POSTGRES = CHART / "ci" / "postgres-values.yaml"
 METRICS_PORT = 9100
+PROBES_PORT = 8081
 STATE_PATH = "/var/lib/aql-mcp"
 CONFIG_FILE = "/etc/aql-mcp/config.yaml"
 # Settings the chart sets itself instead of taking them from values (see values.yaml, `config:`).
@@ -154,15 +155,38 @@ def test_production_render_has_every_optional_resource(production_docs: list[dic
 # --- the pod ------------------------------------------------------------------------------------
 
 
-def test_probes_ask_health_and_ready_on_the_service_port(docs: list[dict[str, Any]]) -> None:
+def test_probes_ask_health_and_ready_on_the_probes_port_which_no_service_port_exposes(
+    docs: list[dict[str, Any]],
+) -> None:
+    """Issue 27, N3: a connection flood on the service port cannot fail a liveness probe."""
     container = server_container(docs)
     port = container["ports"][0]
-    service_port = only(docs, "Service")["spec"]["ports"][0]
-    assert service_port["targetPort"] == port["name"] == "http"
+    service_ports = only(docs, "Service")["spec"]["ports"]
+    assert service_ports[0]["targetPort"] == port["name"] == "http"
     assert port["containerPort"] == rendered_config(docs)["server"]["port"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports["probes"] == rendered_config(docs)["probes"]["port"] == PROBES_PORT
+    assert "probes" not in {p["targetPort"] for p in service_ports}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "probes"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/health", "port": "probes"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "probes"}
+
+
+def test_without_a_probes_port_the_probes_ask_the_service_port(deploy_tools: dict[str, Path]) -> None:
+    docs = render(deploy_tools, "-f", PRODUCTION, "--set", "config.probes.port=null")
+    container = server_container(docs)
+    assert "probes" not in {p["name"] for p in container["ports"]}
     assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert container["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert rendered_config(docs)["probes"].get("port") is None  # helm drops a null: the service default
+
+
+@pytest.mark.parametrize("port", ["8000", "9090"], ids=["service port", "metrics port"])
+def test_a_probes_port_on_the_service_or_metrics_port_is_refused(deploy_tools: dict[str, Path], port: str) -> None:
+    result = helm(deploy_tools, "template", "aql", "--set", f"config.probes.port={port}")
+    assert result.returncode != 0
+    assert "config.probes.port" in result.stderr
 
 
 def test_containers_run_with_a_restrictive_security_context(docs: list[dict[str, Any]]) -> None:
@@ -785,7 +809,9 @@ def test_config_values_map_one_to_one_onto_the_service_settings() -> None:
 # Where the chart's default differs from the service's, on purpose: in a cluster /metrics gets a port
 # of its own (issue 12), so Prometheus never shares the service port and a policy can tell them apart.
 # The chart serves the modern era (issue 13) whatever the service's default, with the key it delivers.
-CHART_DEFAULTS = {("metrics", "port"): 9090, ("mcp", "modern_era"): True}
+# The kubelet probes a port of its own (issue 27), so a connection flood on the service port never
+# fails a liveness probe.
+CHART_DEFAULTS = {("metrics", "port"): 9090, ("mcp", "modern_era"): True, ("probes", "port"): PROBES_PORT}
 
 
 def leaf_keys(values: dict[str, Any], prefix: str = "") -> Iterator[str]:
@@ -902,7 +928,7 @@ def test_service_monitor_follows_a_separate_metrics_port(metrics_port_docs: list
     service_ports = {p["name"]: p for p in only(metrics_port_docs, "Service")["spec"]["ports"]}
     assert service_ports["metrics"]["targetPort"] == "metrics"
     container_ports = {p["name"]: p["containerPort"] for p in server_container(metrics_port_docs)["ports"]}
-    assert container_ports == {"http": 8000, "metrics": METRICS_PORT}
+    assert container_ports == {"http": 8000, "metrics": METRICS_PORT, "probes": PROBES_PORT}
     assert rendered_config(metrics_port_docs)["metrics"]["port"] == METRICS_PORT
     ingress = only(metrics_port_docs, "NetworkPolicy")["spec"]["ingress"]
     assert [{"port": "metrics", "protocol": "TCP"}] in [rule["ports"] for rule in ingress]
@@ -912,7 +938,7 @@ def test_metrics_have_a_port_of_their_own_by_default(default_docs: list[dict[str
     port = rendered_config(default_docs)["metrics"]["port"]
     assert port not in (None, 8000)
     container_ports = {p["name"]: p["containerPort"] for p in server_container(default_docs)["ports"]}
-    assert container_ports == {"http": 8000, "metrics": port}
+    assert container_ports == {"http": 8000, "metrics": port, "probes": PROBES_PORT}
     service_ports = {p["name"]: p["port"] for p in only(default_docs, "Service")["spec"]["ports"]}
     assert service_ports == {"http": 8000, "metrics": port}
 

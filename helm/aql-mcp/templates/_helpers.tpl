@@ -74,6 +74,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.config.metrics.port }}metrics{{ else }}http{{ end }}
 {{- end }}
 
+{{/* The named port the kubelet probes: its own when config.probes.port is set, out of reach of a
+connection flood on the service port (docs/connections.md). */}}
+{{- define "aql-mcp.probesPortName" -}}
+{{- if .Values.config.probes.port }}probes{{ else }}http{{ end }}
+{{- end }}
+
 {{/* Where the pod keeps things: the image's state directory, the config file, the secrets. */}}
 {{- define "aql-mcp.statePath" -}}/var/lib/aql-mcp{{- end }}
 {{- define "aql-mcp.configDir" -}}/etc/aql-mcp{{- end }}
@@ -122,6 +128,10 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- end }}
 {{- if and $metrics.port (eq (int $metrics.port) (int .Values.containerPort)) }}
 {{- fail "config.metrics.port must differ from containerPort (leave it null to serve /metrics on the service port)" }}
+{{- end }}
+{{- $probes := .Values.config.probes.port }}
+{{- if and $probes (or (eq (int $probes) (int .Values.containerPort)) (eq (int $probes) (int ($metrics.port | default 0)))) }}
+{{- fail "config.probes.port must differ from containerPort and config.metrics.port (leave it null to probe the service port)" }}
 {{- end }}
 {{- /* What the service would refuse at startup, refused at install time instead (settings.check_safety). */}}
 {{- $auth := .Values.config.auth }}
