@@ -81,9 +81,10 @@ USER 10001:10001
 EXPOSE 8000
 # The service drains on SIGTERM (/ready turns 503, in-flight calls finish): shutdown.* settings.
 STOPSIGNAL SIGTERM
-# No curl in a slim image: Python's urllib asks /health (liveness; Kubernetes uses its own probes).
+# No curl in a slim image: Python's urllib asks /health (liveness; Kubernetes uses its own probes),
+# on the probes listener when AQL_MCP_PROBES__PORT names one (a flood of the service port spares it).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('AQL_MCP_SERVER__PORT', '8000') + '/health', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + (os.environ.get('AQL_MCP_PROBES__PORT') or os.environ.get('AQL_MCP_SERVER__PORT', '8000')) + '/health', timeout=4)"]
 # Exec form: the service is PID 1 and receives SIGTERM itself. Arguments are appended
 # (the Helm chart passes --config /etc/aql-mcp/config.yaml).
 ENTRYPOINT ["aql-mcp", "serve", "--host", "0.0.0.0"]

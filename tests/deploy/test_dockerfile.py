@@ -181,6 +181,16 @@ def test_healthcheck_passes_against_a_running_server_and_fails_without_one(
         assert result.returncode == expected, result.stderr
 
 
+def test_healthcheck_asks_the_probes_listener_when_one_is_configured(
+    dockerfile: tuple[dict[str, str], list[Stage]], server: ServerProcess
+) -> None:
+    """Issue 27 (N3): a flood of the service port must not fail the container's health check either."""
+    code = healthcheck_command(final(dockerfile))[2]
+    env = {"AQL_MCP_SERVER__PORT": "1", "AQL_MCP_PROBES__PORT": str(server.port), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 def test_dockerignore_sends_only_the_package_and_its_runtime_lock_to_the_build() -> None:
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines() if line.strip()]
     patterns = [line for line in lines if not line.startswith("#")]
