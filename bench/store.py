@@ -62,6 +62,8 @@ SERVER_ENV = {
     "AQL_MCP_LIMITS__RATE_BURST": "1000000",
     "AQL_MCP_LIMITS__MAX_CONCURRENT_CALLS": "1024",
     "AQL_MCP_RECORDS__MAX_RECORDS": "10000000",
+    # The filtered and sorted listings over 100k records are what is measured, not refused.
+    "AQL_MCP_STORE__LISTING_SCAN_ROWS": "10000000",
     "AQL_MCP_LOGGING__LEVEL": "warning",
     "AQL_MCP_AUTH__ISSUER": ISSUER,
     "AQL_MCP_AUTH__AUDIENCE": AUDIENCE,

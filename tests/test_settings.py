@@ -92,6 +92,19 @@ def test_bad_port_is_refused_naming_the_setting_and_its_variable(port: str) -> N
     assert "AQL_MCP_SERVER__PORT" in message
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("AQL_MCP_STORE__TENANT_SHARE", "0"),
+        ("AQL_MCP_STORE__TENANT_SHARE", "1.5"),
+        ("AQL_MCP_STORE__LISTING_SCAN_ROWS", "0"),
+    ],
+)
+def test_a_fair_store_setting_out_of_range_is_refused_naming_its_variable(variable: str, value: str) -> None:
+    message = refusal({variable: value}, DEV)
+    assert variable in message
+
+
 def test_bad_port_in_the_file_is_refused_naming_the_setting_and_its_variable(tmp_path: Path) -> None:
     config = write_config(tmp_path, "server:\n  dev: true\n  port: abc\n")
     message = refusal(config_file=config)

@@ -110,6 +110,11 @@ class StoreSettings(Section):
     sqlite_readers: int = Field(default=4, ge=1, le=64)
     lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
     sqlite_wal_limit_bytes: int = Field(default=4 * 1024 * 1024, ge=65_536)
+    # Fair store access (docs/store.md, "Fair store access"): the part of the SQLite readers or the
+    # pool's connections one tenant may hold, and how many records a filtered, searched or sorted
+    # listing may have to examine.
+    tenant_share: float = Field(default=0.75, gt=0, le=1)
+    listing_scan_rows: int = Field(default=50_000, ge=1)
 
     @field_validator("url", "listen_url")
     @classmethod

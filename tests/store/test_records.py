@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from aql_mcp.store.base import Store
-from aql_mcp.store.listing import Listing
+from aql_mcp.store.listing import Condition, Listing
 from aql_mcp.store.records import (
     Idempotency,
     Missing,
@@ -19,6 +19,7 @@ from aql_mcp.store.records import (
     Quota,
     QuotaExceeded,
     RecordStore,
+    ScanTooLarge,
     VersionMismatch,
 )
 from tests.support.engines import Backend
@@ -256,3 +257,33 @@ async def test_collections_page_by_name_forward_and_back_with_the_tenant_total(s
     last = await records.list_collections("t1", size=2, forward=False)
     assert [c.name for c in last.items] == names[4:]
     assert (last.has_next, last.has_previous) == (False, True)
+
+
+async def test_a_listing_that_would_scan_more_records_than_the_budget_is_refused_and_a_plain_one_runs(
+    backend: Backend,
+) -> None:
+    """docs/store.md, "Scan budget": counted before the scan, the same on every engine."""
+    store = await backend.open(listing_scan_rows=2)
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_records("t1", "c", [_new(f"r{n}", {"n": n}) for n in range(3)], QUOTA_LARGE)
+    heavy = (
+        Listing(size=1, sort=("n",)),
+        Listing(size=1, terms=("x",)),
+        Listing(size=1, conditions=(Condition(("n",), "eq", 1),)),
+    )
+    for listing in heavy:
+        with pytest.raises(ScanTooLarge) as refused:
+            await records.list_records("t1", "c", listing)
+        assert (refused.value.limit, refused.value.rows) == (2, 3)
+    page = await records.list_records("t1", "c", Listing(size=1))
+    assert [record.id for record, _ in page.items] == ["r0"]
+    assert page.total == 3
+
+
+async def test_a_listing_of_exactly_the_scan_budget_runs(backend: Backend) -> None:
+    store = await backend.open(listing_scan_rows=3)
+    records = store.records
+    await records.create_collection("t1", "c", "", None, "now")
+    await records.create_records("t1", "c", [_new(f"r{n}", {"n": n}) for n in range(3)], QUOTA_LARGE)
+    assert await listed_ids(records, "t1", "c", sort=("n",), descending=True) == ["r2", "r1", "r0"]

@@ -31,6 +31,9 @@ SERVER_ENV = {
     "AQL_MCP_LIMITS__RATE_BURST": "100000",
     "AQL_MCP_LIMITS__MAX_CONCURRENT_CALLS": "64",
     "AQL_MCP_RECORDS__MAX_RECORDS": "1000000",
+    # The listings scan all 100k records on purpose (the loop must stay free whatever they cost): above
+    # the scan budget that would refuse them (docs/store.md, "Scan budget").
+    "AQL_MCP_STORE__LISTING_SCAN_ROWS": "1000000",
     # The slow connections stay open for the whole run: the worst case for the replica.
     "AQL_MCP_HTTP__HEADER_TIMEOUT_SECONDS": "300",
 }

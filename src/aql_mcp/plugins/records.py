@@ -25,6 +25,7 @@ from aql_mcp.operations.results import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
     RATE_LIMIT_QUOTA_EXHAUSTED,
+    VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_UNKNOWN_FIELD,
     OperationError,
 )
@@ -61,6 +62,7 @@ from aql_mcp.store.records import (
     Quota,
     QuotaExceeded,
     RecordStore,
+    ScanTooLarge,
     StoredCollection,
     StoredRecord,
     VersionMismatch,
@@ -190,7 +192,10 @@ class Records:
         )
         tenant = self.tenant(call)
         await self._collection(tenant, params.collection)
-        found = await self.store.list_records(tenant, params.collection, wanted)
+        try:
+            found = await self.store.list_records(tenant, params.collection, wanted)
+        except ScanTooLarge as exc:
+            raise _scan(exc) from None
         return Page(
             items=[record_wire(record) for record, _ in found.items],
             cursors=[encode_cursor(key, identity) for _, key in found.items],
@@ -309,6 +314,18 @@ def _quota(exc: QuotaExceeded) -> OperationError:
         RATE_LIMIT_QUOTA_EXHAUSTED,
         f"Quota exhausted: this tenant may store at most {exc.limit} {exc.metric}",
         {"metric": exc.metric, "current": exc.current, "hard_stop_threshold": exc.limit},
+    )
+
+
+def _scan(exc: ScanTooLarge) -> OperationError:
+    """MCP-AQL error codes §4.7's limit refusal: narrowing the listing will not help, a smaller
+    collection will (docs/store.md, "Scan budget"). A page cut short instead could not say where to
+    go on: pagination §3.1 makes a cursor the first or last returned item's."""
+    return OperationError(
+        VALIDATION_PAYLOAD_TOO_LARGE,
+        f"Payload exceeds scan_rows limit of {exc.limit}: a filtered, searched or sorted listing "
+        f"of this collection would examine {exc.rows} records; list it unsorted and unfiltered",
+        {"limit_type": "scan_rows", "limit_value": exc.limit, "actual_value": exc.rows, "unit": "elements"},
     )
 
 

@@ -23,6 +23,8 @@ def open_store(settings: Settings) -> Store:
             readers=store.sqlite_readers,
             lock_timeout=store.lock_timeout_seconds,
             wal_limit_bytes=store.sqlite_wal_limit_bytes,
+            tenant_share=store.tenant_share,
+            scan_rows=store.listing_scan_rows,
         )
     from aql_mcp.store.postgres import PostgresOptions, PostgresStore
 
@@ -37,9 +39,11 @@ def open_store(settings: Settings) -> Store:
             connect_timeout=store.connect_timeout_seconds,
             command_timeout=store.command_timeout_seconds,
             lock_timeout=store.lock_timeout_seconds,
+            tenant_share=store.tenant_share,
             ssl_mode=store.ssl_mode,
             ssl_root_cert=store.ssl_root_cert,
-        )
+        ),
+        scan_rows=store.listing_scan_rows,
     )
 
 

@@ -4,7 +4,11 @@
 (`store/sqlite/records.py`, `store/postgres/records.py`). Every write is one transaction in which
 the quota check, the `_etag` comparison and the write they guard are atomic against every other
 writer, on any replica. Listings are compiled to SQL (`store/compiler.py`); none reads a whole
-collection.
+collection into Python. A listing that filters, searches or sorts may examine every record of its
+collection, so over a collection larger than the scan budget (`store.listing_scan_rows`) it is
+refused before it runs (`check_scan`); a plain listing reads an index range and always runs.
+Every read names its tenant to the engine, which shares its connections fairly between tenants
+(`store/fair_share.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import orjson
 
 from aql_mcp.exceptions import AqlMcpError
 from aql_mcp.store.listing import Key, Listing
+
+# The scan budget of a listing when none is configured (`store.listing_scan_rows`).
+SCAN_ROWS = 50_000
 
 
 def timestamp(epoch: float) -> str:
@@ -47,6 +54,14 @@ class QuotaExceeded(RecordStoreError):
     def __init__(self, metric: str, current: int, limit: int) -> None:
         super().__init__(metric)
         self.metric, self.current, self.limit = metric, current, limit
+
+
+class ScanTooLarge(RecordStoreError):
+    """A listing that would examine more records than the scan budget allows."""
+
+    def __init__(self, limit: int, rows: int) -> None:
+        super().__init__(limit)
+        self.limit, self.rows = limit, rows
 
 
 class KeyReused(RecordStoreError):
@@ -183,6 +198,15 @@ def window_page(
     if listing.forward:
         return RecordPage(items, has_next=more, has_previous=behind, total=total)
     return RecordPage(items[::-1], has_next=behind, has_previous=more, total=total)
+
+
+def check_scan(listing: Listing, record_count: int, limit: int) -> None:
+    """Refuse a listing that is not a plain index range over a collection of more than `limit`
+    records: with no index on a record's data, its filter, search or sort may examine them all.
+    Counted before the scan (the collection's own counter), so it costs one row and answers the
+    same on every engine, whatever the load."""
+    if not listing.is_plain and record_count > limit:
+        raise ScanTooLarge(limit, record_count)
 
 
 def first_response(record: StoredRecord) -> dict[str, Any]:

@@ -12,6 +12,12 @@ long migration, a row another transaction updates) fails after that long with 50
 connection, so a lock held elsewhere fails the calls that need the locked table and nothing else,
 and the pool never fills with connections waiting for it. A session setting would not pass
 PgBouncer in transaction mode; `SET LOCAL` lasts exactly as long as the transaction.
+
+The pool's connections are shared fairly between tenants (`store/fair_share.py`): a transaction
+names its tenant, and one tenant holds at most its share of the `store.pool_max_size` connections
+while others wait, a freed one going to the tenant holding fewest. asyncpg's own queue is first come
+first served, so the turn is taken before the pool is asked. The bus's NOTIFY after a commit takes
+a connection outside the turns: it holds it for one round trip.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import asyncpg
 import structlog
 
 from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
+from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
 from aql_mcp.store.migration import SchemaTooNew
 from aql_mcp.store.postgres.schema import migrate
 
@@ -52,6 +59,7 @@ class PostgresOptions:
     connect_timeout: float = 5.0
     command_timeout: float = 30.0
     lock_timeout: float = 2.0
+    tenant_share: float = TENANT_SHARE
     ssl_mode: str = "prefer"
     ssl_root_cert: Path | None = None
 
@@ -82,6 +90,7 @@ class PostgresEngine:
     def __init__(self, options: PostgresOptions) -> None:
         self.options = options
         self._pool: asyncpg.Pool | None = None
+        self._turns = FairShare(options.max_size, tenant_share(options.max_size, options.tenant_share))
 
     async def open(self) -> None:
         options = self.options
@@ -120,13 +129,20 @@ class PostgresEngine:
             raise UpstreamUnavailable("Service unavailable: the store is not open")
         return self._pool
 
-    async def run(self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, lock_timeout: float | None = None) -> T:
-        """`work` in one transaction on a pooled connection: committed if it returns, rolled back if
-        it raises. A lock is waited for at most `lock_timeout` (default: `store.lock_timeout_seconds`).
-        A domain error (`RecordStoreError`) passes unchanged; an engine failure is 503."""
+    async def run(
+        self,
+        work: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        lock_timeout: float | None = None,
+        tenant: str = SHARED,
+    ) -> T:
+        """`work` in one transaction on a pooled connection, in `tenant`'s fair turn: committed if it
+        returns, rolled back if it raises. A lock is waited for at most `lock_timeout` (default:
+        `store.lock_timeout_seconds`). A domain error (`RecordStoreError`) passes unchanged; an
+        engine failure is 503."""
         begin = _begin(self.options.lock_timeout if lock_timeout is None else lock_timeout)
         try:
-            async with self.pool.acquire() as connection:
+            async with self._turns.turn(tenant), self.pool.acquire() as connection:
                 await connection.execute(begin)
                 try:
                     result = await work(connection)
@@ -138,17 +154,17 @@ class PostgresEngine:
         except FAILURES as exc:
             raise _translated(exc) from exc
 
-    async def fetch(self, query: str, *args: Any) -> list[Any]:
-        return await self.run(lambda connection: connection.fetch(query, *args))
+    async def fetch(self, query: str, *args: Any, tenant: str = SHARED) -> list[Any]:
+        return await self.run(lambda connection: connection.fetch(query, *args), tenant=tenant)
 
-    async def fetchrow(self, query: str, *args: Any) -> Any:
-        return await self.run(lambda connection: connection.fetchrow(query, *args))
+    async def fetchrow(self, query: str, *args: Any, tenant: str = SHARED) -> Any:
+        return await self.run(lambda connection: connection.fetchrow(query, *args), tenant=tenant)
 
-    async def fetchval(self, query: str, *args: Any) -> Any:
-        return await self.run(lambda connection: connection.fetchval(query, *args))
+    async def fetchval(self, query: str, *args: Any, tenant: str = SHARED) -> Any:
+        return await self.run(lambda connection: connection.fetchval(query, *args), tenant=tenant)
 
-    async def execute(self, query: str, *args: Any) -> str:
-        return await self.run(lambda connection: connection.execute(query, *args))
+    async def execute(self, query: str, *args: Any, tenant: str = SHARED) -> str:
+        return await self.run(lambda connection: connection.execute(query, *args), tenant=tenant)
 
     async def connect(self, url: str | None = None) -> asyncpg.Connection:
         """A connection of its own, outside the pool (the bus's listener)."""

@@ -16,6 +16,7 @@ from aql_mcp.store.listing import Key, Listing
 from aql_mcp.store.postgres.dialect import PostgresDialect
 from aql_mcp.store.postgres.engine import PostgresEngine
 from aql_mcp.store.records import (
+    SCAN_ROWS,
     AlreadyExists,
     CollectionPage,
     Idempotency,
@@ -28,6 +29,7 @@ from aql_mcp.store.records import (
     StoredCollection,
     StoredRecord,
     VersionMismatch,
+    check_scan,
     collection_page,
     first_response,
     over_quota,
@@ -43,8 +45,9 @@ DIALECT = PostgresDialect()
 class PostgresRecordStore:
     """`RecordStore` on the service's PostgreSQL engine."""
 
-    def __init__(self, engine: PostgresEngine) -> None:
+    def __init__(self, engine: PostgresEngine, *, scan_rows: int = SCAN_ROWS) -> None:
         self._engine = engine
+        self._scan_rows = scan_rows
 
     async def create_collection(
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
@@ -58,6 +61,7 @@ class PostgresRecordStore:
             description,
             blob,
             now,
+            tenant=tenant,
         )
         if inserted != "INSERT 0 1":
             raise AlreadyExists(name)
@@ -69,6 +73,7 @@ class PostgresRecordStore:
             "WHERE tenant = $1 AND name = $2",
             tenant,
             name,
+            tenant=tenant,
         )
         return _collection(row) if row else None
 
@@ -96,7 +101,7 @@ class PostgresRecordStore:
             total = await db.fetchval("SELECT count(*) FROM record_collections WHERE tenant = $1", tenant)
             return collection_page(rows, size, forward=forward, behind=back, total=int(total))
 
-        return await self._engine.run(read)
+        return await self._engine.run(read, tenant=tenant)
 
     async def delete_collection(self, tenant: str, name: str) -> int:
         async def delete(db: asyncpg.Connection) -> int:
@@ -115,7 +120,7 @@ class PostgresRecordStore:
             await _add_usage(db, tenant, -int(found[0]), -int(size))
             return int(found[0])
 
-        return await self._engine.run(delete)
+        return await self._engine.run(delete, tenant=tenant)
 
     async def create_record(
         self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
@@ -178,13 +183,13 @@ class PostgresRecordStore:
                 )
             return stored, False
 
-        return await self._engine.run(create)
+        return await self._engine.run(create, tenant=tenant)
 
     async def create_records(self, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
         async def create(db: asyncpg.Connection) -> int:
             return await insert_records(db, tenant, collection, records, quota)
 
-        return await self._engine.run(create)
+        return await self._engine.run(create, tenant=tenant)
 
     async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None:
         row = await self._engine.fetchrow(
@@ -192,6 +197,7 @@ class PostgresRecordStore:
             tenant,
             collection,
             record_id,
+            tenant=tenant,
         )
         return _record(row) if row else None
 
@@ -200,17 +206,17 @@ class PostgresRecordStore:
         beyond = beyond_query(listing, DIALECT, (tenant, collection))
 
         async def read(db: asyncpg.Connection) -> RecordPage:
+            found = await db.fetchval(
+                "SELECT record_count FROM record_collections WHERE tenant = $1 AND name = $2", tenant, collection
+            )
+            count = int(found or 0)
+            check_scan(listing, count, self._scan_rows)
             rows = await db.fetch(page.sql, *page.params)
             behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
-            total = None
-            if listing.is_plain:
-                found = await db.fetchval(
-                    "SELECT record_count FROM record_collections WHERE tenant = $1 AND name = $2", tenant, collection
-                )
-                total = int(found or 0)
+            total = count if listing.is_plain else None
             return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
 
-        return await self._engine.run(read)
+        return await self._engine.run(read, tenant=tenant)
 
     async def update_record(
         self,
@@ -253,7 +259,7 @@ class PostgresRecordStore:
             )
             return StoredRecord(collection, record_id, data, etag, current.created_at, now, current.position)
 
-        return await self._engine.run(update)
+        return await self._engine.run(update, tenant=tenant)
 
     async def delete_record(self, tenant: str, collection: str, record_id: str, *, if_match: str | None) -> None:
         async def delete(db: asyncpg.Connection) -> None:
@@ -278,10 +284,12 @@ class PostgresRecordStore:
             )
             await _add_usage(db, tenant, -1, -int(row["size"]))
 
-        await self._engine.run(delete)
+        await self._engine.run(delete, tenant=tenant)
 
     async def usage(self, tenant: str) -> tuple[int, int]:
-        row = await self._engine.fetchrow("SELECT records, bytes FROM record_usage WHERE tenant = $1", tenant)
+        row = await self._engine.fetchrow(
+            "SELECT records, bytes FROM record_usage WHERE tenant = $1", tenant, tenant=tenant
+        )
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     async def purge_idempotency(self, before: float) -> int:

@@ -21,6 +21,7 @@ from aql_mcp.store.postgres.records import PostgresRecordStore
 from aql_mcp.store.postgres.revocations import PostgresRevocationStore
 from aql_mcp.store.postgres.safety import PostgresSafetyStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
+from aql_mcp.store.records import SCAN_ROWS
 
 READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
@@ -32,9 +33,9 @@ PROBE = "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET see
 class PostgresStore:
     """Sessions and events on PostgreSQL; `records`, `confirmations` and `bus` share its engine."""
 
-    def __init__(self, options: PostgresOptions) -> None:
+    def __init__(self, options: PostgresOptions, *, scan_rows: int = SCAN_ROWS) -> None:
         self.engine = PostgresEngine(options)
-        self.records = PostgresRecordStore(self.engine)
+        self.records = PostgresRecordStore(self.engine, scan_rows=scan_rows)
         self.confirmations = PostgresConfirmationStore(self.engine)
         self.revocations = PostgresRevocationStore(self.engine)
         self.principals = PostgresPrincipalDirectory(self.engine)

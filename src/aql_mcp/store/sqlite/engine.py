@@ -5,7 +5,9 @@ the loop that serves everyone else. All writes go through the one writer connect
 IMMEDIATE transaction: this process never contends with itself for SQLite's write lock, and a
 read-check-write inside `write()` is atomic against every other writer, other processes included.
 Readers see the last committed state (WAL). A reader whose caller is cancelled (the tool timeout, a
-client's cancellation) is interrupted, so its statement stops too.
+client's cancellation) is interrupted, so its statement stops too. The readers are shared fairly
+between tenants (`store/fair_share.py`): a read names its tenant, and one tenant holds at most its
+share of them while others wait.
 
 When the file cannot be written (docs/store.md, "When the store cannot write"), the failure stays
 on the calls that write, each answered `StoreError` (503) with nothing written:
@@ -35,6 +37,7 @@ from typing import TypeVar
 import structlog
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
+from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
 from aql_mcp.store.sqlite.dialect import fold, json_equal
 from aql_mcp.store.sqlite.schema import migrate
 
@@ -62,9 +65,11 @@ class SqliteEngine:
         readers: int = 4,
         lock_timeout: float = 2.0,
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        share: float = TENANT_SHARE,
     ) -> None:
         self.path = path
         self._readers_wanted = readers
+        self._turns = FairShare(readers, tenant_share(readers, share))
         self._lock_timeout = lock_timeout
         self._wal_limit = wal_limit_bytes
         self._writer: ThreadPoolExecutor | None = None
@@ -107,10 +112,16 @@ class SqliteEngine:
         deadline = time.monotonic() + (self._lock_timeout if lock_timeout is None else lock_timeout)
         return await self._on(self._writer, lambda: self._transaction(work, deadline))
 
-    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work` on a reader connection; interrupted if the caller is cancelled meanwhile."""
-        if self._readers is None:
-            raise UpstreamUnavailable("Service unavailable: the store is not open")
+    async def read(self, work: Callable[[sqlite3.Connection], T], *, tenant: str = SHARED) -> T:
+        """`work` on a reader connection, in `tenant`'s fair turn; interrupted if the caller is
+        cancelled meanwhile."""
+        # As many turns as reader threads: an admitted read never queues in the executor.
+        async with self._turns.turn(tenant):
+            if self._readers is None:
+                raise UpstreamUnavailable("Service unavailable: the store is not open")
+            return await self._interruptible(self._readers, work)
+
+    async def _interruptible(self, readers: ThreadPoolExecutor, work: Callable[[sqlite3.Connection], T]) -> T:
         running: list[sqlite3.Connection] = []
 
         def run() -> T:
@@ -124,7 +135,7 @@ class SqliteEngine:
                     running.clear()
 
         try:
-            return await self._on(self._readers, run)
+            return await self._on(readers, run)
         except asyncio.CancelledError:
             with self._guard:
                 for db in running:

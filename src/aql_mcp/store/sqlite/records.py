@@ -12,6 +12,7 @@ import orjson
 from aql_mcp.store.compiler import beyond_query, page_query
 from aql_mcp.store.listing import Key, Listing
 from aql_mcp.store.records import (
+    SCAN_ROWS,
     AlreadyExists,
     CollectionPage,
     Idempotency,
@@ -23,6 +24,7 @@ from aql_mcp.store.records import (
     StoredCollection,
     StoredRecord,
     VersionMismatch,
+    check_scan,
     collection_page,
     first_response,
     over_quota,
@@ -40,8 +42,9 @@ DIALECT = SqliteDialect()
 class SqliteRecordStore:
     """`RecordStore` on the service's SQLite engine."""
 
-    def __init__(self, engine: SqliteEngine) -> None:
+    def __init__(self, engine: SqliteEngine, *, scan_rows: int = SCAN_ROWS) -> None:
         self._engine = engine
+        self._scan_rows = scan_rows
 
     async def create_collection(
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
@@ -66,7 +69,8 @@ class SqliteRecordStore:
                 "SELECT name, description, fields, created_at, record_count FROM record_collections "
                 "WHERE tenant = ? AND name = ?",
                 (tenant, name),
-            ).fetchone()
+            ).fetchone(),
+            tenant=tenant,
         )
         return _collection(row) if row else None
 
@@ -93,7 +97,7 @@ class SqliteRecordStore:
             total = db.execute("SELECT count(*) FROM record_collections WHERE tenant = ?", (tenant,)).fetchone()[0]
             return collection_page(rows, size, forward=forward, behind=back, total=int(total))
 
-        return await self._engine.read(read)
+        return await self._engine.read(read, tenant=tenant)
 
     async def delete_collection(self, tenant: str, name: str) -> int:
         def delete(db: sqlite3.Connection) -> int:
@@ -181,7 +185,8 @@ class SqliteRecordStore:
             lambda db: db.execute(
                 f"SELECT {COLUMNS} FROM records WHERE tenant = ? AND collection = ? AND id = ?",  # noqa: S608
                 (tenant, collection, record_id),
-            ).fetchone()
+            ).fetchone(),
+            tenant=tenant,
         )
         return _record(row) if row else None
 
@@ -190,18 +195,17 @@ class SqliteRecordStore:
         beyond = beyond_query(listing, DIALECT, (tenant, collection))
 
         def read(db: sqlite3.Connection) -> RecordPage:
+            found = db.execute(
+                "SELECT record_count FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
+            ).fetchone()
+            count = int(found[0]) if found else 0
+            check_scan(listing, count, self._scan_rows)
             rows = db.execute(page.sql, page.params).fetchall()
             behind = bool(db.execute(beyond.sql, beyond.params).fetchone()[0]) if beyond else False
-            total = None
-            if listing.is_plain:
-                found = db.execute(
-                    "SELECT record_count FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
-                ).fetchone()
-                total = int(found[0]) if found else 0
             keyed = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows]
-            return window_page(keyed, listing, behind=behind, total=total)
+            return window_page(keyed, listing, behind=behind, total=count if listing.is_plain else None)
 
-        return await self._engine.read(read)
+        return await self._engine.read(read, tenant=tenant)
 
     async def update_record(
         self,
@@ -262,7 +266,7 @@ class SqliteRecordStore:
         await self._engine.write(delete)
 
     async def usage(self, tenant: str) -> tuple[int, int]:
-        return await self._engine.read(lambda db: _usage(db, tenant))
+        return await self._engine.read(lambda db: _usage(db, tenant), tenant=tenant)
 
     async def purge_idempotency(self, before: float) -> int:
         cutoff = timestamp(before)

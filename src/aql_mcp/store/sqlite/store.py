@@ -17,6 +17,8 @@ import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.fair_share import TENANT_SHARE
+from aql_mcp.store.records import SCAN_ROWS
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
@@ -39,10 +41,19 @@ class SqliteStore:
     """Sessions and events on SQLite; the facets share its engine."""
 
     def __init__(
-        self, path: Path, *, readers: int = 4, lock_timeout: float = 2.0, wal_limit_bytes: int = WAL_LIMIT_BYTES
+        self,
+        path: Path,
+        *,
+        readers: int = 4,
+        lock_timeout: float = 2.0,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        tenant_share: float = TENANT_SHARE,
+        scan_rows: int = SCAN_ROWS,
     ) -> None:
-        self.engine = SqliteEngine(path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes)
-        self.records = SqliteRecordStore(self.engine)
+        self.engine = SqliteEngine(
+            path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes, share=tenant_share
+        )
+        self.records = SqliteRecordStore(self.engine, scan_rows=scan_rows)
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.revocations = SqliteRevocationStore(self.engine)
         self.principals = SqlitePrincipalDirectory(self.engine)
