@@ -41,6 +41,8 @@ def page_hints(*, default: int, cap: int) -> dict[str, dict[str, Any]]:
 def catalog(records: Records) -> list[Operation]:
     """The operations of the plugin, in the order introspection lists them."""
     aql = records.settings.aql
+    # Agents learn the scan budget (docs/store.md) from the description, before they meet the error.
+    budget = f" Filter, sort or search over more than {records.settings.store.listing_scan_rows} records is refused."
     paging = page_hints(default=aql.default_page_size, cap=aql.max_page_size)
     new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
     return [
@@ -99,7 +101,7 @@ def catalog(records: Records) -> list[Operation]:
         Operation(
             "list_records",
             "READ",
-            "List a collection's records with filter, sort, fields and cursor pagination.",
+            "List a collection's records with filter, sort, fields and cursor pagination." + budget,
             records.list_records,
             ListRecords,
             RECORD_PAGE,
@@ -124,7 +126,7 @@ def catalog(records: Records) -> list[Operation]:
         Operation(
             "search_records",
             "READ",
-            "Search a collection's records by free text (OR over words).",
+            "Search a collection's records by free text (OR over words)." + budget,
             records.search_records,
             SearchRecords,
             RECORD_PAGE,
