@@ -44,6 +44,7 @@ HINT = ("a " * 2000)[:4000]
 # N1: the issue's adversarial glob, `'*a' * 50 + 'b<i>'`: 103-105 characters, never matching the hint.
 PATTERN_STARS = 50
 PATTERNS_PER_LIST = 100
+FIT_TRIES = 16
 # N3: each flood connection is held this long (older than the 1 s eviction floor), then closed.
 FLOOD_HOLD_SECONDS = 1.5
 FLOOD_TICK_SECONDS = 0.01
@@ -114,12 +115,14 @@ class Fit:
 LIMIT = re.compile(r"at most (\d+)")
 
 
-def limit_from(error: dict[str, Any]) -> tuple[str, int] | None:
-    """What a VALIDATION_* refusal of `execute_agent` says it allows: ("count" | "length" | "total", n).
+def limit_from(error: dict[str, Any], length: int) -> tuple[str, int] | None:
+    """What a VALIDATION_* refusal of `execute_agent` (patterns of `length` characters) says it allows:
+    ("count" | "length" | "total", n), or None when it names no limit that explains the refusal.
 
     The fixed service names its limit in the error details; v0.2.0 names the list limit in its
-    `constraint` text ("at most 100 items"). Keys or words about items or patterns bound the count,
-    bytes or a total bound the sum, anything else one pattern's length.
+    `constraint` text ("at most 100 items"). Words about items or patterns (not their size) bound
+    the count; a total or sum bounds both lists together; a size under `length` bounds one pattern;
+    bytes at or above `length` can only be a total.
     """
     details = error.get("details") or {}
     found: tuple[str, int] | None = None
@@ -133,16 +136,16 @@ def limit_from(error: dict[str, Any]) -> tuple[str, int] | None:
             return None
         found = (text[match.start() : match.end() + 12], int(match.group(1)))
     words, value = found[0].lower(), found[1]
-    if re.search("item|count|pattern", words) and not re.search("char|length|byte", words):
+    if re.search("item|count|pattern", words) and not re.search("char|length|byte|size", words):
         return "count", value
-    if re.search("byte|total|sum", words):
+    if re.search("total|sum", words) or (value >= length and "byte" in words):
         return "total", value
-    return "length", value
+    return ("length", value) if value < length else None
 
 
 def next_fit(count: int, length: int, error: dict[str, Any]) -> tuple[int, int]:
     """The next smaller pattern set to try after `error` refused `count` x `length`."""
-    limit = limit_from(error)
+    limit = limit_from(error, length)
     cut = (count, length // 2)
     if limit is not None:
         kind, value = limit
@@ -152,7 +155,7 @@ def next_fit(count: int, length: int, error: dict[str, Any]) -> tuple[int, int]:
             # The sum over both lists; the separators JSON adds are not counted (a margin of one char).
             cut = (count, min(length - 1, max(1, value // (2 * count) - 1)))
         else:
-            cut = (count, min(length - 1, value))
+            cut = (count, value)
     # A limit the set already keeps to says nothing new: halve the length rather than resend it.
     return cut if cut != (count, length) else (count, length // 2)
 
@@ -229,16 +232,36 @@ class Tenant:
 
 async def fit_patterns(tenant: Tenant, name: str) -> tuple[Fit, str]:
     """The largest adversarial pattern set `execute_agent` accepts, from the issue's 100+100 x ~104
-    characters down (at most 12 tries); returns the fit and the started execution's id."""
+    characters down: cut to what each refusal names (`next_fit`), then, between the longest accepted
+    and the shortest refused length, bisected to within 5 % (at most FIT_TRIES tries). Returns the
+    fit and the id of the execution it started (the runs of shorter accepted sets are completed)."""
     count, length = PATTERNS_PER_LIST, len(adversarial_pattern(2 * PATTERNS_PER_LIST - 1))
-    for tries in range(1, 13):
+    accepted: tuple[int, str] | None = None  # the longest accepted length at `count`, and its run
+    refused: int | None = None  # the shortest refused length at `count`
+    for tries in range(1, FIT_TRIES + 1):
         answer = await tenant.aql("execute_agent", execute_agent(name, count, length))
         if answer.ok:
-            return Fit(count, length, tries), str(answer.data["execution_id"])
-        if not str(answer.error.get("code", "")).startswith("VALIDATION_") or length <= 1:
+            if accepted is not None:
+                await tenant.aql("complete_execution", {"element_name": name, "execution_id": accepted[1]})
+            accepted = (length, str(answer.data["execution_id"]))
+        elif not str(answer.error.get("code", "")).startswith("VALIDATION_") or length <= 1:
             raise RuntimeError(f"execute_agent refused the patterns: {answer.status} {answer.envelope}")
-        count, length = next_fit(count, length, answer.error)
-    raise RuntimeError("execute_agent accepted no adversarial pattern set in 12 tries")
+        else:
+            refused = length
+            cut_count, cut = next_fit(count, length, answer.error)
+            if cut_count != count:
+                count, accepted, refused = cut_count, None, None
+            length = cut if accepted is None else max(cut, (accepted[0] + length) // 2)
+        if accepted is not None:
+            best = accepted[0]
+            if refused is None or refused - best <= max(1, best // 20):
+                return Fit(count, best, tries), accepted[1]
+            length = max(length, (best + refused) // 2) if answer.ok else length
+            if length <= best:
+                return Fit(count, best, tries), accepted[1]
+    if accepted is None:
+        raise RuntimeError(f"execute_agent accepted no adversarial pattern set in {FIT_TRIES} tries")
+    return Fit(count, accepted[0], FIT_TRIES), accepted[1]
 
 
 def flood(port: int, seconds: float, rate: float) -> dict[str, float]:

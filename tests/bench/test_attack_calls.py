@@ -44,7 +44,9 @@ def test_the_adversarial_pattern_has_the_issue_shape_and_any_length() -> None:
         ({"details": {"constraint": "List should have at most 50 items after validation, not 100"}}, (50, 104)),
         ({"details": {"constraint": "List should have at most 100 items after validation, not 101"}}, (100, 52)),
         ({"details": {"param_name": "deny", "max_length": 64}}, (100, 64)),
-        ({"details": {"param_name": "deny", "max_pattern_length": 256}}, (100, 103)),
+        ({"details": {"param_name": "deny", "max_pattern_length": 256}}, (100, 52)),
+        ({"details": {"param_name": "deny", "max_bytes": 64}}, (100, 64)),
+        ({"details": {"param_name": "deny", "max_bytes": 8000}}, (100, 39)),
         ({"details": {"param_name": "deny", "max_items": 20}}, (20, 104)),
         ({"details": {"param_name": "deny", "max_total_bytes": 8000}}, (100, 39)),
         ({"message": "Patterns too long", "details": {"param_name": "deny"}}, (100, 52)),
@@ -54,6 +56,42 @@ def test_a_refused_pattern_set_is_cut_to_the_limit_the_refusal_names(
     error: dict[str, Any], expected: tuple[int, int]
 ) -> None:
     assert calls.next_fit(100, 104, {"code": "VALIDATION_INVALID_TYPE", **error}) == expected
+
+
+class Refusing:
+    """A stand-in `execute_agent` that refuses patterns longer than `longest` or more than `total`
+    characters over both lists, naming its limit in the details (`named`) or not at all."""
+
+    def __init__(self, longest: int = 10**6, total: int = 10**9, named: bool = True) -> None:
+        self.longest, self.total, self.named, self.runs = longest, total, named, 0
+
+    async def aql(self, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "complete_execution":
+            return calls.Answer(200, {"success": True, "data": {}})
+        patterns = [*params["deny"], *params["requiresApproval"]]
+        details: dict[str, Any] = {"param_name": "deny"}
+        if max(map(len, patterns)) > self.longest:
+            details |= {"max_length": self.longest} if self.named else {}
+        elif sum(map(len, patterns)) > self.total:
+            details |= {"max_total_chars": self.total} if self.named else {}
+        else:
+            self.runs += 1
+            return calls.Answer(200, {"success": True, "data": {"execution_id": f"exec_{self.runs}"}})
+        return calls.Answer(200, {"success": False, "error": {"code": "VALIDATION_TOO_LONG", "details": details}})
+
+
+@pytest.mark.parametrize(
+    ("service", "longest"),
+    [(Refusing(longest=64), 64), (Refusing(longest=64, named=False), 64), (Refusing(total=8000), 40)],
+)
+def test_the_fitted_pattern_set_is_the_longest_the_service_accepts_within_five_percent(
+    service: Refusing, longest: int
+) -> None:
+    fit, run = anyio.run(calls.fit_patterns, service, "fitted")
+
+    assert fit.count == 100
+    assert longest * 0.95 <= fit.length <= longest
+    assert run == f"exec_{service.runs}"
 
 
 @pytest.mark.anyio
