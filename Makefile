@@ -57,7 +57,7 @@ bench: $(DEV_STAMP)
 	bench/run.sh
 
 # The service under each attack of issue 27 (safety loop, listings, connect flood, exports) on SQLite and
-# PostgreSQL, another tenant's calls and /health timed meanwhile; writes bench/ATTACKS.md (about 5 minutes).
+# PostgreSQL, another tenant's calls and /health timed meanwhile; writes bench/ATTACKS.md (about 4 minutes).
 bench-attacks: $(DEV_STAMP)
 	$(BIN)/python bench/attacks.py --seconds $${ATTACKS_SECONDS:-10}
 

@@ -1,7 +1,7 @@
 """The attack benchmark (issue 27): the service under each attack of the v0.2.0 adversarial run, with
 another tenant's calls and `/health` timed meanwhile, on SQLite and PostgreSQL where storage is involved.
 
-    .venv/bin/python bench/attacks.py                           # writes bench/ATTACKS.md (about 4-6 minutes)
+    .venv/bin/python bench/attacks.py                           # writes bench/ATTACKS.md (about 4 minutes)
     .venv/bin/python bench/attacks.py --seconds 5 --only N1,N3 --engines sqlite --output /tmp/attacks.md
 
 - N1 safety loop: 16 concurrent `record_execution_step` with a 4,000-character hint of one-letter
@@ -498,7 +498,7 @@ async def measure(options: argparse.Namespace) -> list[Row]:
     return sorted(rows, key=lambda r: order[r.finding[:2]])
 
 
-def header(options: argparse.Namespace) -> list[str]:
+def header(options: argparse.Namespace, load: tuple[float, float]) -> list[str]:
     revision = subprocess.run(
         ["git", "describe", "--always", "--dirty"],  # noqa: S607 (git from PATH, as the driver's versions.json)
         capture_output=True,
@@ -517,7 +517,8 @@ def header(options: argparse.Namespace) -> list[str]:
         "one was answered (an open loop); a call that fails or times out (15 s; 1 s for the flood's probes) "
         "counts with its time, so a p99 of about 15,000 ms means more than 1 % were not answered within 15 s. "
         "Goals from issue 27; `bench/README.md` says what each row sends. The machine is shared: "
-        "compare rows of one run, not runs.",
+        f"compare rows of one run, not runs (1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} "
+        "at the end).",
     ]
 
 
@@ -531,6 +532,7 @@ if __name__ == "__main__":
     parser.add_argument("--only", default="N1,N2,N3,N4")
     parser.add_argument("--output", default=str(ROOT / "bench" / "ATTACKS.md"))
     options = parser.parse_args()
+    before = os.getloadavg()[0]
     measured = asyncio.run(measure(options))
-    write(measured, Path(options.output), header(options))
+    write(measured, Path(options.output), header(options, (before, os.getloadavg()[0])))
     print(f"attack bench: wrote {options.output}")
