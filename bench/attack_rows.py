@@ -32,9 +32,13 @@ class Probe:
     """One timed call, repeated: latencies of every try (a failed or timed-out one counts with its time)."""
 
     name: str
-    call: Callable[[], Awaitable[bool]]
+    call: Callable[[], Awaitable[str]]  # "ok", or what went wrong (an error code, `http 503`)
     latencies: list[float] = field(default_factory=list)
-    failures: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def failures(self) -> int:
+        return sum(self.errors.values())
 
     def p(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -42,7 +46,8 @@ class Probe:
 
     @property
     def samples(self) -> str:
-        return f"{len(self.latencies)} ({self.failures} failed)"
+        failed = f"{self.failures} failed" + (f": {outcomes(self.errors)}" if self.errors else "")
+        return f"{len(self.latencies)} ({failed})"
 
     @property
     def ok_share(self) -> float:
@@ -58,11 +63,14 @@ async def probe_rounds(
     async def timed(probe: Probe) -> None:
         begin = time.perf_counter()
         try:
-            ok = await asyncio.wait_for(probe.call(), limit)
-        except (TimeoutError, httpx.HTTPError):
-            ok = False
+            outcome = await asyncio.wait_for(probe.call(), limit)
+        except TimeoutError:
+            outcome = "timeout"
+        except httpx.HTTPError as error:
+            outcome = type(error).__name__
         probe.latencies.append(time.perf_counter() - begin)
-        probe.failures += not ok
+        if outcome != "ok":
+            probe.errors[outcome] += 1
 
     sent: list[asyncio.Future[None]] = []
     start = time.monotonic()
@@ -74,9 +82,10 @@ async def probe_rounds(
     await asyncio.gather(*sent)
 
 
-def health_probe(client: httpx.AsyncClient, url: str) -> Callable[[], Awaitable[bool]]:
-    async def call() -> bool:
-        return (await client.get(url)).status_code == 200
+def health_probe(client: httpx.AsyncClient, url: str) -> Callable[[], Awaitable[str]]:
+    async def call() -> str:
+        status = (await client.get(url)).status_code
+        return "ok" if status == 200 else f"http {status}"
 
     return call
 

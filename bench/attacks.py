@@ -125,8 +125,8 @@ def health_client(base: str) -> httpx.AsyncClient:
 
 
 def call_probe(name: str, other: Tenant, operation: str, params: Any) -> Probe:
-    async def call() -> bool:
-        return (await other.aql(operation, params() if callable(params) else params)).ok
+    async def call() -> str:
+        return (await other.aql(operation, params() if callable(params) else params)).outcome
 
     return Probe(name, call)
 
@@ -246,7 +246,7 @@ async def n2(root: Path, engine: str, pg: str | None, seconds: float) -> list[Ro
         async def worker(k: int) -> None:
             while True:
                 answer = await lister.aql(*heavy_listing(k, LISTED_RECORDS))
-                counts[answer.outcome] += 1
+                counts[f"listings {answer.outcome}"] += 1
                 if not answer.ok:
                     await asyncio.sleep(0.05)
 
