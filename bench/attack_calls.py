@@ -230,12 +230,27 @@ class Tenant:
         await self.http.aclose()
 
 
+async def declared_limits(tenant: Tenant, count: int, length: int) -> tuple[int, int]:
+    """`count` and `length` lowered to what `execute_agent`'s introspection declares for `deny` and
+    `requiresApproval` (`maxItems`, `items.maxLength`), when it declares them."""
+    answer = await tenant.aql("introspect", {"query": "operations", "name": "execute_agent"})
+    parameters = (answer.data.get("operation") or {}).get("parameters") or [] if answer.ok else []
+    for parameter in parameters:
+        if parameter.get("name") in ("deny", "requiresApproval"):
+            count = min(count, int(parameter.get("maxItems", count)))
+            length = min(length, int((parameter.get("items") or {}).get("maxLength", length)))
+    return count, length
+
+
 async def fit_patterns(tenant: Tenant, name: str) -> tuple[Fit, str]:
     """The largest adversarial pattern set `execute_agent` accepts, from the issue's 100+100 x ~104
-    characters down: cut to what each refusal names (`next_fit`), then, between the longest accepted
-    and the shortest refused length, bisected to within 5 % (at most FIT_TRIES tries). Returns the
-    fit and the id of the execution it started (the runs of shorter accepted sets are completed)."""
-    count, length = PATTERNS_PER_LIST, len(adversarial_pattern(2 * PATTERNS_PER_LIST - 1))
+    characters (or less, as its introspection declares) down: cut to what each refusal names
+    (`next_fit`), then, between the longest accepted and the shortest refused length, bisected to
+    within 5 % (at most FIT_TRIES tries). Returns the fit and the id of the execution it started
+    (the runs of shorter accepted sets are completed)."""
+    count, length = await declared_limits(
+        tenant, PATTERNS_PER_LIST, len(adversarial_pattern(2 * PATTERNS_PER_LIST - 1))
+    )
     accepted: tuple[int, str] | None = None  # the longest accepted length at `count`, and its run
     refused: int | None = None  # the shortest refused length at `count`
     for tries in range(1, FIT_TRIES + 1):

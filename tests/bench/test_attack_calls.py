@@ -60,14 +60,19 @@ def test_a_refused_pattern_set_is_cut_to_the_limit_the_refusal_names(
 
 class Refusing:
     """A stand-in `execute_agent` that refuses patterns longer than `longest` or more than `total`
-    characters over both lists, naming its limit in the details (`named`) or not at all."""
+    characters over both lists, naming its limit in the details (`named`) or not at all, and
+    declaring `longest` in its introspection (`declared`) or not."""
 
-    def __init__(self, longest: int = 10**6, total: int = 10**9, named: bool = True) -> None:
+    def __init__(self, longest: int = 10**6, total: int = 10**9, named: bool = True, declared: bool = False) -> None:
         self.longest, self.total, self.named, self.runs = longest, total, named, 0
+        limits = {"maxItems": 100, "items": {"type": "string", "maxLength": longest}} if declared else {}
+        self.declared = [{"name": "deny", "type": "array", **limits}]
 
     async def aql(self, operation: str, params: dict[str, Any]) -> Any:
         if operation == "complete_execution":
             return calls.Answer(200, {"success": True, "data": {}})
+        if operation == "introspect":
+            return calls.Answer(200, {"success": True, "data": {"operation": {"parameters": self.declared}}})
         patterns = [*params["deny"], *params["requiresApproval"]]
         details: dict[str, Any] = {"param_name": "deny"}
         if max(map(len, patterns)) > self.longest:
@@ -82,7 +87,12 @@ class Refusing:
 
 @pytest.mark.parametrize(
     ("service", "longest"),
-    [(Refusing(longest=64), 64), (Refusing(longest=64, named=False), 64), (Refusing(total=8000), 40)],
+    [
+        (Refusing(longest=64), 64),
+        (Refusing(longest=64, named=False), 64),
+        (Refusing(longest=64, named=False, declared=True), 64),
+        (Refusing(total=8000), 40),
+    ],
 )
 def test_the_fitted_pattern_set_is_the_longest_the_service_accepts_within_five_percent(
     service: Refusing, longest: int
