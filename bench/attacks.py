@@ -25,15 +25,12 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from attack_calls import GUARD_SECONDS, Answer, Tenant, execute_agent, fit_patterns, flood, heavy_listing, record_step  # noqa: E402
+from attack_calls import Answer, Tenant, flood, heavy_listing  # noqa: E402
 from attack_rows import (  # noqa: E402
     FLOOD_PROBE_SECONDS,
     LATENCY,
@@ -56,187 +53,30 @@ from attack_rows import (  # noqa: E402
     health_probe,
     outcomes,
     probe_rounds,
-    under_attack,
     write,
 )
+from attack_safety import n1  # noqa: E402
+from attack_servers import (  # noqa: E402
+    CONCURRENCY,
+    IDLE_SECONDS,
+    SMALL,
+    call_probe,
+    health_client,
+    idle_and_attacked,
+    served,
+    small_collection,
+    tenant,
+)
 from procfs import rss_kib  # noqa: E402
-from tests.support.server import ServerProcess, free_port, start_server  # noqa: E402
+from tests.support.server import free_port  # noqa: E402
 
-from aql_mcp.store.factory import SQLITE_FILE  # noqa: E402
-from store import fresh_database, postgres, seed  # noqa: E402
+from store import postgres, seed  # noqa: E402
 
-CONCURRENCY = 16  # the attacker's calls in flight: the default per-caller cap (`limits.max_concurrent_calls`)
-IDLE_SECONDS = 2.0
-# A held principal is left for a new one at most this often in a row (each costs a token and a session).
-MAX_IDENTITIES = 200
-STEPS_PER_RUN = 40  # below the default maxAutonomousSteps (50): the run is completed and another started
 LISTED_RECORDS = 50_000
 FLOOD_RATE = 5_000.0
 EXPORTERS, EXPORTS_EACH = 3, 4
-EXPORT_RECORDS = 15_000  # x ~1,050 bytes of NDJSON: about 15.8 MB per export, under executions.max_export_bytes
+EXPORT_RECORDS = 15_000  # x ~1,050 bytes of NDJSON: about 16.3 MB per export, under executions.max_export_bytes
 EXPORT_WAIT_SECONDS = 90.0
-SERVER_ENV = {
-    "AQL_MCP_LOGGING__LEVEL": "warning",
-    "AQL_MCP_RECORDS__MAX_RECORDS": "1000000",
-    "AQL_MCP_RECORDS__MAX_BYTES": str(1 << 30),
-    # The probing tenant's open loop keeps more than 16 calls in flight while a replica is frozen; the
-    # attacker sends at most CONCURRENCY at once by construction, so this does not let it send more.
-    "AQL_MCP_LIMITS__MAX_CONCURRENT_CALLS": "256",
-}
-SMALL = "small"
-START_ATTEMPTS = 2
-
-
-@asynccontextmanager
-async def served(
-    root: Path, label: str, pg: str | None, env: dict[str, str] | None = None
-) -> AsyncIterator[tuple[ServerProcess, str]]:
-    """A fresh `aql-mcp serve --dev` on SQLite (`pg` None) or a new PostgreSQL database; yields it
-    and where to seed records (the SQLite file or the database URL)."""
-    environ = {**SERVER_ENV, **(env or {})}
-    with ExitStack() as stack:
-        for attempt in range(1, START_ATTEMPTS + 1):
-            state = root / f"{label}-{'postgres' if pg else 'sqlite'}-{secrets.token_hex(2)}"
-            state.mkdir(parents=True)
-            if pg is not None:
-                environ["AQL_MCP_STORE__URL"] = await fresh_database(pg)
-            try:
-                server = stack.enter_context(start_server(state, env=environ, plugins=()))
-                break
-            except RuntimeError as failed:
-                # A refused configuration fails again; anything else (a port another process took
-                # between free_port and the bind, a slow start on the shared machine) is tried again.
-                if attempt == START_ATTEMPTS or "configuration refused" in str(failed):
-                    raise
-                print(f"attacks: the server did not start, trying again: {str(failed)[:300]}", flush=True)
-        pin(server.process.pid)
-        yield server, environ.get("AQL_MCP_STORE__URL") or str(state / SQLITE_FILE)
-
-
-def pin(pid: int) -> None:
-    """Every thread of the server on CPU 0 (the store's threads too), as bench/stall.py does."""
-    subprocess.run(["taskset", "-a", "-cp", "0", str(pid)], capture_output=True, check=True)  # noqa: S603, S607
-
-
-async def tenant(server: ServerProcess, subject: str) -> Tenant:
-    return await Tenant(server.base, server.token(subject=subject, ttl=3600)).open()
-
-
-async def small_collection(server: ServerProcess, subject: str) -> tuple[Tenant, list[str]]:
-    """The probing tenant with a 3-record collection of its own."""
-    other = await tenant(server, subject)
-    await other.must("create_collection", {"collection": SMALL})
-    ids = [str((await other.must("create_record", {"collection": SMALL, "data": {"n": i}}))["id"]) for i in range(3)]
-    return other, ids
-
-
-def health_client(base: str) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    return httpx.AsyncClient(base_url=base, timeout=GUARD_SECONDS, limits=limits)
-
-
-def call_probe(name: str, other: Tenant, operation: str, params: Any) -> Probe:
-    async def call() -> str:
-        return (await other.aql(operation, params() if callable(params) else params)).outcome
-
-    return Probe(name, call)
-
-
-async def idle_and_attacked(probes: list[Probe], attack: Any, seconds: float) -> tuple[list[Probe], Any]:
-    """The probes alone for IDLE_SECONDS, then again under `attack`: (idle probes, attack's result)."""
-    idle = [Probe(p.name, p.call) for p in probes]
-    await probe_rounds(idle, IDLE_SECONDS)
-    return idle, await under_attack(attack, probes, seconds)
-
-
-# --- N1: the safety loop --------------------------------------------------------------------------
-
-
-class Identities:
-    """The attacker's principals: a held run (paused or blocked) holds every run of its principal, so
-    the attacker moves to a new one, as the issue's "complete one, start another" does with runs."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        self.server = server
-        self.generation = 0
-        self.tenants: dict[int, Tenant] = {}
-        self.lock = asyncio.Lock()
-
-    async def current(self) -> tuple[int, Tenant]:
-        async with self.lock:
-            generation = self.generation
-            if generation not in self.tenants:
-                self.tenants[generation] = await tenant(self.server, f"attacker-{generation}")
-            return generation, self.tenants[generation]
-
-    def held(self, generation: int) -> None:
-        if generation < MAX_IDENTITIES - 1:
-            self.generation = max(self.generation, generation + 1)
-
-    async def close(self) -> None:
-        for caller in self.tenants.values():
-            await caller.close()
-
-
-async def safety_attack(identities: Identities, fit: Any, seconds: float, counts: Counter[str]) -> None:
-    async def worker(k: int) -> None:
-        name = f"agent-{k}"
-        while True:
-            generation, caller = await identities.current()
-            started = await caller.aql(
-                "execute_agent", execute_agent(name, fit.count, fit.length) if fit else execute_agent(name)
-            )
-            counts[f"execute_agent {started.outcome}"] += 1
-            if not started.ok:
-                if started.status != 429:
-                    identities.held(generation)
-                await asyncio.sleep(0.1)
-                continue
-            run = str(started.data["execution_id"])
-            for _ in range(STEPS_PER_RUN):
-                step = await caller.aql("record_execution_step", record_step(name, run))
-                verdict = ("continue" if step.data.get("continue") else "held") if step.ok else step.outcome
-                counts[f"steps {verdict}"] += 1
-                if verdict == "held":
-                    identities.held(generation)
-                if step.status == 429:  # the per-caller rate or cap: the attacker slows down, as told
-                    await asyncio.sleep(0.1)
-                elif verdict != "continue":
-                    break
-            await caller.aql("complete_execution", {"element_name": name, "execution_id": run})
-
-    await bounded(seconds, [worker(k) for k in range(CONCURRENCY)])
-
-
-async def n1(root: Path, engine: str, pg: str | None, adversarial: bool, seconds: float) -> list[Row]:
-    async with served(root, "n1", pg) as (server, _):
-        other, ids = await small_collection(server, "tenant-b")
-        health = health_client(server.base)
-        probes = [
-            call_probe(
-                "tenant B get_record p99", other, "get_record", lambda: {"collection": SMALL, "id": secrets.choice(ids)}
-            ),
-            Probe("/health p99", health_probe(health, "/health")),
-        ]
-        identities = Identities(server)
-        fit, label = None, "default patterns"
-        if adversarial:
-            _, first = await identities.current()
-            fit, run = await fit_patterns(first, "agent-fit")
-            await first.aql("complete_execution", {"element_name": "agent-fit", "execution_id": run})
-            label = f"{fit.label} (accepted on try {fit.tries})"
-        counts: Counter[str] = Counter()
-        idle, _ = await idle_and_attacked(probes, safety_attack(identities, fit, seconds + 1, counts), seconds)
-        await identities.close()
-        await other.close()
-        await health.aclose()
-    attack = (
-        f"16 concurrent steps, 4,000-char hint, {label}: {outcomes(counts)}; {identities.generation + 1} principal(s)"
-    )
-    return [
-        Row("N1 safety loop", engine, attack, p.name, i.p(0.99), p.p(0.99), "ms", LATENCY, p.samples)
-        for i, p in zip(idle, probes, strict=True)
-    ]
 
 
 # --- N2: listings ----------------------------------------------------------------------------------
