@@ -11,7 +11,7 @@ LOCKED_INSTALL := $(BIN)/python -m pip install --quiet --require-hashes --no-dep
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP := $(VENV)/.dev-stamp
 
-.PHONY: run test lint typecheck unit conformance bench token-cost image-test lock clean
+.PHONY: run test lint typecheck unit conformance bench bench-attacks token-cost image-test lock clean
 
 $(VENV): $(DEV_STAMP)
 
@@ -55,6 +55,11 @@ conformance: $(DEV_STAMP)
 # Load benchmark against the official SDK and a bare Starlette ceiling (bench/README.md); REPS=3 optional.
 bench: $(DEV_STAMP)
 	bench/run.sh
+
+# The service under each attack of issue 27 (safety loop, listings, connect flood, exports) on SQLite and
+# PostgreSQL, another tenant's calls and /health timed meanwhile; writes bench/ATTACKS.md (about 4 minutes).
+bench-attacks: $(DEV_STAMP)
+	$(BIN)/python bench/attacks.py --seconds $${ATTACKS_SECONDS:-10}
 
 # Token cost of tools/list in each MCP-AQL endpoint mode against discrete tools; writes bench/TOKENS.md.
 token-cost: $(DEV_STAMP)

@@ -8,6 +8,7 @@
 #   SOURCE=/tmp/before bench/run.sh    # serve this copy of aql_mcp instead of a snapshot of src/ (A/B)
 #   STORE=0 bench/run.sh               # without the store rows (bench/store.py, bench/STORE.md)
 #   STALL=0 bench/run.sh               # without the stall rows (bench/stall.py, bench/STALL.md)
+#   ATTACKS=0 bench/run.sh             # without the attack rows (bench/attacks.py, bench/ATTACKS.md)
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -39,4 +40,8 @@ fi
 # Another tenant's ping and /health under 16 scanning listings and 300 slow connections: bench/STALL.md.
 if [ "${STALL:-1}" = 1 ]; then
   "$PYTHON" bench/stall.py --seconds "${STALL_SECONDS:-10}"
+fi
+# The service under each attack of issue 27, another tenant's calls and /health timed meanwhile: bench/ATTACKS.md.
+if [ "${ATTACKS:-1}" = 1 ]; then
+  "$PYTHON" bench/attacks.py --seconds "${ATTACKS_SECONDS:-10}"
 fi

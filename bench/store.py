@@ -185,32 +185,34 @@ async def fresh_database(server_url: str) -> str:
     return server_url.rsplit("/", 1)[0] + "/" + name
 
 
-async def seed(engine: str, where: str, collection: str, count: int) -> None:
-    """`count` records in `collection`, written as the records plugin writes them, in bulk."""
+async def seed(
+    engine: str, where: str, collection: str, count: int, tenant: str = TENANT, make: Callable[[int], dict[str, Any]] = data
+) -> None:
+    """`count` records `make(i)` of `tenant` in `collection`, written as the records plugin writes them, in bulk."""
     now = "2026-11-24T00:00:00.000Z"
-    rows = [(f"rec_{index:020x}", orjson.dumps(data(index))) for index in range(count)]
+    rows = [(f"rec_{index:020x}", orjson.dumps(make(index))) for index in range(count)]
     size = sum(len(body) for _, body in rows)
     if engine == "sqlite":
         db = sqlite3.connect(where)
         with db:
-            db.execute("INSERT INTO record_collections (tenant, name, description, fields, created_at) VALUES (?, ?, '', NULL, ?)", (TENANT, collection, now))
+            db.execute("INSERT INTO record_collections (tenant, name, description, fields, created_at) VALUES (?, ?, '', NULL, ?)", (tenant, collection, now))
             db.executemany(
                 "INSERT INTO records (tenant, collection, id, data, size, etag, created_at, updated_at, pos) VALUES (?, ?, ?, ?, ?, 'e', ?, ?, ?)",
-                [(TENANT, collection, rid, body, len(body), now, now, index + 1) for index, (rid, body) in enumerate(rows)],
+                [(tenant, collection, rid, body, len(body), now, now, index + 1) for index, (rid, body) in enumerate(rows)],
             )
-            db.execute("UPDATE record_collections SET next_pos = ?, record_count = ? WHERE tenant = ? AND name = ?", (count, count, TENANT, collection))
-            db.execute("INSERT INTO record_usage VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET records = records + excluded.records, bytes = bytes + excluded.bytes", (TENANT, count, size))
+            db.execute("UPDATE record_collections SET next_pos = ?, record_count = ? WHERE tenant = ? AND name = ?", (count, count, tenant, collection))
+            db.execute("INSERT INTO record_usage VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET records = records + excluded.records, bytes = bytes + excluded.bytes", (tenant, count, size))
         db.close()
         return
     connection = await asyncpg.connect(where)
-    await connection.execute("INSERT INTO record_collections (tenant, name, description, fields, created_at) VALUES ($1, $2, '', NULL, $3)", TENANT, collection, now)
+    await connection.execute("INSERT INTO record_collections (tenant, name, description, fields, created_at) VALUES ($1, $2, '', NULL, $3)", tenant, collection, now)
     await connection.copy_records_to_table(
         "records",
-        records=[(TENANT, collection, index + 1, rid, body.decode(), len(body), "e", now, now) for index, (rid, body) in enumerate(rows)],
+        records=[(tenant, collection, index + 1, rid, body.decode(), len(body), "e", now, now) for index, (rid, body) in enumerate(rows)],
         columns=["tenant", "collection", "pos", "id", "data", "size", "etag", "created_at", "updated_at"],
     )
-    await connection.execute("UPDATE record_collections SET next_pos = $3, record_count = $3 WHERE tenant = $1 AND name = $2", TENANT, collection, count)
-    await connection.execute("INSERT INTO record_usage VALUES ($1, $2, $3) ON CONFLICT (tenant) DO UPDATE SET records = record_usage.records + excluded.records, bytes = record_usage.bytes + excluded.bytes", TENANT, count, size)
+    await connection.execute("UPDATE record_collections SET next_pos = $3, record_count = $3 WHERE tenant = $1 AND name = $2", tenant, collection, count)
+    await connection.execute("INSERT INTO record_usage VALUES ($1, $2, $3) ON CONFLICT (tenant) DO UPDATE SET records = record_usage.records + excluded.records, bytes = record_usage.bytes + excluded.bytes", tenant, count, size)
     await connection.execute("ANALYZE records")
     await connection.close()
 

@@ -7,34 +7,22 @@ stop a target that cannot serve it. Speed is the benchmark's business; nothing h
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import pytest
 
 from tests.support.asgi import MCP_HEADERS
+from tests.support.bench import load_bench_module
 from tests.support.server import ServerProcess, start_server
 
 ECHO = "aql_mcp.testing.echo:plugin"
 MODERN_ERA = {"AQL_MCP_MCP__MODERN_ERA": "true"}
 
 
-def load_bench_client() -> ModuleType:
-    """bench/ is a directory of scripts, not a package: load its client module (stdlib only) by path."""
-    path = Path(__file__).resolve().parents[2] / "bench" / "client.py"
-    spec = importlib.util.spec_from_file_location("bench_client", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_client = load_bench_client()
+bench_client = load_bench_module("client")
 
 
 @pytest.fixture(scope="module")
