@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -19,6 +20,9 @@ from tests.support.asgi import CONFORMANCE
 from tests.support.redaction import LOGS, remember_secret
 
 STARTUP_SECONDS = 20.0
+# A server whose port another process took between `free_port` and its bind is started again on another.
+START_ATTEMPTS = 3
+IN_USE = b"address already in use"
 
 
 @dataclass
@@ -45,9 +49,34 @@ class ServerProcess:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port to listen on, below the kernel's ephemeral range (net.ipv4.ip_local_port_range).
+
+    A port the kernel handed out (bind to 0) is one any client socket may take as its source port
+    next: under the suite's own connect floods one did, between this check and the server's bind.
+    Below the range no client takes it. Each pytest-xdist worker draws from a slice of its own, so
+    two workers never pick the same one."""
+    ports = _listening_ports()
+    for _ in range(200):
+        port = ports.start + secrets.randbelow(len(ports))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+def _listening_ports() -> range:
+    try:
+        first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    low = max(1024, first_ephemeral - 12_000)
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % workers
+    span = max(1, (first_ephemeral - low) // workers)
+    return range(low + worker * span, low + (worker + 1) * span)
 
 
 @contextmanager
@@ -60,7 +89,6 @@ def start_server(
 ) -> Iterator[ServerProcess]:
     """`aql-mcp serve` on a free port; `dev=False` starts production mode (give it auth settings in `env`);
     `command` is another `aql-mcp` (one installed in a virtual environment of the test's own)."""
-    port = free_port()
     log_path = state / "server.log"
     LOGS.add(log_path)
     environ = {
@@ -78,20 +106,32 @@ def start_server(
         "XDG_STATE_HOME": str(state / "xdg-state"),
         **(env or {}),
     }
-    arguments = [*command, "serve", "--port", str(port), *(["--dev"] if dev else [])]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(arguments, env=environ, stdout=log, stderr=subprocess.STDOUT)
-    server = ServerProcess(process, port, state, log_path)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        port = free_port()
+        arguments = [*command, "serve", "--port", str(port), *(["--dev"] if dev else [])]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(arguments, env=environ, stdout=log, stderr=subprocess.STDOUT)
+        server = ServerProcess(process, port, state, log_path)
+        try:
+            _wait_healthy(server)
+            break
+        except RuntimeError:
+            _stop(process)
+            if attempt == START_ATTEMPTS or IN_USE not in log_path.read_bytes():
+                raise
     try:
-        _wait_healthy(server)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_healthy(server: ServerProcess) -> None:
