@@ -33,13 +33,19 @@ is_current() {
 }
 
 # npm_locked LOCK PREFIX: the locked tree requirements/npm/LOCK installed into PREFIX with `npm ci`.
+# Two test workers (make test runs pytest on every core) may ask for one tree at once: one installs
+# under the lock, the other waits for it and then finds the tree current.
 npm_locked() {
   local lock="$NPM_LOCKS/$1" prefix="$2"
   mkdir -p "$prefix"
-  rm -f "$prefix/.installed-lock"
-  cp "$lock/package.json" "$lock/package-lock.json" "$prefix/"
-  npm ci --loglevel=error --no-audit --no-fund --prefix "$prefix" >&2 || return 1
-  lock_hash "$1" > "$prefix/.installed-lock"
+  (
+    flock 9
+    is_current "$1" "$prefix" && exit 0
+    rm -f "$prefix/.installed-lock"
+    cp "$lock/package.json" "$lock/package-lock.json" "$prefix/"
+    npm ci --loglevel=error --no-audit --no-fund --prefix "$prefix" >&2 || exit 1
+    lock_hash "$1" > "$prefix/.installed-lock"
+  ) 9>"$prefix.lock"
 }
 
 node_bin() {

@@ -80,9 +80,24 @@ async def store(backend: Backend) -> Store:
     return await backend.open()
 
 
+WORKER_LEAKS: list[str] = []
+
+
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist, on the controller: what a worker's servers leaked (its own session's finding)."""
+    WORKER_LEAKS.extend(getattr(node, "workeroutput", {}).get("leaks", []))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if any secret it used reached any server log line (corporate §15.2)."""
+    """Fail the run if any secret it used reached any server log line (corporate §15.2). Under
+    pytest-xdist each worker checks the servers it started and hands its finding to the controller,
+    which fails the run: a worker's own exit status does not reach `make test`."""
     found = leaks()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["leaks"] = found
+        return
+    found += WORKER_LEAKS
     if found:
         print("\nSECRETS FOUND IN SERVER LOGS:\n  " + "\n  ".join(found))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
