@@ -63,7 +63,7 @@ async def test_an_import_completes_and_an_export_then_holds_every_record(store: 
     assert started is not None
     worker.launch(started)
     await eventually(lambda: worker.running == 0, "the export did not end")
-    output = await store.executions.output("exec_2", "alice")
+    output = await store.executions.output_part("exec_2", "alice", 0)
     assert output is not None
     assert len(output.splitlines()) == 50
 
@@ -103,11 +103,12 @@ async def test_stopping_the_worker_fails_what_it_runs_with_a_reason(store: Store
 
 
 async def test_an_execution_whose_worker_could_not_record_its_end_fails_at_the_next_sweep(backend: Backend) -> None:
-    """A store error at the final transition (the table locked past the lock timeout) must not
-    leave the execution running forever on a live replica: the sweep fails it (worker_lost)."""
+    """A store error at the final transition (the table locked past the lock timeout, and past the
+    worker's retries) must not leave the execution running forever on a live replica: the sweep
+    fails it (worker_lost)."""
     store = await backend.open(lock_timeout_seconds=0.2)
     await store.records.create_collection("alice", "c", "", None, "now")
-    worker = _worker(store, batch_size=10)
+    worker = _worker(store, batch_size=10, store_retry_seconds=0)
     now = time.time()
     record = ExecutionRecord("exec_1", "alice", "import", "pending", now, now, params={"collection": "c"})
     assert await store.executions.create(record, b'{"n": 1}\n', max_live_per_owner=5)

@@ -209,10 +209,10 @@ async def test_what_a_gone_replica_left_running_fails_and_pending_is_cancelled(b
 async def test_ended_executions_are_purged_after_the_retention_with_their_output(store: Store) -> None:
     executions = store.executions
     await _in_status(store, "old", "running")
-    assert await executions.store_output("old", b'{"a":1}\n', attempt=1)
+    assert await executions.store_part("old", 0, b'{"a":1}\n', attempt=1)
     assert await executions.transition("old", "completed", NOW, attempt=1)
-    assert await executions.output("old", "alice") == b'{"a":1}\n'
-    assert await executions.output("old", "mallory") is None
+    assert await executions.output_part("old", "alice", 0) == b'{"a":1}\n'
+    assert await executions.output_part("old", "mallory", 0) is None
     await _in_status(store, "live", "running")
     assert await executions.purge(NOW + 1) == 1
     assert await executions.load("old") is None
@@ -264,7 +264,8 @@ async def test_a_superseded_worker_writes_nothing_once_another_replica_retried_i
     assert new.attempts == old.attempts + 1
     assert await first.executions.import_batch("imp", _batch(0, 10), NOW + 3, attempt=old.attempts) == "stopped"
     assert not await first.executions.set_progress("imp", Progress(50, 100), NOW + 3, attempt=old.attempts)
-    assert not await first.executions.store_output("imp", b"x", attempt=old.attempts)
+    assert not await first.executions.store_part("imp", 0, b"x", attempt=old.attempts)
+    assert not await first.executions.clear_output("imp", attempt=old.attempts)
     assert not await first.executions.transition("imp", "completed", NOW + 3, attempt=old.attempts)
     assert (await first.records.usage("alice"))[0] == 0
     # The current lease holder writes.
