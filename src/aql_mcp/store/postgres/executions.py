@@ -274,6 +274,7 @@ class PostgresExecutionStore:
             execution_id,
             owner,
             part,
+            tenant=owner,
         )
         return None if found is None else bytes(found)
 

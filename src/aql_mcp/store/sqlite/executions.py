@@ -271,7 +271,9 @@ class SqliteExecutionStore:
                 (part, part, execution_id, owner),
             ).fetchone()
 
-        row = await self._engine.read(read)
+        # In the owner's fair turn on the readers (store/fair_share.py): a tenant reading its parts
+        # in a loop holds no more than its share.
+        row = await self._engine.read(read, tenant=owner)
         return None if row is None or row[0] is None else bytes(row[0])
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
