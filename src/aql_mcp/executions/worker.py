@@ -236,17 +236,7 @@ class ExecutionWorker:
         latest = await self._retry(record, functools.partial(self.store.load, record.id))
         rejected = latest.rejected if latest is not None else 0
         result = {"imported": total - rejected, "rejected": rejected, "rows": total}
-        message = f"imported {total - rejected} of {total} rows"
-        completed = functools.partial(
-            self.store.transition,
-            record.id,
-            "completed",
-            self._clock(),
-            result=result,
-            message=message,
-            attempt=record.attempts,
-        )
-        await self._retry(record, completed)
+        await self._complete(record, result, f"imported {total - rejected} of {total} rows")
 
     def _batch(self, record: ExecutionRecord, rows: Rows, done: int, total: int) -> Batch:
         """The next batch of the import: its records (new ids and etags) and its rejected rows."""
@@ -278,13 +268,16 @@ class ExecutionWorker:
             result = await self._exporter.run(record, collection, found.record_count)
         if result is None:
             return
+        await self._complete(record, result, f"exported {result['exported']} records")
+
+    async def _complete(self, record: ExecutionRecord, result: dict[str, Any], message: str) -> None:
         completed = functools.partial(
             self.store.transition,
             record.id,
             "completed",
             self._clock(),
             result=result,
-            message=f"exported {result['exported']} records",
+            message=message,
             attempt=record.attempts,
         )
         await self._retry(record, completed)
