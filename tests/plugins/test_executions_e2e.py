@@ -103,8 +103,23 @@ def test_an_export_is_readable_as_a_resource_by_its_owner_only(server: ServerPro
         lines = [json.loads(line) for line in contents["text"].splitlines()]
         assert sorted(line["i"] for line in lines) == [0, 1, 2]
         assert all(line["collection"] == "out" for line in lines)
+        # A small export is one part, read by its own URI too (docs/executions.md, "Reading an export").
+        assert done["result"]["parts"] == 1
+        part = caller.http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": f"{uri}/parts/0"}},
+            headers=caller.headers,
+        ).json()
+        assert part["result"]["contents"][0]["text"] == contents["text"]
+        for missing in (f"{uri}/parts/1", f"{uri}/parts/00"):
+            beyond = caller.http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"uri": missing}},
+                headers=caller.headers,
+            ).json()
+            assert beyond["error"]["code"] == -32002
     with session(server, subject="intruder") as other:
-        for target in (uri, "records://exports/exec_000000000000000000000000"):
+        for target in (uri, f"{uri}/parts/0", "records://exports/exec_000000000000000000000000"):
             response = other.http.post(
                 "/mcp",
                 json={"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": target}},
