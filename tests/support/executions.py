@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import orjson
 
 from tests.support.aql import LEAKS, Session
@@ -69,3 +70,11 @@ def follow(caller: Session, arguments: dict[str, Any], token: str, request_id: i
                 message = json.loads(line.removeprefix("data:").strip())
                 assert not any(leak in json.dumps(message) for leak in LEAKS)
                 yield message
+
+
+def read_resource(caller: Session, uri: str) -> httpx.Response:
+    """A `resources/read` of `uri` on the caller's session, checked for leaks."""
+    body = {"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": uri}}
+    response = caller.http.post("/mcp", json=body, headers=caller.headers)
+    assert not any(leak in response.text for leak in LEAKS)
+    return response

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
-import orjson
 import structlog
 
+from aql_mcp.executions.backoff import retrying
+from aql_mcp.executions.export import Exporter, ExportTooLarge
 from aql_mcp.executions.rows import Format, PayloadError, Rows
 from aql_mcp.executions.settings import ExecutionSettings
 from aql_mcp.operations.payload import Limits
@@ -39,12 +41,16 @@ from aql_mcp.operations.results import (
     VALIDATION_INVALID_ENCODING,
     VALIDATION_PAYLOAD_TOO_LARGE,
 )
-from aql_mcp.plugins.records import new_etag, new_id, record_wire
+from aql_mcp.plugins.records import new_etag, new_id
 from aql_mcp.store.executions import Batch, ExecutionRecord, ExecutionStore, Progress
-from aql_mcp.store.listing import Listing
 from aql_mcp.store.records import Missing, NewRecord, Quota, QuotaExceeded, RecordStore, timestamp
 
+T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.executions")
+# The progress message of an export waiting for one of this replica's export slots.
+QUEUED = "queued: waiting for an export slot on this replica (executions.max_concurrent_exports)"
+# `limits.max_result_bytes`'s default, for a worker built without the service's settings (tests).
+DEFAULT_MAX_RESULT_BYTES = 10 * 1024 * 1024
 # How often the worker looks for executions left by replicas that died, and purges old ones.
 SWEEP_SECONDS = 15.0
 # A replica not heard from for this long is gone (the PostgreSQL bus's three missed heartbeats).
@@ -67,6 +73,7 @@ class ExecutionWorker:
         quota: Callable[[], Quota],
         limits: Limits,
         *,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -81,6 +88,11 @@ class ExecutionWorker:
         self._starting = 0
         self._sweeper: asyncio.Task[None] | None = None
         self.stopping = False
+        # Exports this replica writes at once (`max_concurrent_exports`); the others wait, running.
+        self._exports = asyncio.Semaphore(settings.max_concurrent_exports)
+        self._exporter = Exporter(
+            store, records, settings, max_result_bytes=max_result_bytes, wake=self._wake, clock=clock
+        )
 
     @property
     def running(self) -> int:
@@ -167,6 +179,13 @@ class ExecutionWorker:
             )
         except PayloadError as exc:
             await self._fail(record, VALIDATION_INVALID_ENCODING, str(exc), {"param_name": "file_content"})
+        except ExportTooLarge as exc:
+            await self._fail(
+                record,
+                VALIDATION_PAYLOAD_TOO_LARGE,
+                f"The export exceeds {exc.limit} bytes (executions.max_export_bytes)",
+                {"max_bytes": exc.limit},
+            )
         except Exception:
             log.exception("execution_crashed", execution_id=record.id)
             await self._fail(record, INTERNAL_ERROR, "The execution failed unexpectedly", None)
@@ -182,8 +201,11 @@ class ExecutionWorker:
         error: dict[str, Any] = {"code": code, "message": message}
         if details is not None:
             error["details"] = details
+        failed = functools.partial(
+            self.store.transition, record.id, "failed", self._clock(), error=error, attempt=record.attempts
+        )
         try:
-            await self.store.transition(record.id, "failed", self._clock(), error=error, attempt=record.attempts)
+            await self._retry(record, failed)
         except Exception:
             # The row stays running with no worker: the next sweep fails it (`fail_abandoned`).
             log.warning("execution_fail_unrecorded", execution_id=record.id, code=code)
@@ -196,27 +218,25 @@ class ExecutionWorker:
             event.set()
 
     async def _import(self, record: ExecutionRecord) -> None:
-        payload = await self.store.payload(record.id)
+        payload = await self._retry(record, functools.partial(self.store.payload, record.id))
         if payload is None:
             raise PayloadError("the import's payload is no longer kept")
         rows = await asyncio.to_thread(Rows, payload, _format(record.params), record.params.get("fields"), self._limits)
         total, done = len(rows), record.progress.current
         while done < total:
             batch = self._batch(record, rows, done, total)
-            if await self.store.import_batch(record.id, batch, self._clock(), attempt=record.attempts) == "stopped":
+            write = functools.partial(self.store.import_batch, record.id, batch, self._clock(), attempt=record.attempts)
+            if await self._retry(record, write) == "stopped":
                 log.info("execution_stopped", execution_id=record.id, reason="not running", at=done)
                 return
             done = batch.done
             self._wake(record.id)
             # The loop serves others between two batches (longer when the operator asks for it).
             await asyncio.sleep(self._settings.batch_pause_seconds)
-        latest = await self.store.load(record.id)
+        latest = await self._retry(record, functools.partial(self.store.load, record.id))
         rejected = latest.rejected if latest is not None else 0
         result = {"imported": total - rejected, "rejected": rejected, "rows": total}
-        message = f"imported {total - rejected} of {total} rows"
-        await self.store.transition(
-            record.id, "completed", self._clock(), result=result, message=message, attempt=record.attempts
-        )
+        await self._complete(record, result, f"imported {total - rejected} of {total} rows")
 
     def _batch(self, record: ExecutionRecord, rows: Rows, done: int, total: int) -> Batch:
         """The next batch of the import: its records (new ids and etags) and its rejected rows."""
@@ -236,55 +256,37 @@ class ExecutionWorker:
 
     async def _export(self, record: ExecutionRecord) -> None:
         collection = str(record.params["collection"])
-        found = await self._records.get_collection(record.owner, collection)
+        found = await self._retry(record, functools.partial(self._records.get_collection, record.owner, collection))
         if found is None:
             raise Missing(collection)
-        parts = await self._export_pages(record, collection, found.record_count)
-        if parts is None:
+        if self._exports.locked():
+            # This replica writes `max_concurrent_exports` already: the export waits its turn, running.
+            queued = Progress(0, found.record_count, QUEUED)
+            if not await self._retry(record, functools.partial(self._set_progress, record, queued)):
+                return
+        async with self._exports:
+            result = await self._exporter.run(record, collection, found.record_count)
+        if result is None:
             return
-        output = b"".join(parts)
-        if not await self.store.store_output(record.id, output, attempt=record.attempts):
-            return
-        done = len(parts)
-        result = {"exported": done, "bytes": len(output), "uri": f"records://exports/{record.id}"}
-        await self.store.transition(
+        await self._complete(record, result, f"exported {result['exported']} records")
+
+    async def _complete(self, record: ExecutionRecord, result: dict[str, Any], message: str) -> None:
+        completed = functools.partial(
+            self.store.transition,
             record.id,
             "completed",
             self._clock(),
             result=result,
-            message=f"exported {done} records",
+            message=message,
             attempt=record.attempts,
         )
+        await self._retry(record, completed)
 
-    async def _export_pages(self, record: ExecutionRecord, collection: str, total: int) -> list[bytes] | None:
-        """The collection's records as NDJSON lines, a page at a time (each a progress step); None
-        when the export stopped (cancelled, superseded, or failed over its size cap)."""
-        cursor: Any = None
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            page = await self._records.list_records(
-                record.owner, collection, Listing(size=self._settings.batch_size, cursor=cursor)
-            )
-            for stored, key in page.items:
-                line = orjson.dumps(record_wire(stored)) + b"\n"
-                size += len(line)
-                parts.append(line)
-                cursor = key
-            if size > self._settings.max_export_bytes:
-                await self._fail(
-                    record,
-                    VALIDATION_PAYLOAD_TOO_LARGE,
-                    f"The export exceeds {self._settings.max_export_bytes} bytes (executions.max_export_bytes)",
-                    {"max_bytes": self._settings.max_export_bytes},
-                )
-                return None
-            progress = Progress(len(parts), max(total, len(parts)))
-            if not await self.store.set_progress(record.id, progress, self._clock(), attempt=record.attempts):
-                return None
-            self._wake(record.id)
-            if not page.has_next:
-                return parts
+    async def _set_progress(self, record: ExecutionRecord, progress: Progress) -> bool:
+        return await self.store.set_progress(record.id, progress, self._clock(), attempt=record.attempts)
+
+    async def _retry(self, record: ExecutionRecord, call: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(call, budget=self._settings.store_retry_seconds, execution_id=record.id)
 
     async def _sweep_forever(self) -> None:
         while True:

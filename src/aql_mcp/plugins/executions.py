@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.content import Content, text_contents
+from aql_mcp.content import Content
 from aql_mcp.exceptions import ResourceNotFound
+from aql_mcp.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE, has_part, read_export, read_part
 from aql_mcp.executions.rows import FORMATS
 from aql_mcp.executions.tasks import AS_TASK, CAPABILITY, TASK_OPERATIONS, Handler, LegacyTasks, principal_key
 from aql_mcp.executions.wire import TERMINAL, execution_wire
@@ -48,7 +49,6 @@ from aql_mcp.settings import Settings
 from aql_mcp.store.executions import ExecutionRecord, ExecutionStore, Progress, RetainedBytesExceeded
 from aql_mcp.store.records import Quota, StoredCollection
 
-EXPORT_TEMPLATE = "records://exports/{execution_id}"
 # A following call answers this long before the tool timeout, with the state it has reached.
 FOLLOW_MARGIN_SECONDS = 2.0
 # An execution not in a state the operation acts on (MCP-AQL error codes §3: a CONFLICT_ code, 409).
@@ -143,12 +143,18 @@ class Executions:
         record = await self.store.get(variables["execution_id"], self._export_owner(uri, principal))
         if record is None or record.kind != "export" or record.status != "completed":
             raise ResourceNotFound(data={"uri": uri})
+        if "part" in variables and not has_part(record, variables["part"]):
+            raise ResourceNotFound(data={"uri": uri})
 
     async def read_export(self, uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
-        output = await self.store.output(variables["execution_id"], self._export_owner(uri, ctx.principal))
-        if output is None:
-            raise ResourceNotFound(data={"uri": uri})
-        return [text_contents(uri, output.decode("utf-8"), "application/x-ndjson")]
+        """`records://exports/{execution_id}` (whole, when it fits in one answer) and
+        `.../parts/{part}` (executions/export.py)."""
+        owner = self._export_owner(uri, ctx.principal)
+        limit = self.settings.limits.max_result_bytes
+        execution_id = variables["execution_id"]
+        if "part" in variables:
+            return await read_part(self.store, uri, execution_id, variables["part"], owner, max_result_bytes=limit)
+        return await read_export(self.store, uri, execution_id, owner, max_result_bytes=limit)
 
     def _export_owner(self, uri: str, principal: Principal | None) -> str:
         try:
@@ -310,8 +316,24 @@ class ExecutionsPlugin:
                 EXPORT_TEMPLATE,
                 "records_export",
                 read,
-                description="The NDJSON of a completed execute_export; only its owner can read it.",
-                mime_type="application/x-ndjson",
+                description=(
+                    "The NDJSON of a completed execute_export, when it fits in one answer (else read its parts); "
+                    "only its owner can read it."
+                ),
+                mime_type=NDJSON,
+                check=check,
+            )
+        )
+        registry.add_resource_template(
+            ResourceTemplate(
+                PART_TEMPLATE,
+                "records_export_part",
+                read,
+                description=(
+                    "Part `part` (from 0 to the export's result.parts - 1) of a completed execute_export's NDJSON; "
+                    "the parts concatenated in order are the export. Only its owner can read it."
+                ),
+                mime_type=NDJSON,
                 check=check,
             )
         )
@@ -339,6 +361,7 @@ class ExecutionsPlugin:
             settings.executions,
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),
             Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
+            max_result_bytes=settings.limits.max_result_bytes,
         )
         self.executions = Executions(settings, records, worker)
         operations_list: list[Operation] = catalog(self.executions)

@@ -53,7 +53,8 @@ def catalog(executions: Executions) -> list[Operation]:
             "execute_export",
             "EXECUTE",
             "Export a collection to NDJSON in the background; once completed it is readable as the resource "
-            "records://exports/{execution_id}.",
+            "records://exports/{execution_id} when it fits one answer, else in parts: "
+            "records://exports/{execution_id}/parts/{part}, part 0 to result.parts - 1, concatenated in order.",
             executions.execute_export,
             ExportParams,
             EXECUTION,

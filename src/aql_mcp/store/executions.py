@@ -198,7 +198,9 @@ class ExecutionStore(Protocol):
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         """Write one batch while the execution is `running` under this replica's `attempt`: its
         records, progress and rejected rows in one transaction; `stopped` (nothing written) once it
-        is not running any more, or runs under another lease.
+        is not running any more, or runs under another lease. A batch the row already counts
+        (`progress.current` at `batch.done` or past it: a repeat after a commit whose answer was
+        lost) is `written` with nothing written again, so the worker may retry a batch.
         A record quota exceeded raises `QuotaExceeded` with nothing written."""
         ...
 
@@ -206,13 +208,21 @@ class ExecutionStore(Protocol):
         """Record progress while running under the lease; False otherwise (the worker stops)."""
         ...
 
-    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
-        """An export's NDJSON, kept for `records://exports/{execution_id}`; False (nothing kept)
-        unless the execution still runs under the lease."""
+    async def clear_output(self, execution_id: str, *, attempt: int) -> bool:
+        """Drop the parts an earlier attempt of the export wrote; False (nothing dropped) unless the
+        execution still runs under the lease."""
         ...
 
-    async def output(self, execution_id: str, owner: str) -> bytes | None:
-        """The owner's completed export's NDJSON, or None."""
+    async def store_part(self, execution_id: str, part: int, data: bytes, *, attempt: int) -> bool:
+        """Part `part` (0-based) of an export's NDJSON, kept for
+        `records://exports/{execution_id}/parts/{part}`: one short transaction, written again
+        unchanged if it is repeated; False (nothing kept) unless the execution still runs under the
+        lease."""
+        ...
+
+    async def output_part(self, execution_id: str, owner: str, part: int) -> bytes | None:
+        """Part `part` of the owner's completed export, or None. An export completed before parts
+        existed (its NDJSON in one piece) is its own part 0."""
         ...
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
@@ -228,7 +238,7 @@ class ExecutionStore(Protocol):
         ...
 
     async def purge(self, before: float) -> int:
-        """Delete executions that ended before `before`, with their payloads and outputs."""
+        """Delete executions that ended before `before`, with their payloads and export parts."""
         ...
 
 

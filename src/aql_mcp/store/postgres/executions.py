@@ -35,9 +35,10 @@ from aql_mcp.store.sqlite.executions import NEVER_STARTED, ORPHANED, SESSION_END
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
-# What an owner's executions keep (import payloads, export outputs), in bytes.
+# What an owner's executions keep (import payloads, export outputs and parts), in bytes.
 RETAINED = (
-    "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0)), 0) "
+    "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0) + "
+    "(SELECT coalesce(sum(octet_length(data)), 0) FROM execution_parts WHERE execution_id = executions.id)), 0) "
     "FROM executions WHERE owner = $1"
 )
 # Creations by one owner take turns, so two replicas racing for the owner's last slot cannot both win.
@@ -202,10 +203,13 @@ class PostgresExecutionStore:
             # The row lock makes a cancellation (or a retry elsewhere) wait for this batch, or this
             # batch see it.
             row = await db.fetchrow(
-                "SELECT status, report, replica, attempts FROM executions WHERE id = $1 FOR UPDATE", execution_id
+                "SELECT status, report, replica, attempts, progress_current FROM executions WHERE id = $1 FOR UPDATE",
+                execution_id,
             )
             if row is None or (row[0], row[2], row[3]) != ("running", self._replica, attempt):
                 return "stopped"
+            if row[4] >= batch.done:
+                return "written"  # a repeat of a batch that committed (docs/executions.md)
             await insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
             report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
             await db.execute(
@@ -237,21 +241,54 @@ class PostgresExecutionStore:
         )
         return bool(outcome == "UPDATE 1")
 
-    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
-        outcome = await self._engine.execute(
-            "UPDATE executions SET output = $2 WHERE id = $1 AND status = 'running' AND replica = $3 AND attempts = $4",
+    async def clear_output(self, execution_id: str, *, attempt: int) -> bool:
+        async def clear(db: asyncpg.Connection) -> bool:
+            if not await self._holds(db, execution_id, attempt):
+                return False
+            await db.execute("DELETE FROM execution_parts WHERE execution_id = $1", execution_id)
+            return True
+
+        return await self._engine.run(clear)
+
+    async def store_part(self, execution_id: str, part: int, data: bytes, *, attempt: int) -> bool:
+        async def store(db: asyncpg.Connection) -> bool:
+            if not await self._holds(db, execution_id, attempt):
+                return False
+            await db.execute(
+                "INSERT INTO execution_parts (execution_id, part, data) VALUES ($1, $2, $3) "
+                "ON CONFLICT (execution_id, part) DO UPDATE SET data = excluded.data",
+                execution_id,
+                part,
+                data,
+            )
+            return True
+
+        return await self._engine.run(store)
+
+    async def output_part(self, execution_id: str, owner: str, part: int) -> bytes | None:
+        # One statement, one snapshot: the part, or an export's output from before parts existed.
+        found = await self._engine.fetchval(
+            "SELECT coalesce((SELECT data FROM execution_parts WHERE execution_id = e.id AND part = $3), "
+            "CASE WHEN $3 = 0 THEN e.output END) FROM executions e "
+            "WHERE e.id = $1 AND e.owner = $2 AND e.status = 'completed'",
             execution_id,
-            output,
+            owner,
+            part,
+            tenant=owner,
+        )
+        return None if found is None else bytes(found)
+
+    async def _holds(self, db: asyncpg.Connection, execution_id: str, attempt: int) -> bool:
+        """Whether the execution still runs here under `attempt`; the row is share-locked until the
+        write commits, so a cancellation or a retry elsewhere waits for it (or it sees them)."""
+        found = await db.fetchval(
+            "SELECT 1 FROM executions WHERE id = $1 AND status = 'running' AND replica = $2 AND attempts = $3 "
+            "FOR SHARE",
+            execution_id,
             self._replica,
             attempt,
         )
-        return bool(outcome == "UPDATE 1")
-
-    async def output(self, execution_id: str, owner: str) -> bytes | None:
-        found = await self._engine.fetchval(
-            "SELECT output FROM executions WHERE id = $1 AND owner = $2 AND status = 'completed'", execution_id, owner
-        )
-        return None if found is None else bytes(found)
+        return found is not None
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
         async def recover(db: asyncpg.Connection) -> list[str]:
@@ -307,8 +344,13 @@ class PostgresExecutionStore:
         return await self._engine.run(fail)
 
     async def purge(self, before: float) -> int:
-        outcome = await self._engine.execute(
-            f"DELETE FROM executions WHERE status NOT IN {LIVE_SQL} AND finished_at < $1",  # noqa: S608
-            before,
-        )
-        return int(outcome.rsplit(" ", 1)[-1])
+        async def purge(db: asyncpg.Connection) -> int:
+            ended = f"status NOT IN {LIVE_SQL} AND finished_at < $1"
+            await db.execute(
+                f"DELETE FROM execution_parts WHERE execution_id IN (SELECT id FROM executions WHERE {ended})",  # noqa: S608
+                before,
+            )
+            outcome = await db.execute(f"DELETE FROM executions WHERE {ended}", before)  # noqa: S608
+            return int(outcome.rsplit(" ", 1)[-1])
+
+        return await self._engine.run(purge)

@@ -36,9 +36,10 @@ from aql_mcp.store.sqlite.records import insert_records
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 21)})"  # noqa: S608
 LIVE_SQL = "('pending', 'running')"
-# What an owner's executions keep (import payloads, export outputs), in bytes.
+# What an owner's executions keep (import payloads, export outputs and parts), in bytes.
 RETAINED = (
-    "SELECT coalesce(sum(coalesce(length(payload), 0) + coalesce(length(output), 0)), 0) "
+    "SELECT coalesce(sum(coalesce(length(payload), 0) + coalesce(length(output), 0) + "
+    "(SELECT coalesce(sum(length(data)), 0) FROM execution_parts WHERE execution_id = executions.id)), 0) "
     "FROM executions WHERE owner = ?"
 )
 # A worker's write holds only while this replica still runs the attempt it started.
@@ -207,10 +208,13 @@ class SqliteExecutionStore:
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         def write(db: sqlite3.Connection) -> BatchOutcome:
             row = db.execute(
-                "SELECT status, report, replica, attempts FROM executions WHERE id = ?", (execution_id,)
+                "SELECT status, report, replica, attempts, progress_current FROM executions WHERE id = ?",
+                (execution_id,),
             ).fetchone()
             if row is None or (row[0], row[2], row[3]) != ("running", self._replica, attempt):
                 return "stopped"
+            if row[4] >= batch.done:
+                return "written"  # a repeat of a batch that committed (docs/executions.md)
             insert_records(db, batch.tenant, batch.collection, batch.records, batch.quota)
             report = extend_report(orjson.loads(row[1]), batch.rejected, batch.report_cap)
             db.execute(
@@ -235,25 +239,41 @@ class SqliteExecutionStore:
         )
         return bool(changed == 1)
 
-    async def store_output(self, execution_id: str, output: bytes, *, attempt: int) -> bool:
-        changed = await self._engine.write(
-            lambda db: (
-                db.execute(
-                    "UPDATE executions SET output = ? "
-                    "WHERE id = ? AND status = 'running' AND replica = ? AND attempts = ?",
-                    (output, execution_id, self._replica, attempt),
-                ).rowcount
-            )
-        )
-        return bool(changed == 1)
+    async def clear_output(self, execution_id: str, *, attempt: int) -> bool:
+        def clear(db: sqlite3.Connection) -> bool:
+            if not _holds(db, execution_id, self._replica, attempt):
+                return False
+            db.execute("DELETE FROM execution_parts WHERE execution_id = ?", (execution_id,))
+            return True
 
-    async def output(self, execution_id: str, owner: str) -> bytes | None:
-        row = await self._engine.read(
-            lambda db: db.execute(
-                "SELECT output FROM executions WHERE id = ? AND owner = ? AND status = 'completed'",
-                (execution_id, owner),
+        return await self._engine.write(clear)
+
+    async def store_part(self, execution_id: str, part: int, data: bytes, *, attempt: int) -> bool:
+        def store(db: sqlite3.Connection) -> bool:
+            if not _holds(db, execution_id, self._replica, attempt):
+                return False
+            db.execute(
+                "INSERT INTO execution_parts (execution_id, part, data) VALUES (?, ?, ?) "
+                "ON CONFLICT (execution_id, part) DO UPDATE SET data = excluded.data",
+                (execution_id, part, data),
+            )
+            return True
+
+        return await self._engine.write(store)
+
+    async def output_part(self, execution_id: str, owner: str, part: int) -> bytes | None:
+        def read(db: sqlite3.Connection) -> Any:
+            # One statement, one snapshot: the part, or an export's output from before parts existed.
+            return db.execute(
+                "SELECT coalesce((SELECT data FROM execution_parts WHERE execution_id = e.id AND part = ?), "
+                "CASE WHEN ? = 0 THEN e.output END) FROM executions e "
+                "WHERE e.id = ? AND e.owner = ? AND e.status = 'completed'",
+                (part, part, execution_id, owner),
             ).fetchone()
-        )
+
+        # In the owner's fair turn on the readers (store/fair_share.py): a tenant reading its parts
+        # in a loop holds no more than its share.
+        row = await self._engine.read(read, tenant=owner)
         return None if row is None or row[0] is None else bytes(row[0])
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
@@ -292,14 +312,15 @@ class SqliteExecutionStore:
         return await self._engine.write(fail)
 
     async def purge(self, before: float) -> int:
-        return await self._engine.write(
-            lambda db: int(
-                db.execute(
-                    f"DELETE FROM executions WHERE status NOT IN {LIVE_SQL} AND finished_at < ?",  # noqa: S608
-                    (before,),
-                ).rowcount
+        def purge(db: sqlite3.Connection) -> int:
+            ended = f"status NOT IN {LIVE_SQL} AND finished_at < ?"
+            db.execute(
+                f"DELETE FROM execution_parts WHERE execution_id IN (SELECT id FROM executions WHERE {ended})",  # noqa: S608
+                (before,),
             )
-        )
+            return int(db.execute(f"DELETE FROM executions WHERE {ended}", (before,)).rowcount)  # noqa: S608
+
+        return await self._engine.write(purge)
 
 
 def _cancel(db: sqlite3.Connection, where: str, args: tuple[Any, ...], now: float, message: str) -> int:
@@ -310,6 +331,15 @@ def _cancel(db: sqlite3.Connection, where: str, args: tuple[Any, ...], now: floa
             (message, now, now, *args),
         ).rowcount
     )
+
+
+def _holds(db: sqlite3.Connection, execution_id: str, replica: str, attempt: int) -> bool:
+    """Whether the execution still runs on `replica` under `attempt` (a worker's lease)."""
+    found = db.execute(
+        f"SELECT 1 FROM executions WHERE id = ? AND status = 'running'{LEASE}",  # noqa: S608 - constant
+        (execution_id, replica, attempt),
+    ).fetchone()
+    return found is not None
 
 
 def _orphan(db: sqlite3.Connection, execution_id: str, status: str, now: float) -> None:

@@ -331,6 +331,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 13: an export's NDJSON in parts, each written in a short transaction of its own and read
+    # back one part at a time (docs/executions.md, "Exports"); `executions.output` is read only for
+    # exports completed before this migration
+    Migration(
+        """
+        CREATE TABLE execution_parts (
+            execution_id TEXT NOT NULL,
+            part INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (execution_id, part)
+        );
+        """,
+        additive=True,
+    ),
 )
 
 
