@@ -16,7 +16,8 @@ DEV_STAMP := $(VENV)/.dev-stamp
 $(VENV): $(DEV_STAMP)
 
 # `make run` needs the service only: the runtime lock, the build backend and the project (editable).
-$(RUNTIME_STAMP): requirements/build.txt requirements/runtime.txt pyproject.toml
+# README.md too: it is the package's long description, which the service serves as `doc://readme`.
+$(RUNTIME_STAMP): requirements/build.txt requirements/runtime.txt pyproject.toml README.md
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(LOCKED_INSTALL) -r requirements/build.txt
 	$(LOCKED_INSTALL) -r requirements/runtime.txt

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.redaction import WIRE_LEAKS
 from tests.support.server import ServerProcess
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -87,3 +88,10 @@ def test_the_writing_a_plugin_examples_run_as_printed_under_pytest(tmp_path: Pat
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
+
+
+def test_the_readme_served_as_a_resource_carries_no_marker_of_a_leak() -> None:
+    """`doc://readme` is read in the fuzz run like any answer: a path into site-packages or a
+    `sqlite3.` call in an example would read as a leaked trace there (corporate §13.3)."""
+    text = README.read_text(encoding="utf-8")
+    assert [marker for marker in WIRE_LEAKS if marker in text] == []

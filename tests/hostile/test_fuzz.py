@@ -33,22 +33,13 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.support.asgi import MCP_HEADERS
+from tests.support.redaction import WIRE_LEAKS
 from tests.support.server import ServerProcess, start_server
 
 MESSAGES = 5_500
 PER_EXAMPLE = 10
 SEED = 20261124
-# Markers of what must never reach a caller (corporate §13.3): a stack trace, a source path, an engine.
-LEAKS = (
-    "Traceback (most recent call last)",
-    'File "/',
-    "/site-packages/",
-    "/src/aql_mcp",
-    "sqlite3.",
-    "asyncpg.",
-    "OperationalError",
-    "IntegrityError",
-)
+LEAKS = WIRE_LEAKS
 # A 5xx is allowed only as the documented refusal it is: store or session table busy, call timeout.
 ALLOWED_5XX = {503: -32006, 504: -32004}
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2026-07-28", "2024-11-05", ""]

@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Markers of what must never reach a caller (corporate §13.3): a stack trace, a source path, an engine.
+# The fuzz run checks every answer for them; the README, served as `doc://readme`, must not carry them.
+WIRE_LEAKS = (
+    "Traceback (most recent call last)",
+    'File "/',
+    "/site-packages/",
+    "/src/aql_mcp",
+    "sqlite3.",
+    "asyncpg.",
+    "OperationalError",
+    "IntegrityError",
+)
 SECRETS: set[str] = set()
 LOGS: set[Path] = set()
 
