@@ -113,7 +113,7 @@ class StoreSettings(Section):
     # Fair store access (docs/store.md, "Fair store access"): the part of the SQLite readers or the
     # pool's connections one tenant may hold, and how many records a filtered, searched or sorted
     # listing may have to examine.
-    tenant_share: float = Field(default=0.75, gt=0, le=1)
+    tenant_share: float = Field(default=0.5, gt=0, le=1)
     listing_scan_rows: int = Field(default=50_000, ge=1)
 
     @field_validator("url", "listen_url")

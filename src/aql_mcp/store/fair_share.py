@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 
 SHARED = ""
 # The part of an engine's connections one tenant may hold when none is configured (`store.tenant_share`).
-TENANT_SHARE = 0.75
+TENANT_SHARE = 0.5
 
 
 def tenant_share(capacity: int, fraction: float) -> int:
