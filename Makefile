@@ -11,7 +11,7 @@ LOCKED_INSTALL := $(BIN)/python -m pip install --quiet --require-hashes --no-dep
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP := $(VENV)/.dev-stamp
 
-.PHONY: run test lint typecheck unit conformance bench bench-attacks token-cost image-test lock clean
+.PHONY: run test check lint typecheck unit conformance bench bench-attacks token-cost image-test lock clean
 
 $(VENV): $(DEV_STAMP)
 
@@ -52,6 +52,10 @@ unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 test: lint typecheck unit
+
+# The inner loop: lint, types and the tests that stay in-process (no server, subprocess or PostgreSQL).
+check: lint typecheck
+	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow" -q
 
 conformance: $(DEV_STAMP)
 	scripts/conformance.sh --serve

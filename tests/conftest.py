@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.logging import configure_logging
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from tests.support.asgi import asgi_client, dev_settings
@@ -23,6 +24,14 @@ from tests.support.server import ServerProcess, start_server
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def service_logging() -> None:
+    """In-process tests log as the service does (JSON lines, info), whichever test a worker ran first:
+    the service's loggers keep the configuration of their first use (cache_logger_on_first_use), and
+    pytest-xdist hands each worker the test files in no fixed order."""
+    configure_logging(level="info", console=False)
 
 
 @pytest.fixture
@@ -81,6 +90,36 @@ async def store(backend: Backend) -> Store:
 
 
 WORKER_LEAKS: list[str] = []
+# `make check` runs only what stays in this process: a test is `slow` when its module uses something
+# of these modules (they start servers, PostgreSQL, helm or a flood) or `subprocess` itself, when it
+# takes one of these fixtures, or when it is a test's PostgreSQL variant.
+PROCESS_MODULES = {
+    "subprocess",
+    "tests.support.server",
+    "tests.support.replicas",
+    "tests.support.postgres",
+    "tests.support.chart",
+    "tests.support.flood",
+    "tests.support.filesystem",
+}
+PROCESS_FIXTURES = {"server", "postgres_server", "database", "deploy_tools"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.slow)
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    used = vars(module).values() if module is not None else ()
+    if any(getattr(value, "__module__", getattr(value, "__name__", None)) in PROCESS_MODULES for value in used):
+        return True
+    if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(value == "postgres" for value in callspec.params.values())
 
 
 def pytest_testnodedown(node: object, error: object) -> None:

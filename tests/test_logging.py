@@ -40,7 +40,9 @@ def redirect(monkeypatch: pytest.MonkeyPatch) -> Iterator[Redirect]:
         return fake
 
     yield to_file
-    structlog.reset_defaults()
+    # Back to the configuration every other in-process test runs under (tests/conftest.py): a module's
+    # logger first used after structlog's defaults would keep them (cache_logger_on_first_use).
+    configure_logging(level="info", console=False)
 
 
 def test_a_line_outside_an_event_loop_reaches_the_file_at_once(redirect: Redirect) -> None:

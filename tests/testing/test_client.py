@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import structlog.testing
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.testing.client import Era, McpError, plugin_client
+from aql_mcp.logging import configure_logging
+from aql_mcp.testing.client import Era, McpError, logging_at, plugin_client
 from tests.support.distribution import fake_distribution
 from tests.support.greeter import Greeter
 from tests.support.tuned import Tuned
@@ -144,3 +146,18 @@ async def test_the_client_talks_to_the_port_of_the_final_settings() -> None:
         envelope = await client.operation("greet", {"name": "Ada"})
         assert client.http.base_url.port == 9123
     assert envelope["success"] is True
+
+
+def test_a_logger_first_used_inside_the_clients_level_keeps_no_filter_after_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The client's level applies while it runs and no longer: a logger cached inside it kept its
+    filter for the rest of the process, and a later test on the same pytest-xdist worker lost the
+    service's info lines (its telemetry tests)."""
+    configure_logging(level="info", console=False)
+    logger = structlog.get_logger("aql_mcp.window_probe")
+    with logging_at("warning"):
+        logger.info("inside")
+    logger.info("after")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [line["event"] for line in lines] == ["after"]

@@ -274,9 +274,13 @@ def logging_at(level: str) -> Iterator[None]:
     """The service's log lines below `level` (the settings' `logging.level`, `warning` unless
     overridden) dropped while the client runs: `create_app` leaves logging to `aql-mcp serve`, so
     the level is applied here, to structlog's filter only (the test's own rendering and capture stay
-    as they are), and the previous configuration is restored on exit."""
+    as they are), and the previous configuration is restored on exit. Nothing first logged inside
+    is cached (`cache_logger_on_first_use`): a logger cached here would keep this filter for the
+    rest of the process, and drop the lines of every later test that expects them."""
     previous = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]), cache_logger_on_first_use=False
+    )
     try:
         yield
     finally:
