@@ -10,14 +10,14 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InputRequired, WireError
 from aql_mcp.metrics import OUTCOMES, Metrics
-from aql_mcp.protocol.context import Context
 from aql_mcp.tracing import Tracing, set_outcome
 
 log = structlog.get_logger("aql_mcp.calls")
@@ -35,6 +35,22 @@ BATCH = "batch"
 # The most distinct MCP-AQL error codes one batch's `tool_call` line names (a batch holds up to
 # `aql.max_batch_size` items; the registry has a few dozen codes, so ten tells the story).
 MAX_LOGGED_CODES = 10
+
+
+class Context(Protocol):
+    """What telemetry reads of a call's context. `protocol.context.Context` has it; a protocol of its
+    own keeps observability below the protocol layer that imports it."""
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def principal(self) -> Principal | None: ...
+
+    @property
+    def message_id(self) -> str | int | None: ...
+
+
 # The tools/call running in this task, so an MCP-AQL operation inside it can name itself there.
 _CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("aql_mcp_current_call", default=None)
 # Reusable: entering it does nothing, so one serves every call when tracing is off.

@@ -9,6 +9,7 @@ from aql_mcp.protocol.versions import (
     MODERN_VERSIONS,
     Era,
     era_of,
+    has_elicitation_mode,
     is_supported,
     request_era,
     supported_versions,
@@ -53,3 +54,13 @@ def test_supported_versions_name_modern_ones_only_when_served_newest_first() -> 
     served = supported_versions(modern_enabled=True)
     assert served == [*MODERN_VERSIONS, *LEGACY_VERSIONS]
     assert served == sorted(served, reverse=True)
+
+
+def test_elicitation_names_its_mode_for_clients_of_2025_11_25_and_later() -> None:
+    """MCP 2025-11-25 added `mode` to `elicitation/create`; a 2025-06-18 client rejects the field."""
+    assert [has_elicitation_mode(v) for v in ("2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")] == [
+        False,
+        False,
+        True,
+        True,
+    ]

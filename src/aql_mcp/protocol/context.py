@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from aql_mcp.auth.principal import Principal
+from aql_mcp.protocol.versions import has_elicitation_mode
 
 RequestId = str | int
 
@@ -162,7 +163,7 @@ class Context:
     async def elicit(self, message: str, requested_schema: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
         """Ask the human through the client (`elicitation/create`, form mode)."""
         params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
-        if self.peer is not None and self.peer.protocol_version < "2025-11-25":
+        if self.peer is not None and not has_elicitation_mode(self.peer.protocol_version):
             del params["mode"]
         return await self._ask_one(key, "elicitation/create", params)
 

@@ -23,6 +23,8 @@ MODERN_VERSIONS = ("2026-07-28",)
 DEFAULT_HEADER_VERSION = "2025-03-26"
 # 2025-11-25 clients understand the priming event (an id with empty data); older ones may not.
 PRIMING_SINCE = "2025-11-25"
+# `elicitation/create` names its `mode` ("form" or "url") from 2025-11-25 on; older clients reject it.
+ELICITATION_MODE_SINCE = "2025-11-25"
 
 # The per-request `_meta` keys of the modern era (2026-07-28 basic, "Per-request protocol fields").
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -45,6 +47,11 @@ def era_of(version: str | None) -> Era:
     if version in MODERN_VERSIONS:
         return Era.MODERN
     return Era.UNKNOWN
+
+
+def has_elicitation_mode(version: str) -> bool:
+    """Whether a client of `version` expects `mode` in `elicitation/create` (MCP 2025-11-25)."""
+    return version >= ELICITATION_MODE_SINCE
 
 
 def is_supported(version: str) -> bool:
