@@ -50,7 +50,8 @@ class InputRound:
         given = params.get(FIELD, {})
         if not isinstance(given, dict):
             raise InvalidParams(data={"field": FIELD, "reason": "type"})
-        carried = _size(earlier.answers)
+        # Sized only where a state will carry them: a task's answers stay in its row.
+        carried = _size(earlier.answers) if max_bytes is not None else 0
         fresh: dict[str, Any] = {}
         for key, value in given.items():
             if not isinstance(value, dict):
@@ -58,8 +59,9 @@ class InputRound:
             asked = earlier.asked.get(key)
             if isinstance(asked, list) and len(asked) == 2:
                 _check_answer(key, str(asked[1]), value)
-                carried += _size(value)
-                _check_room(key, carried, max_bytes)
+                if max_bytes is not None:
+                    carried += _size(value)
+                    _check_room(key, carried, max_bytes)
                 fresh[key] = value
         return cls(earlier, fresh)
 
@@ -95,8 +97,8 @@ def _size(value: Any) -> int:
     return len(orjson.dumps(value))
 
 
-def _check_room(key: str, carried: int, max_bytes: int | None) -> None:
-    if max_bytes is not None and carried > max_bytes:
+def _check_room(key: str, carried: int, max_bytes: int) -> None:
+    if carried > max_bytes:
         raise InvalidParams(
             "Invalid params: the answers are larger than a retry can carry",
             data={"field": f"{FIELD}.{key[:64]}", "reason": "too_large", "maxBytes": max_bytes},

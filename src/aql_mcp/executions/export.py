@@ -147,12 +147,11 @@ class Exporter:
                 break
         if not await self._store_parts(record, parts.rest()):
             return None
-        uri = f"records://exports/{record.id}"
         return {
             "exported": exported,
             "bytes": parts.size,
             "parts": parts.count,
-            "uri": uri,
+            "uri": EXPORT_TEMPLATE.replace("{execution_id}", record.id),
             "part_uri_template": PART_TEMPLATE.replace("{execution_id}", record.id),
         }
 

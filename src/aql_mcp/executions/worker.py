@@ -42,6 +42,7 @@ from aql_mcp.operations.results import (
     VALIDATION_PAYLOAD_TOO_LARGE,
 )
 from aql_mcp.plugins.records import new_etag, new_id
+from aql_mcp.settings import LimitSettings
 from aql_mcp.store.executions import Batch, ExecutionRecord, ExecutionStore, Progress
 from aql_mcp.store.records import Missing, NewRecord, Quota, QuotaExceeded, RecordStore, timestamp
 
@@ -50,7 +51,7 @@ log = structlog.get_logger("aql_mcp.executions")
 # The progress message of an export waiting for one of this replica's export slots.
 QUEUED = "queued: waiting for an export slot on this replica (executions.max_concurrent_exports)"
 # `limits.max_result_bytes`'s default, for a worker built without the service's settings (tests).
-DEFAULT_MAX_RESULT_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_RESULT_BYTES = LimitSettings().max_result_bytes
 # How often the worker looks for executions left by replicas that died, and purges old ones.
 SWEEP_SECONDS = 15.0
 # A replica not heard from for this long is gone (the PostgreSQL bus's three missed heartbeats).

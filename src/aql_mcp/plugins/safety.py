@@ -146,10 +146,11 @@ class SafetyOperations:
 def check_pattern_characters(params: ExecuteAgent) -> None:
     """Every added pattern is matched on every step of the run: their total size is what a step
     costs, so it is bounded (issue 27, N1). The error names the list that went past the bound."""
-    total = sum(map(len, params.deny)) + sum(map(len, params.requiresApproval))
+    denied = sum(map(len, params.deny))
+    total = denied + sum(map(len, params.requiresApproval))
     if total <= MAX_PATTERN_CHARACTERS:
         return
-    name = "deny" if sum(map(len, params.deny)) > MAX_PATTERN_CHARACTERS else "requiresApproval"
+    name = "deny" if denied > MAX_PATTERN_CHARACTERS else "requiresApproval"
     raise OperationError(
         VALIDATION_PAYLOAD_TOO_LARGE,
         f"Parameter '{name}' exceeds the {MAX_PATTERN_CHARACTERS} characters of patterns an execution may add "
