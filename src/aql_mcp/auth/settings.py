@@ -1,0 +1,78 @@
+"""The `auth` settings section (config/default.yaml documents each key).
+
+Kept beside the code that reads it, as the console, executions and safety sections are;
+`settings.py` assembles every section.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from aql_mcp.section import Section
+
+
+class OpaqueToken(Section):
+    """What an opaque token in the allow-list stands for."""
+
+    sub: str
+    scopes: tuple[str, ...] = ()
+
+
+class ScopePolicy(Section):
+    """Scopes a caller needs, all of them, per tool, prompt, resource, MCP-AQL operation and
+    endpoint family (an operation needs its own, its family's and its family tool's, whatever tool
+    carried it); `*` applies to the rest."""
+
+    tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    prompts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    resources: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    operations: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    families: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+
+class AuthSettings(Section):
+    issuer: str | None = None
+    audience: str | None = None
+    jwks_url: str | None = None
+    algorithms: tuple[Literal["RS256", "ES256", "HS256"], ...] = ("RS256", "ES256")
+    clock_skew_seconds: int = Field(default=30, ge=0, le=60)
+    jwks_ttl_seconds: int = Field(default=300, ge=10, le=600)
+    jwks_refetch_cooldown_seconds: int = Field(default=30, ge=1)
+    jwks_max_stale_seconds: int = Field(default=3600, ge=60)
+    hs256_secret: SecretStr | None = None
+    opaque_tokens: dict[str, OpaqueToken] = Field(default_factory=dict)
+    opaque_tokens_file: Path | None = None
+    introspection_url: str | None = None
+    introspection_client_id: str | None = None
+    introspection_client_secret: SecretStr | None = None
+    introspection_cache_seconds: int = Field(default=60, ge=0, le=600)
+    required_scopes: tuple[str, ...] = ()
+    anonymous_listing: bool = False
+    policy: ScopePolicy = Field(default_factory=lambda: ScopePolicy())
+    dev_token_ttl_seconds: int = Field(default=3600, ge=60, le=86_400 * 30)
+    introspection_negative_cache_seconds: int = Field(default=60, ge=0, le=3600)
+    introspection_negative_cache_size: int = Field(default=10_000, ge=1, le=1_000_000)
+    introspection_rate_per_second: float = Field(default=20.0, gt=0, le=10_000)
+    introspection_rate_burst: int = Field(default=40, ge=1, le=100_000)
+    allow_insecure_http: bool = False
+    operator_scope: str = Field(default="aql:operator", pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")
+
+    @field_validator("jwks_url", "introspection_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("must be an http(s) URL")
+        return value
+
+    @field_validator("opaque_tokens")
+    @classmethod
+    def _digests(cls, value: dict[str, OpaqueToken]) -> dict[str, OpaqueToken]:
+        for digest in value:
+            if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                raise ValueError("keys are SHA-256 digests of the tokens, 64 lower-case hex digits (never tokens)")
+        return value
