@@ -25,23 +25,23 @@ NOTES_MARKER = "<!-- notes: written by hand; everything below this line is kept 
 
 # aql_mcp files (relative to the package) -> layer; middleware are their own layers by file.
 AQL_LAYERS = {
-    "transport.py": "transport",
-    "exchange.py": "transport",
+    "endpoint/legacy/transport.py": "transport",
+    "endpoint/legacy/exchange.py": "transport",
     "responses.py": "transport",
     "scope.py": "transport",
-    "events.py": "transport",
+    "endpoint/legacy/events.py": "transport",
     "jsonrpc/": "jsonrpc",
     "protocol/": "protocol/tools",
-    "registry.py": "protocol/tools",
-    "content.py": "protocol/tools",
+    "protocol/primitives.py": "protocol/tools",
+    "protocol/content.py": "protocol/tools",
     "testing/echo.py": "protocol/tools",
-    "logging.py": "logging/structlog",
-    "sessions.py": "sessions/store",
+    "observability/logging.py": "logging/structlog",
+    "endpoint/legacy/sessions.py": "sessions/store",
     "store/": "sessions/store",
     "auth/": "middleware: auth",
-    "telemetry.py": "telemetry (per-call log, metrics, span)",
-    "metrics.py": "metrics (metrics.py, prometheus_client)",
-    "tracing.py": "tracing (tracing.py, opentelemetry)",
+    "observability/telemetry.py": "telemetry (per-call log, metrics, span)",
+    "observability/metrics.py": "metrics (observability/metrics.py, prometheus_client)",
+    "observability/tracing.py": "tracing (observability/tracing.py, opentelemetry)",
 }
 LIBRARY_LAYERS = {
     "uvicorn": "uvicorn/httptools/event loop",
@@ -59,8 +59,8 @@ LIBRARY_LAYERS = {
     "cryptography": "middleware: auth",
     "sqlite3": "sessions/store",
     "orjson": "orjson",
-    "prometheus_client": "metrics (metrics.py, prometheus_client)",
-    "opentelemetry": "tracing (tracing.py, opentelemetry)",
+    "prometheus_client": "metrics (observability/metrics.py, prometheus_client)",
+    "opentelemetry": "tracing (observability/tracing.py, opentelemetry)",
 }
 # The roots of every stack: never where time is spent.
 ROOT_FILES = ("aql_mcp/main.py", "aql_mcp/app.py")

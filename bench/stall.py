@@ -28,7 +28,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aql_mcp.store.factory import SQLITE_FILE  # noqa: E402
 from tests.support.rawhttp import slow_connections  # noqa: E402
 from tests.support.server import ServerProcess, start_server  # noqa: E402
 from tests.support.stall import (  # noqa: E402
@@ -40,6 +39,8 @@ from tests.support.stall import (  # noqa: E402
     run_listings,
     seed_records,
 )
+
+from aql_mcp.store.factory import SQLITE_FILE  # noqa: E402
 
 RECORDS = 100_000
 

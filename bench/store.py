@@ -25,15 +25,14 @@ import secrets
 import shutil
 import socket
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -47,10 +46,10 @@ from procfs import cpu_seconds  # noqa: E402
 from stacks import NOTES_MARKER  # noqa: E402  (text below it in STORE.md is kept when regenerated)
 
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer  # noqa: E402
+from aql_mcp.plugins.records.listing import Condition, Listing  # noqa: E402
+from aql_mcp.plugins.records.store import NewRecord, Quota  # noqa: E402
 from aql_mcp.settings import Settings, StoreSettings  # noqa: E402
 from aql_mcp.store.factory import open_store  # noqa: E402
-from aql_mcp.store.listing import Condition, Listing  # noqa: E402
-from aql_mcp.store.records import NewRecord, Quota  # noqa: E402
 
 ISSUER = "http://aql-mcp.bench"
 AUDIENCE = f"{ISSUER}/mcp"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the operator console's browser test (tests/console/test_browser.py).
+# Headless Chromium for the operator console's browser test (tests/plugins/safety/console/test_browser.py).
 #
 #   scripts/chromium.sh install     # Debian's `chromium` package, when /usr/bin/chromium is missing
 #   scripts/chromium.sh path        # prints the browser's path (installing it first when missing)

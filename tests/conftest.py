@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.logging import configure_logging
+from aql_mcp.observability.logging import configure_logging
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from tests.support.asgi import asgi_client, dev_settings

@@ -1,7 +1,7 @@
 """`subscriptions/listen` across three `aql-mcp serve` replicas sharing one PostgreSQL (issue 13).
 
 A modern client's requests land on any replica: the change a call makes on one must reach the
-listen streams held by the others, once each, and only those that asked for it (notifier.py,
+listen streams held by the others, once each, and only those that asked for it (endpoint/notifier.py,
 docs/eras.md "Subscriptions in the modern era").
 """
 

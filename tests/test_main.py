@@ -26,7 +26,7 @@ from aql_mcp.configuration import load_settings
 from aql_mcp.exceptions import InvalidToken
 from aql_mcp.main import main
 from aql_mcp.settings import Settings
-from aql_mcp.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
+from aql_mcp.store.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.support.redaction import LOGS, remember_secret
 from tests.support.server import free_port, start_server
 from tests.support.wait import until

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from aql_mcp.registry import Registry, Tool
+from aql_mcp.protocol.primitives import Registry, Tool
 from tests.support.asgi import CONFORMANCE, open_session, rpc
 from tests.support.modern import MODERN, modern_body, modern_headers
 from tests.support.rawhttp import connect, read_response

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from aql_mcp.store.safety import Challenge
+from aql_mcp.plugins.safety.store import Challenge
 from tests.operations.envelope import check_result
 from tests.support.aql import Session, session
 from tests.support.postgres import create_database, drop_database

@@ -1,5 +1,5 @@
 """The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) against a real `aql-mcp serve --dev`
-with the modern era on (docs/eras.md, "Tasks"), through the conformance fixtures (testing/tasks.py).
+with the modern era on (docs/eras.md, "Tasks"), through the conformance fixtures (testing/task_fixtures.py).
 
 Each test is its own caller (its own token subject): tasks belong to their caller, so the tests
 cannot see each other's tasks or use up each other's share of `mcp.max_tasks_per_principal`.

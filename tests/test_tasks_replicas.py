@@ -2,7 +2,8 @@
 replica is read, answered and cancelled through another, as behind a gateway without affinity.
 
 The replica that runs the task learns of answers and cancellation from the store alone (it is
-not the replica those requests reached), so these tests pin the cross-replica path of tasks.py.
+not the replica those requests reached), so these tests pin the cross-replica path of
+endpoint/modern/tasks_extension.py.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_the_check_sees_statements_and_import_strings_but_not_a_module_naming_it
         "import tests.store.test_base\n"
         "from tests.deploy.test_chart import helm\n"
         "from tests.deploy import test_monitoring\n"
-        'PLUGIN = "tests.plugins.test_loader:first_plugin"\n'
+        'PLUGIN = "tests.plugin_host.test_loader:first_plugin"\n'
         'SELF = "tests.plugins.test_probe:plugin"\n'
         "from tests.support.chart import render\n"
     )
@@ -60,5 +60,5 @@ def test_the_check_sees_statements_and_import_strings_but_not_a_module_naming_it
         "tests.store.test_base",
         "tests.deploy.test_chart",
         "tests.deploy.test_monitoring",
-        "tests.plugins.test_loader",
+        "tests.plugin_host.test_loader",
     }

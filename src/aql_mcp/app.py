@@ -21,12 +21,18 @@ from starlette.routing import Route
 from aql_mcp import __version__
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.verifier import build_authentication
-from aql_mcp.console.routes import console_routes
-from aql_mcp.eras import EraRouter
+from aql_mcp.endpoint.eras import EraRouter
+from aql_mcp.endpoint.legacy.sessions import SessionManager
+from aql_mcp.endpoint.legacy.transport import StreamableHTTPEndpoint
+from aql_mcp.endpoint.modern.endpoint import ModernEndpoint
+from aql_mcp.endpoint.modern.listen import ListenEndpoint
+from aql_mcp.endpoint.modern.listeners import Listeners
+from aql_mcp.endpoint.modern.request_state import RequestStateSealer
+from aql_mcp.endpoint.modern.task_methods import TaskMethods
+from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
+from aql_mcp.endpoint.notifier import Notifier
+from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
-from aql_mcp.listen import ListenEndpoint
-from aql_mcp.listeners import Listeners
-from aql_mcp.metrics import Metrics, MetricsEndpoint
 from aql_mcp.middleware.access import AccessMiddleware
 from aql_mcp.middleware.auth import AuthMiddleware
 from aql_mcp.middleware.errors import ServerErrorMiddleware
@@ -38,27 +44,21 @@ from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.refusal import StartupRefusalMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
-from aql_mcp.modern import ModernEndpoint
-from aql_mcp.notifier import Notifier
+from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
+from aql_mcp.observability.probes import Probes
+from aql_mcp.observability.telemetry import Telemetry
+from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.endpoints import Surface
-from aql_mcp.page import ServicePage
-from aql_mcp.plugins.base import BackgroundPlugin
-from aql_mcp.plugins.loader import AnyPlugin, legacy_dispatcher, load_plugins
-from aql_mcp.plugins.sources import plugin_sources
-from aql_mcp.probes import Probes
+from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.plugin_host.loader import AnyPlugin, legacy_dispatcher, load_plugins
+from aql_mcp.plugin_host.sources import plugin_sources
+from aql_mcp.plugins.safety.console.routes import console_routes
 from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.methods import build_dispatcher
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.registry import Registry
-from aql_mcp.request_state import RequestStateSealer
-from aql_mcp.sessions import SessionManager
+from aql_mcp.protocol.primitives import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.factory import open_store
-from aql_mcp.task_methods import TaskMethods
-from aql_mcp.tasks import TaskRunner
-from aql_mcp.telemetry import Telemetry
-from aql_mcp.tracing import Tracing
-from aql_mcp.transport import StreamableHTTPEndpoint
 
 log = structlog.get_logger("aql_mcp.plugins")
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -143,7 +143,7 @@ def create_app(
         max_uris=streams.max_listen_resources,
     )
     modern = ModernEndpoint(
-        # The Tasks extension's methods exist in the modern era only (tasks.py).
+        # The Tasks extension's methods exist in the modern era only (endpoint/modern/tasks_extension.py).
         dispatcher=dispatcher.extended(TaskMethods(store.tasks, tasks).table()),
         hub=notifier,
         server_name=settings.server.name,

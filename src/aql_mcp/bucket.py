@@ -1,7 +1,7 @@
 """A token bucket: a budget of events per second with a burst, refilled continuously.
 
 The per-caller rate limit (`middleware/rate_limit.py`) and the introspection budget
-(`auth/introspection.py`) both spend from one. The caller passes the time, so a test drives
+(`auth/token_introspection.py`) both spend from one. The caller passes the time, so a test drives
 it with a clock of its own.
 """
 

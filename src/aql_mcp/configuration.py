@@ -146,7 +146,7 @@ def optional_removed(annotation: Any) -> Any:
 def json_shape(annotation: Any) -> str | None:
     """How a structured setting (a list, a mapping or a model, optional or annotated or not) is
     written in a variable, or None for a plain one (a string, a number): the one rule for the core
-    sections and the plugins' own (plugins/sections.py)."""
+    sections and the plugins' own (plugin_host/sections.py)."""
     plain = optional_removed(annotation)
     origin = get_origin(plain) or plain
     if origin in (list, tuple, set, frozenset):

@@ -47,14 +47,14 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         ├── Forbidden                   403  -32600
         │   ├── OriginNotAllowed
         │   ├── HostNotAllowed      421   (Misdirected Request)
-        │   └── (the console's CsrfRefused and LoginCodeRefused, console/refusal.py)
+        │   └── (the console's CsrfRefused and LoginCodeRefused, plugins/safety/console/refusal.py)
         └── AuthError                   401  -32000   (HTTP 401 is the signal, corporate §7.4)
             ├── MissingToken
             └── InvalidToken
     ToolError                           a tool's own failure: an `isError: true` result, not a wire error
     CapabilityNotDeclared (ToolError)   the client did not declare sampling / elicitation
     InputRequired                       not an error: a modern request's handler needs the client's input
-                                        first; the modern edge answers `input_required` (rounds.py)
+                                        first; the modern edge answers `input_required` (endpoint/modern/rounds.py)
 """
 
 from __future__ import annotations

@@ -19,20 +19,20 @@ from starlette.applications import Starlette
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource
 from aql_mcp.auth.verifier import Authentication
-from aql_mcp.listeners import Listeners
+from aql_mcp.endpoint.legacy.sessions import SessionManager
+from aql_mcp.endpoint.legacy.transport import StreamableHTTPEndpoint
+from aql_mcp.endpoint.modern.listeners import Listeners
+from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
+from aql_mcp.endpoint.notifier import Notifier
 from aql_mcp.middleware.rate_limit import ReplicaShare
 from aql_mcp.middleware.refusal import Refusal
-from aql_mcp.notifier import Notifier
-from aql_mcp.plugins.base import BackgroundPlugin
-from aql_mcp.probes import Probes
-from aql_mcp.registry import Kind, Registry
-from aql_mcp.sessions import SessionManager
+from aql_mcp.observability.probes import Probes
+from aql_mcp.observability.telemetry import Telemetry
+from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.protocol.primitives import Kind, Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.migration import SchemaTooNew
-from aql_mcp.tasks import TaskRunner
-from aql_mcp.telemetry import Telemetry
-from aql_mcp.transport import StreamableHTTPEndpoint
 
 log = structlog.get_logger("aql_mcp.app")
 HOUSEKEEPING_SECONDS = 30.0

@@ -22,16 +22,16 @@ from aql_mcp.app import create_app, create_metrics_app, create_probes_app
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_record
 from aql_mcp.configuration import load_settings, records_dir
-from aql_mcp.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
-from aql_mcp.console.passcode import code_path, current_code
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.file_limit import fit_connections, raise_file_limit
-from aql_mcp.logging import configure_logging
-from aql_mcp.plugins.loader import check_trust, load_plugins
-from aql_mcp.plugins.sources import plugin_sources
-from aql_mcp.registry import Registry
+from aql_mcp.observability.logging import configure_logging
+from aql_mcp.plugin_host.loader import check_trust, load_plugins
+from aql_mcp.plugin_host.sources import plugin_sources
+from aql_mcp.plugins.safety.console.passcode import code_path, current_code
+from aql_mcp.protocol.primitives import Registry
+from aql_mcp.server.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
+from aql_mcp.server.file_limit import fit_connections, raise_file_limit
+from aql_mcp.server.shutdown import Companion, DrainingServer
 from aql_mcp.settings import Settings
-from aql_mcp.shutdown import Companion, DrainingServer
 from aql_mcp.store.factory import open_store
 
 log = structlog.get_logger("aql_mcp.main")
@@ -359,7 +359,7 @@ def _example_call(url: str) -> str:
 
 
 def _console_line(settings: Settings) -> str:
-    """The console's address and the development login's sign-in code (console/passcode.py): the
+    """The console's address and the development login's sign-in code (plugins/safety/console/passcode.py): the
     code, like the token, only to a terminal; otherwise where to read it."""
     if not settings.console.enabled:
         return ""

@@ -27,7 +27,6 @@ The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testi
 from __future__ import annotations
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.exceptions import ConfigError, ToolError
 from aql_mcp.operations.merge import deep_merge
 from aql_mcp.operations.models import (
@@ -59,9 +58,10 @@ from aql_mcp.operations.results import (
     warning,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.base import BackgroundPlugin, ConfigurablePlugin, OperationsPlugin, Plugin
+from aql_mcp.plugin_host.contracts import BackgroundPlugin, ConfigurablePlugin, OperationsPlugin, Plugin
+from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
+from aql_mcp.protocol.primitives import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
 from aql_mcp.settings import Settings
 
 __all__ = [

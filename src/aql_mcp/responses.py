@@ -70,7 +70,7 @@ async def send_empty(send: Send, status: int, headers: list[tuple[bytes, bytes]]
 
 def error_response(error: WireError, *, request_id: str, headers: list[tuple[bytes, bytes]]) -> bytes:
     """A whole HTTP/1.1 response carrying `error`, for a connection refused before any ASGI app
-    runs (connection.py): the JSON-RPC error with id null, then `connection: close`."""
+    runs (server/connection.py): the JSON-RPC error with id null, then `connection: close`."""
     wire, body_error = error_object(error, request_id)
     body = encode_error(None, body_error)
     fields = [

@@ -1,6 +1,6 @@
 """The base of every settings section: frozen once loaded, and an unknown key is an error (a typo
 that would silently change nothing). Feature packages define their own sections on it
-(`executions/settings.py`, `safety/settings.py`, `console/settings.py`); settings.py gathers them."""
+(`auth/settings.py`, builtin_sections.py for the built-in plugins); settings.py gathers them."""
 
 from __future__ import annotations
 

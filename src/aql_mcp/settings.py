@@ -18,10 +18,13 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from aql_mcp.auth.settings import AuthSettings
-from aql_mcp.builtin_sections import CorporateSettings, RecordsSettings
-from aql_mcp.console.settings import ConsoleSettings
-from aql_mcp.executions.settings import ExecutionSettings
-from aql_mcp.safety.settings import SafetySettings
+from aql_mcp.builtin_sections import (
+    ConsoleSettings,
+    CorporateSettings,
+    ExecutionSettings,
+    RecordsSettings,
+    SafetySettings,
+)
 from aql_mcp.section import Section
 
 ENV_PREFIX = "AQL_MCP_"
@@ -146,7 +149,7 @@ class HttpSettings(Section):
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # Connection limits (src/aql_mcp/connection.py): uvicorn has none of these.
+    # Connection limits (src/aql_mcp/server/connection.py): uvicorn has none of these.
     max_header_bytes: int = Field(default=32_768, ge=1024, le=1_048_576)
     max_headers: int = Field(default=100, ge=10, le=1000)
     header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
@@ -269,7 +272,7 @@ class Settings(BaseSettings):
     safety: SafetySettings = SafetySettings()
     console: ConsoleSettings = ConsoleSettings()
     # `plugins.<name>`: a plugin's own settings, validated by the plugin's `settings_model` when it
-    # loads (plugins/sections.py), so they are free-form here.
+    # loads (plugin_host/sections.py), so they are free-form here.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @property

@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens
+from aql_mcp.auth.token_introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, UpstreamUnavailable
 from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc

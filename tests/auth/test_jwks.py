@@ -24,7 +24,7 @@ import tests.support.idp as idp_module
 from aql_mcp.auth.jwks import JwksKeySource, jwks_host
 from aql_mcp.auth.tokens import JWKS_RETRY_AFTER, BearerVerifier
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, InvalidToken, RetryLater
-from aql_mcp.logging import configure_logging
+from aql_mcp.observability.logging import configure_logging
 from tests.support.clock import Clock
 from tests.support.idp import IdentityProvider, new_private_key, running_idp
 

@@ -22,9 +22,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from aql_mcp.plugins.records.store import NewRecord, Quota
 from aql_mcp.settings import Settings, StoreSettings
 from aql_mcp.store.factory import open_store
-from aql_mcp.store.records import NewRecord, Quota
 from tests.support.aql import Session, session
 from tests.support.server import ServerProcess, start_server
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aql_mcp.plugins.safety_params import MAX_PATTERN_CHARACTERS, MAX_PATTERNS
-from aql_mcp.safety.settings import MAX_PATTERN_LENGTH
+from aql_mcp.builtin_sections import MAX_PATTERN_LENGTH
+from aql_mcp.plugins.safety.params import MAX_PATTERN_CHARACTERS, MAX_PATTERNS
 from tests.support.aql import session
 from tests.support.safety_attack import SERVER_ENV, Probes, adversarial, attack, probe
 from tests.support.server import start_server

@@ -267,7 +267,7 @@ async def test_get_streams_hold_no_concurrency_slot() -> None:
 
 async def test_listen_streams_hold_no_concurrency_slot() -> None:
     """A modern `subscriptions/listen` POST (told by its `Mcp-Method`) is a stream too: it pays a
-    token but never blocks a call; listeners.py caps those streams instead."""
+    token but never blocks a call; endpoint/modern/listeners.py caps those streams instead."""
     gate = Gate()
     listen = [(b"mcp-method", b"subscriptions/listen"), (b"mcp-protocol-version", b"2026-07-28")]
 

@@ -1,4 +1,5 @@
-"""X-Request-Id on every response (corporate §15.1); echo and replacement are in tests/test_transport.py."""
+"""X-Request-Id on every response (corporate §15.1); echo and replacement are in
+tests/endpoint/legacy/test_transport.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.results import OperationError
-from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.store.sqlite.store import SqliteStore
 from tests.operations.client import Aql, aql_session, records_settings
 from tests.support.asgi import asgi_client
 

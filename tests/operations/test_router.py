@@ -11,9 +11,9 @@ from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.exceptions import ConfigError, IntrospectionBudgetSpent, ShuttingDown, StoreError
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.loader import load_plugins
-from aql_mcp.registry import Registry
-from aql_mcp.store.sqlite import SqliteStore
+from aql_mcp.plugin_host.loader import load_plugins
+from aql_mcp.protocol.primitives import Registry
+from aql_mcp.store.sqlite.store import SqliteStore
 from tests.operations.client import RECORDS, aql_session, records_settings
 from tests.support.asgi import MCP_HEADERS, asgi_client, initialize_params, rpc
 

@@ -13,7 +13,7 @@ import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Registry, Tool, ToolResult
+from aql_mcp.protocol.primitives import Registry, Tool, ToolResult
 from tests.support.asgi import asgi_client, dev_settings, open_session, rpc
 
 pytestmark = pytest.mark.anyio

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.content import Content, text_contents
 from aql_mcp.exceptions import InsufficientScope, ResourceNotFound
+from aql_mcp.protocol.content import Content, text_contents
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.protocol.primitives import Registry, ResourceTemplate
 from aql_mcp.protocol.resources import ResourceMethods, readable
-from aql_mcp.registry import Registry, ResourceTemplate
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from aql_mcp.plugins.safety.store import Challenge
 from aql_mcp.settings import Settings, StoreSettings
 from aql_mcp.store.factory import open_store
-from aql_mcp.store.safety import Challenge
 
 
 def stored_challenge(state: Path, challenge_id: str, url: str = "") -> Challenge:

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import structlog
 
-from aql_mcp.content import Content, text
+from aql_mcp.protocol.content import Content, text
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Registry, Tool
+from aql_mcp.protocol.primitives import Registry, Tool
 
 STEPS = 100
 STEP_SECONDS = 0.1

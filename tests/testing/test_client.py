@@ -9,7 +9,7 @@ import pytest
 import structlog.testing
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.logging import configure_logging
+from aql_mcp.observability.logging import configure_logging
 from aql_mcp.testing.client import Era, McpError, logging_at, plugin_client
 from tests.support.distribution import fake_distribution
 from tests.support.greeter import Greeter

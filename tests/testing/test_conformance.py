@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from aql_mcp.exceptions import CapabilityNotDeclared, ConfigError, InvalidParams, ToolError
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import TOOL_NAME, Prompt, Registry, Resource, ResourceTemplate
+from aql_mcp.protocol.primitives import TOOL_NAME, Prompt, Registry, Resource, ResourceTemplate
 from aql_mcp.testing.conformance import PNG_SIGNATURE, plugin
 
 TOOLS = (
@@ -47,7 +47,7 @@ TOOLS = (
     "test_logging_tool",
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
-    # The Tasks extension (src/aql_mcp/testing/tasks.py)
+    # The Tasks extension (src/aql_mcp/testing/task_fixtures.py)
     "greet",
     "slow_compute",
     "failing_job",

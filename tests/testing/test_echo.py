@@ -4,7 +4,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import RegisteredTool, Registry
+from aql_mcp.protocol.primitives import RegisteredTool, Registry
 from aql_mcp.testing.echo import plugin
 
 

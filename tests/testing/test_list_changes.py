@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aql_mcp.registry import Kind, Registry
+from aql_mcp.protocol.primitives import Kind, Registry
 from aql_mcp.testing.list_changes import DYNAMIC_PROMPT, DYNAMIC_TOOL, ListChanges, register_list_changes
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """The example plugin on its own, through the real app in process (`aql_mcp.testing.client`). The
 service loading it from the installed package, over HTTP, is the main repository's
-tests/plugins/test_entry_points.py."""
+tests/plugin_host/test_entry_points.py."""
 
 from __future__ import annotations
 

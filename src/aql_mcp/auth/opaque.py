@@ -2,7 +2,7 @@
 
 The allow-list holds SHA-256 digests, never tokens, so the settings and files that carry it hold
 no secret. Tokens it does not know may be asked about by RFC 7662 introspection
-(`auth/introspection.py`).
+(`auth/token_introspection.py`).
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 import jwt
 
 from aql_mcp.auth.cache import TtlCache
-from aql_mcp.auth.introspection import Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens
 from aql_mcp.auth.principal import Principal
+from aql_mcp.auth.token_introspection import Introspector
 from aql_mcp.exceptions import InvalidToken, MissingToken, RetryLater
 
 CACHE_LIMIT = 10_000

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import httpx
 
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens, read_allow_list
+from aql_mcp.auth.token_introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.tokens import BearerVerifier
 from aql_mcp.settings import Settings
 

@@ -15,7 +15,7 @@ import time
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aql_mcp.metrics import ROUTES, Metrics
+from aql_mcp.observability.metrics import ROUTES, Metrics
 
 log = structlog.get_logger("aql_mcp.http")
 PROBES = frozenset({"/health", "/ready", "/metrics"})

@@ -24,7 +24,7 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import OriginNotAllowed
-from aql_mcp.param_headers import requested_param_headers
+from aql_mcp.protocol.param_headers import requested_param_headers
 from aql_mcp.responses import send_empty, send_error
 from aql_mcp.scope import header, request_id_of
 

@@ -6,7 +6,7 @@ from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an 
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
 slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with `Retry-
 After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot; so does a
-modern `subscriptions/listen` POST, whose streams listeners.py caps instead. It is told by its `Mcp-
+modern `subscriptions/listen` POST, whose streams endpoint/modern/listeners.py caps instead. It is told by its `Mcp-
 Method` header and a modern `MCP-Protocol-Version`: only the modern edge checks that header against
 the body (and refuses a mismatch), so a legacy request naming it still takes a slot. The buckets
 live in process: a database round trip per request would cost more than the request. With several

@@ -11,7 +11,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aql_mcp.logging import end_log_context, start_log_context
+from aql_mcp.observability.logging import end_log_context, start_log_context
 from aql_mcp.scope import REQUEST_ID_KEY, header
 
 REQUEST_ID_HEADER = b"x-request-id"

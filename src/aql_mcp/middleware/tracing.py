@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aql_mcp.logging import bind_log_context
+from aql_mcp.observability.logging import bind_log_context
+from aql_mcp.observability.tracing import Tracing, current_trace_id, trace_id_of
 from aql_mcp.scope import header
-from aql_mcp.tracing import Tracing, current_trace_id, trace_id_of
 
 
 class TracingMiddleware:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aql_mcp.operations.models import DANGER_LEVELS, RISK_WORDS, Category, Operation
-from aql_mcp.registry import Tool
+from aql_mcp.protocol.primitives import Tool
 
 # Family -> the semantic categories it serves; `discover` takes the READ operations marked `discovery`.
 PROFILES: Mapping[str, Mapping[str, tuple[Category, ...]]] = {

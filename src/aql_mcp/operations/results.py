@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.content import text
 from aql_mcp.exceptions import ToolError
-from aql_mcp.registry import ToolResult
+from aql_mcp.protocol.content import text
+from aql_mcp.protocol.primitives import ToolResult
 
 VALIDATION_MISSING_PARAM = "VALIDATION_MISSING_PARAM"
 VALIDATION_INVALID_TYPE = "VALIDATION_INVALID_TYPE"

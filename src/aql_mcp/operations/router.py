@@ -21,6 +21,7 @@ from aql_mcp.exceptions import (
     UpstreamUnavailable,
     WireError,
 )
+from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
@@ -45,7 +46,6 @@ from aql_mcp.operations.results import (
     wire_size,
 )
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.telemetry import Telemetry
 
 log = structlog.get_logger("aql_mcp.operations")
 IDENTIFIERS = ("id", "name", "collection", "_etag", "updated_at")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aql_mcp.observability.telemetry import Telemetry, current_call
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.batch import failed_codes, run_batch
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
@@ -22,10 +23,9 @@ from aql_mcp.operations.results import Envelope, to_tool_result
 from aql_mcp.operations.router import Router, RouterOptions
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.registry import Registry, ToolResult
+from aql_mcp.protocol.primitives import Registry, ToolResult
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
-from aql_mcp.telemetry import Telemetry, current_call
 
 CORE = "mcp-aql"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from aql_mcp.exceptions import InvalidParams
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Completer, Registry
+from aql_mcp.protocol.primitives import Completer, Registry
 
 MAX_VALUES = 100  # MCP server/utilities/completion: at most 100 items per response
 

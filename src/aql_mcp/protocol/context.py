@@ -47,7 +47,7 @@ class Outbound(Protocol):
 
     `ask` puts questions to the client, keyed as the handler names them: the legacy era sends each
     as a server-to-client request and waits; the modern era answers from the request's own
-    `inputResponses` or raises `InputRequired` (rounds.py). `missing_capability` is what each era
+    `inputResponses` or raises `InputRequired` (endpoint/modern/rounds.py). `missing_capability` is what each era
     raises when the client did not declare what a question needs.
     """
 
@@ -100,7 +100,7 @@ class Context:
         self._last_progress: tuple[float, float] | None = None
         self._asked = 0
         # What a handler must not redo when a modern request is retried after `input_required`:
-        # it survives the round trip in the signed request state (rounds.py); JSON values only.
+        # it survives the round trip in the signed request state (endpoint/modern/rounds.py); JSON values only.
         self.memo: dict[str, Any] = memo if memo is not None else {}
         # Whether the request was cancelled by the client's notifications/cancelled (the transport
         # sets it): a handler tells that apart from a shutdown cancelling every request in flight.

@@ -6,15 +6,15 @@ from typing import Any
 
 from aql_mcp.exceptions import InvalidParams
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
+from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.protocol.completion import CompletionMethods
 from aql_mcp.protocol.context import LOG_LEVELS, Context
 from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
 from aql_mcp.protocol.tools import TaskLauncher, ToolMethods
-from aql_mcp.registry import Registry
 from aql_mcp.settings import Settings
-from aql_mcp.telemetry import Telemetry
 
 
 async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def build_dispatcher(
     registry: Registry, settings: Settings, telemetry: Telemetry, tasks: TaskLauncher | None = None
 ) -> Dispatcher[Context]:
     """Every MCP method the server declares in its capabilities, and nothing else; `tasks` turns
-    calls of task-supporting tools into tasks where the request allows (tasks.py)."""
+    calls of task-supporting tools into tasks where the request allows (endpoint/modern/tasks_extension.py)."""
     policy = settings.auth.policy
     rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
     page_size = settings.streams.page_size

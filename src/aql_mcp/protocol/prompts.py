@@ -8,7 +8,7 @@ from aql_mcp.exceptions import InsufficientScope, InvalidParams
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.registry import Registry
+from aql_mcp.protocol.primitives import Registry
 
 
 class PromptMethods:

@@ -10,7 +10,7 @@ from aql_mcp.exceptions import InsufficientScope, InvalidParams, ResourceNotFoun
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.registry import Registry, Resource, ResourceTemplate
+from aql_mcp.protocol.primitives import Registry, Resource, ResourceTemplate
 
 # Control characters and lone surrogates: in no URI (RFC 3986 §2), and not storable as text everywhere.
 NOT_IN_URI = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
@@ -67,7 +67,7 @@ async def readable(
     registry: Registry, rules: ScopeRules, uri: str, principal: Principal | None
 ) -> tuple[Resource | ResourceTemplate, dict[str, str]]:
     """What serves `uri`, if `principal` may read it; the one check `resources/read`,
-    `resources/subscribe` and `subscriptions/listen` (listen.py) pass, so a caller subscribes only
+    `resources/subscribe` and `subscriptions/listen` (endpoint/modern/listen.py) pass, so a caller subscribes only
     to what it may read and is refused it with the error a read would get."""
     found = registry.resolve(uri)
     if found is None:

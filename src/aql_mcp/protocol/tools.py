@@ -8,20 +8,21 @@ from typing import Any, Protocol
 import structlog
 from jsonschema.exceptions import ValidationError
 
-from aql_mcp.content import text
 from aql_mcp.exceptions import InputRequired, InvalidParams, ToolError, ToolTimeout, UnknownTool, WireError
+from aql_mcp.observability.telemetry import AUTH_ERROR, CLIENT_ERROR, INTERNAL, OK, TIMEOUT, CallRecord, Telemetry
+from aql_mcp.protocol.content import text
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
-from aql_mcp.protocol.results import limit_result
-from aql_mcp.registry import RegisteredTool, Registry, ToolOutput, ToolResult
-from aql_mcp.telemetry import AUTH_ERROR, CLIENT_ERROR, INTERNAL, OK, TIMEOUT, CallRecord, Telemetry
+from aql_mcp.protocol.primitives import RegisteredTool, Registry, ToolOutput, ToolResult
+from aql_mcp.protocol.result_limit import limit_result
 
 log = structlog.get_logger("aql_mcp.tools")
 
 
 class TaskLauncher(Protocol):
-    """Turns a call into a task when the tool and the request allow it (tasks.py); None: a plain call."""
+    """Turns a call into a task when the tool and the request allow it
+    (endpoint/modern/tasks_extension.py); None: a plain call."""
 
     async def launch(self, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None: ...
 

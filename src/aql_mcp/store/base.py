@@ -26,12 +26,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from aql_mcp.plugins.executions.store import ExecutionStore
+from aql_mcp.plugins.records.store import RecordStore
+from aql_mcp.plugins.safety.store import SafetyStore
 from aql_mcp.store.confirmations import ConfirmationStore
-from aql_mcp.store.executions import ExecutionStore
 from aql_mcp.store.principals import PrincipalDirectory
-from aql_mcp.store.records import RecordStore
 from aql_mcp.store.revocations import RevocationStore
-from aql_mcp.store.safety import SafetyStore
 from aql_mcp.store.tasks import TaskStore
 
 
@@ -75,7 +75,7 @@ class Signal:
     - `session_ended`: the session was deleted or expired: forget it;
     - `broadcast`: for every replica, no session: notification `target` (a list changed, or with
       `payload` the UTF-8 URI of a resource updated) for the `subscriptions/listen` streams each
-      holds (notifier.py);
+      holds (endpoint/notifier.py);
     - `resync`: the bus reconnected and may have missed wake-ups: catch up every open stream.
     """
 

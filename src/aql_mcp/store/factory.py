@@ -16,7 +16,7 @@ SQLITE_FILE = "aql-mcp.sqlite3"
 def open_store(settings: Settings) -> Store:
     store = settings.store
     if not store.is_postgres:
-        from aql_mcp.store.sqlite import SqliteStore
+        from aql_mcp.store.sqlite.store import SqliteStore
 
         return SqliteStore(
             store.path / SQLITE_FILE,
@@ -26,7 +26,8 @@ def open_store(settings: Settings) -> Store:
             tenant_share=store.tenant_share,
             scan_rows=store.listing_scan_rows,
         )
-    from aql_mcp.store.postgres import PostgresOptions, PostgresStore
+    from aql_mcp.store.postgres.engine import PostgresOptions
+    from aql_mcp.store.postgres.store import PostgresStore
 
     return PostgresStore(
         PostgresOptions(

@@ -2,7 +2,7 @@
 
 A task is created by the replica that runs its tool, but any replica may be asked about it: the
 row is the truth, so `tasks/get`, `tasks/update` and `tasks/cancel` work wherever they land, and
-the running replica learns of answers and cancellation by reading the row (tasks.py).
+the running replica learns of answers and cancellation by reading the row (endpoint/modern/tasks_extension.py).
 
 Every method is one transaction. A task belongs to its caller (`owner`, the Principal digest):
 every read and write a client drives names the owner, and another caller's task is simply not

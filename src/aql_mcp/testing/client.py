@@ -37,10 +37,10 @@ import structlog
 
 from aql_mcp.app import create_app
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.logging import LEVELS
+from aql_mcp.observability.logging import LEVELS
 from aql_mcp.operations.endpoints import Surface
-from aql_mcp.param_headers import FIELD_VALUE, declared_headers
-from aql_mcp.plugins.loader import AnyPlugin
+from aql_mcp.plugin_host.loader import AnyPlugin
+from aql_mcp.protocol.param_headers import FIELD_VALUE, declared_headers
 from aql_mcp.settings import Settings
 
 LEGACY = "2025-11-25"

@@ -19,11 +19,11 @@ from typing import Any
 
 import anyio
 
-from aql_mcp.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.exceptions import InvalidParams, ToolError
+from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool
-from aql_mcp.testing import rounds, tasks
+from aql_mcp.protocol.primitives import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool
+from aql_mcp.testing import rounds, task_fixtures
 from aql_mcp.testing.list_changes import register_list_changes
 from aql_mcp.testing.schemas import (
     custom_headers_schema,
@@ -332,7 +332,7 @@ class ConformancePlugin:
             registry.add_prompt(prompt)
         rounds.register(registry)
         register_list_changes(registry)
-        tasks.register(registry)
+        task_fixtures.register(registry)
 
 
 plugin = ConformancePlugin()

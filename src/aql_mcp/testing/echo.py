@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aql_mcp.content import Content, text
+from aql_mcp.protocol.content import Content, text
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Registry, Tool
+from aql_mcp.protocol.primitives import Registry, Tool
 
 
 def echo_schema() -> dict[str, Any]:

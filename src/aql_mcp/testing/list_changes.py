@@ -5,16 +5,16 @@ Its `server-stateless` scenario opens a `subscriptions/listen` stream, calls
 `notifications/tools/list_changed` or `notifications/prompts/list_changed` on the stream (and not
 the other one). The triggers change the registry for real: each call adds a fixture tool (prompt)
 or takes it away again, so the notification travels the path every list change takes (registry
-listener, app.py, notifier.py) and `tools/list` shows the change.
+listener, app.py, endpoint/notifier.py) and `tools/list` shows the change.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aql_mcp.content import Content, message, text
+from aql_mcp.protocol.content import Content, message, text
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Prompt, Registry, Tool
+from aql_mcp.protocol.primitives import Prompt, Registry, Tool
 
 DYNAMIC_TOOL = "test_dynamic_tool"
 DYNAMIC_PROMPT = "test_dynamic_prompt"

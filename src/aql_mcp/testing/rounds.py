@@ -3,8 +3,8 @@ multi round-trip requests (`input_required`), client capabilities and request-sc
 
 Each asks through the `Context` exactly as a plugin would (`ask`, `elicit`, `sample`,
 `list_roots`), so the suite checks the service's own MRTR path, not a canned answer: the
-`input_required` result, its signed `requestState` and the retry all come from `modern.py`,
-`rounds.py` and `request_state.py`. Registered by the conformance plugin.
+`input_required` result, its signed `requestState` and the retry all come from `endpoint/modern/endpoint.py`,
+`endpoint/modern/rounds.py` and `endpoint/modern/request_state.py`. Registered by the conformance plugin.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 
-from aql_mcp.content import Content, message, text
+from aql_mcp.protocol.content import Content, message, text
 from aql_mcp.protocol.context import Context
-from aql_mcp.registry import Prompt, Registry, Tool
+from aql_mcp.protocol.primitives import Prompt, Registry, Tool
 
 STEP_DELAY = 0.05
 

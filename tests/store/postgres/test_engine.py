@@ -19,8 +19,9 @@ from aql_mcp.settings import StoreSettings
 from aql_mcp.store.base import Signal
 from aql_mcp.store.factory import database_password
 from aql_mcp.store.migration import SchemaTooNew, compatible_from
-from aql_mcp.store.postgres import PostgresOptions, PostgresStore
+from aql_mcp.store.postgres.engine import PostgresOptions
 from aql_mcp.store.postgres.schema import MIGRATIONS
+from aql_mcp.store.postgres.store import PostgresStore
 from tests.support.engines import Backend, backend_for
 
 pytestmark = pytest.mark.anyio

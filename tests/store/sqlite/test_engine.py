@@ -12,7 +12,8 @@ import pytest
 
 from aql_mcp.exceptions import StoreError
 from aql_mcp.store.migration import SchemaTooNew, compatible_from
-from aql_mcp.store.sqlite import MIGRATIONS, SqliteStore, migrate
+from aql_mcp.store.sqlite.schema import MIGRATIONS, migrate
+from aql_mcp.store.sqlite.store import SqliteStore
 from tests.support.store import admit, record, seqs
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,2 @@
-"""The PostgreSQL engine (`store.url=postgresql://...`): any number of replicas share it."""
-
-from aql_mcp.store.postgres.engine import PostgresOptions
-from aql_mcp.store.postgres.store import PostgresStore
-
-__all__ = ["PostgresOptions", "PostgresStore"]
+"""The PostgreSQL engine (`store.url=postgresql://...`): any number of replicas share it; `store.py`
+the store, `engine.py` its pool and options, `schema.py` the migrations, `bus.py` the signals."""

@@ -14,8 +14,8 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from aql_mcp.store.compiler import Statement
-from aql_mcp.store.listing import Key
+from aql_mcp.plugins.records.compiler import Statement
+from aql_mcp.plugins.records.listing import Key
 
 
 class PostgresDialect:

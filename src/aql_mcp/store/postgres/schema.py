@@ -146,7 +146,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 3: executions of the `executions` plugin (store/executions.py, MCP-AQL §8.4): the row is the
+    # 3: executions of the `executions` plugin (plugins/executions/store.py, MCP-AQL §8.4): the row is the
     # truth every replica reads; `payload` is kept only while a retry may need it
     Migration(
         """
@@ -180,7 +180,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 4: the execution safety loop (store/safety.py, docs/safety.md): monitored runs, out-of-band
+    # 4: the execution safety loop (plugins/safety/store.py, docs/safety.md): monitored runs, out-of-band
     # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
     # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
     Migration(

@@ -11,17 +11,17 @@ import asyncpg
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.plugins.executions.postgres import PostgresExecutionStore
+from aql_mcp.plugins.records.postgres import PostgresRecordStore
+from aql_mcp.plugins.records.store import SCAN_ROWS
+from aql_mcp.plugins.safety.postgres import PostgresSafetyStore
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
-from aql_mcp.store.postgres.executions import PostgresExecutionStore
 from aql_mcp.store.postgres.principals import PostgresPrincipalDirectory
-from aql_mcp.store.postgres.records import PostgresRecordStore
 from aql_mcp.store.postgres.revocations import PostgresRevocationStore
-from aql_mcp.store.postgres.safety import PostgresSafetyStore
 from aql_mcp.store.postgres.tasks import PostgresTaskStore
-from aql_mcp.store.records import SCAN_ROWS
 
 READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.

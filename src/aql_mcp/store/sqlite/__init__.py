@@ -1,6 +1,2 @@
-"""The embedded SQLite engine (the default: `store.url` empty)."""
-
-from aql_mcp.store.sqlite.schema import MIGRATIONS, migrate
-from aql_mcp.store.sqlite.store import SqliteStore
-
-__all__ = ["MIGRATIONS", "SqliteStore", "migrate"]
+"""The embedded SQLite engine (the default: `store.url` empty): `store.py` the store, `engine.py` its
+threads and connections, `schema.py` the migrations."""

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.store.compiler import Statement
-from aql_mcp.store.listing import Key
+from aql_mcp.plugins.records.compiler import Statement
+from aql_mcp.plugins.records.listing import Key
 
 INT64 = range(-(2**63), 2**63)
 

@@ -45,7 +45,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         additive=True,
     ),
     # 3: the `records` plugin: collections and JSON records per tenant, usage for quotas, and the
-    # idempotency keys of create_record (store/records.py)
+    # idempotency keys of create_record (plugins/records/store.py)
     Migration(
         """
         CREATE TABLE record_collections (
@@ -176,7 +176,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 8: executions of the `executions` plugin (store/executions.py, MCP-AQL §8.4): the row is the
+    # 8: executions of the `executions` plugin (plugins/executions/store.py, MCP-AQL §8.4): the row is the
     # truth every replica reads; `payload` is kept only while a retry may need it
     Migration(
         """
@@ -210,7 +210,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 9: the execution safety loop (store/safety.py, docs/safety.md): monitored runs, out-of-band
+    # 9: the execution safety loop (plugins/safety/store.py, docs/safety.md): monitored runs, out-of-band
     # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
     # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
     Migration(

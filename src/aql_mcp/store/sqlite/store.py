@@ -16,17 +16,17 @@ from pathlib import Path
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.plugins.executions.sqlite import SqliteExecutionStore
+from aql_mcp.plugins.records.sqlite import SqliteRecordStore
+from aql_mcp.plugins.records.store import SCAN_ROWS
+from aql_mcp.plugins.safety.sqlite import SqliteSafetyStore
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.fair_share import TENANT_SHARE
-from aql_mcp.store.records import SCAN_ROWS
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
-from aql_mcp.store.sqlite.executions import SqliteExecutionStore
 from aql_mcp.store.sqlite.principals import SqlitePrincipalDirectory
-from aql_mcp.store.sqlite.records import SqliteRecordStore
 from aql_mcp.store.sqlite.revocations import SqliteRevocationStore
-from aql_mcp.store.sqlite.safety import SqliteSafetyStore
 from aql_mcp.store.sqlite.tasks import SqliteTaskStore
 
 # The one replica's row in `replicas`, which the write probe rewrites.

@@ -1,0 +1,376 @@
+"""MCP sessions: created by `initialize`, owned by one subject, kept in the store.
+
+The store holds what must survive a restart and what every replica must see (who owns the
+session, the negotiated version, the client's capabilities, its log level, its resource
+subscriptions, its streams' events). Live state (open connections, requests in flight, requests
+the server is waiting on) stays in the process that holds it; when a message for it lands on
+another replica (a cancellation, the client's answer), that replica signals it over the store's
+bus (docs/store.md, "Any replica serves any request"). Reads are served from memory; `last_seen`
+is written to the store at most once per `touch_interval`, not on every request, and that write is
+best-effort: a store that cannot write (a lock held elsewhere, a full disk) fails the calls that
+must write, never a `ping` or a read that only happened to be due for a touch. The sweep writes a
+last use held back this way later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+import anyio
+import orjson
+import structlog
+
+from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream
+from aql_mcp.exceptions import RateLimited, SessionLimitReached, SessionNotFound, ShuttingDown, StoreError
+from aql_mcp.jsonrpc.messages import RequestId, encode_notification
+from aql_mcp.store.base import SessionRecord, Signal, Store
+
+log = structlog.get_logger("aql_mcp.sessions")
+
+
+class Cancellable(Protocol):
+    """What an in-flight request offers to `notifications/cancelled`."""
+
+    def cancel(self) -> None: ...
+
+
+class PendingRequest:
+    """A request the server sent to the client, waiting for its response."""
+
+    __slots__ = ("done", "error", "result", "stopped")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
+        self.stopped: ShuttingDown | None = None
+
+    def interrupt(self, reason: ShuttingDown) -> None:
+        """Stop waiting: no answer will come; the waiting call raises `reason`."""
+        self.stopped = reason
+        self.done.set()
+
+
+class Session:
+    """One client session: the `Peer` handlers see, plus the live state of its streams."""
+
+    __slots__ = (
+        "_ids",
+        "_manager",
+        "in_flight",
+        "last_persisted",
+        "last_seen",
+        "pending",
+        "record",
+        "streams",
+        "touched_at",
+    )
+
+    def __init__(self, record: SessionRecord, manager: SessionManager) -> None:
+        self.record = record
+        self.last_seen = record.last_seen
+        self.last_persisted = record.last_seen
+        self.touched_at = record.last_seen  # the last attempt to write last_seen, taken or not
+        self.streams: dict[str, EventStream] = {}
+        self.in_flight: dict[RequestId, Cancellable] = {}
+        self.pending: dict[RequestId, PendingRequest] = {}
+        self._ids = itertools.count(1)
+        self._manager = manager
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def protocol_version(self) -> str:
+        return self.record.protocol_version
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return self.record.client_capabilities
+
+    @property
+    def log_level(self) -> str:
+        return self.record.log_level
+
+    async def set_log_level(self, level: str) -> None:
+        self.record.log_level = level
+        await self._manager.store.set_log_level(self.id, level)
+
+    async def subscribe(self, uri: str) -> None:
+        await self._manager.store.subscribe(self.id, uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        await self._manager.store.unsubscribe(self.id, uri)
+
+    @property
+    def stopping(self) -> ShuttingDown | None:
+        """Set once the replica shuts down: a request to the client could no longer be answered here."""
+        return self._manager.stopping
+
+    def next_request_id(self) -> str:
+        return f"srv-{next(self._ids)}"
+
+    def open_stream(self, stream_id: str, *, follows: bool = False) -> EventStream:
+        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store, follows=follows)
+        self.streams[stream_id] = stream
+        return stream
+
+    def standalone(self) -> EventStream:
+        stream = self.streams.get(STANDALONE)
+        return stream if stream is not None else self.open_stream(STANDALONE)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """A server-initiated notification: on the GET stream only, never broadcast (§ Multiple Connections)."""
+        await self.standalone().emit(encode_notification(method, params))
+
+    def resolve(self, message_id: RequestId, result: dict[str, Any] | None, error: dict[str, Any] | None) -> bool:
+        """Hand the client's answer to the request waiting for it here; False if none waits here."""
+        waiter = self.pending.pop(message_id, None)
+        if waiter is None:
+            return False
+        waiter.result, waiter.error = result, error
+        waiter.done.set()
+        return True
+
+    async def answer(self, message_id: RequestId, result: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        """The client's answer to a server request, whichever replica sent that request."""
+        if not self.resolve(message_id, result, error):
+            body = orjson.dumps({"result": result, "error": error})
+            await self._manager.store.bus.publish(Signal("response", self.id, _target(message_id), body))
+
+    async def cancel(self, request_id: RequestId, reason: str) -> None:
+        """`notifications/cancelled`: stop the request here, or tell the replica that runs it."""
+        running = self.in_flight.get(request_id)
+        if running is None:
+            await self._manager.store.bus.publish(Signal("cancel", self.id, _target(request_id)))
+            return
+        log.info("request_cancelled", session_id=self.id[:8], reason=reason[:100])
+        running.cancel()
+
+    def is_busy(self) -> bool:
+        """A connection is open or a request runs here: this process must keep its copy."""
+        return bool(self.in_flight) or any(stream.sink is not None for stream in self.streams.values())
+
+    async def close(self) -> None:
+        for scope in self.in_flight.values():
+            scope.cancel()
+        for stream in list(self.streams.values()):
+            await stream.close()
+        self.streams.clear()
+
+
+class SessionManager:
+    """Creates, finds, expires and deletes sessions; the store is the source of truth."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        idle_seconds: int,
+        max_open: int,
+        retry_after: int,
+        max_per_owner: int = 100,
+        on_limit: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self._idle = idle_seconds
+        self._max_open = max_open
+        self._max_per_owner = max_per_owner
+        self._on_limit = on_limit or (lambda kind: None)
+        self._retry_after = retry_after
+        self._clock = clock
+        self._touch_interval = min(60.0, idle_seconds / 4)
+        self._live: dict[str, Session] = {}
+        self.stopping: ShuttingDown | None = None
+
+    def live_count(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._live.values()))
+
+    async def create(
+        self,
+        *,
+        owner: str,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        log_level: str,
+    ) -> Session:
+        now = self._clock()
+        record = SessionRecord(
+            # 256 bits from the OS CSPRNG, URL-safe base64: visible ASCII only (2025-11-25 transports).
+            id=secrets.token_urlsafe(32),
+            owner=owner,
+            protocol_version=protocol_version,
+            client_info=client_info,
+            client_capabilities=capabilities,
+            log_level=log_level,
+            created_at=now,
+            last_seen=now,
+        )
+        admission = await self.store.create_session(record, max_open=self._max_open, max_per_owner=self._max_per_owner)
+        if admission == "owner_full":
+            # One caller may not take the whole table (corporate §14): 429, not the table-full 503.
+            self._on_limit("sessions")
+            raise RateLimited("Rate limited: too many open sessions for this caller", retry_after=self._retry_after)
+        if admission == "table_full":
+            self._on_limit("session_table")
+            raise SessionLimitReached(retry_after=self._retry_after)
+        session = Session(record, self)
+        self._live[record.id] = session
+        return session
+
+    async def get(self, session_id: str, *, owner: str) -> Session:
+        """The session, loaded from the store when this process has not seen it lately (a restart,
+        another replica serving it meanwhile); SessionNotFound when it is unknown, idle or not `owner`'s."""
+        now = self._clock()
+        session = self._live.get(session_id)
+        if session is None or now - session.last_seen > self._idle:
+            session = await self._load(session_id, now)
+        if session.record.owner != owner:
+            # Another subject's session is answered exactly as a missing one: no oracle.
+            raise SessionNotFound()
+        session.last_seen = now
+        if now - session.touched_at > self._touch_interval:
+            await self._touch(session, now)
+        return session
+
+    async def _touch(self, session: Session, now: float) -> None:
+        # A touch the store refused is tried again by the sweep, and by a request one interval later.
+        session.touched_at = now
+        try:
+            await self.store.touch_session(session.id, now)
+        except StoreError:
+            log.warning("session_touch_failed", session_id=session.id[:8])
+            return
+        session.last_persisted = max(session.last_persisted, now)
+
+    async def _load(self, session_id: str, now: float) -> Session:
+        record = await self.store.get_session(session_id)
+        live = self._live.get(session_id)
+        if record is None:
+            await self._forget(session_id)
+            raise SessionNotFound()
+        if now - record.last_seen > self._idle:
+            # Idle by every replica's account: the store's last use is the latest any of them wrote.
+            # Gone for the caller whether or not the store takes the delete now (the sweep retries).
+            with contextlib.suppress(StoreError):
+                await self.delete(live or Session(record, self))
+            raise SessionNotFound()
+        if live is None:
+            return self._live.setdefault(session_id, Session(record, self))
+        live.last_seen = live.last_persisted = live.touched_at = record.last_seen
+        return live
+
+    async def delete(self, session: Session) -> None:
+        self._live.pop(session.id, None)
+        await session.close()
+        await self.store.delete_session(session.id)
+        # MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md).
+        await self.store.executions.cancel_session(session.id, self._clock())
+        await self.store.bus.publish(Signal("session_ended", session.id))
+
+    async def sweep(self) -> int:
+        """Expire sessions idle by the store's account; forget the ones idle here but busy elsewhere."""
+        now = self._clock()
+        for session in list(self._live.values()):
+            if session.last_seen > session.last_persisted:
+                await self._touch(session, session.last_seen)
+            if now - session.last_seen > self._idle and not session.is_busy():
+                # Only this process's copy: another replica may be serving the session.
+                self._live.pop(session.id, None)
+        expired = await self.store.expire_sessions(now - self._idle)
+        for session_id in expired:
+            await self._forget(session_id)
+            await self.store.executions.cancel_session(session_id, now)
+            await self.store.bus.publish(Signal("session_ended", session_id))
+        return len(expired)
+
+    async def _forget(self, session_id: str) -> None:
+        live = self._live.pop(session_id, None)
+        if live is not None:
+            await live.close()
+
+    async def on_signal(self, signal: Signal) -> None:
+        """What another replica says about a session this process may hold (store/base.py `Signal`)."""
+        if signal.kind == "resync":
+            await self._resync()
+            return
+        session = self._live.get(signal.session_id)
+        if session is None:
+            return
+        if signal.kind == "events":
+            stream = session.streams.get(signal.target)
+            if stream is not None:
+                await stream.catch_up()
+        elif signal.kind == "cancel":
+            running = session.in_flight.get(orjson.loads(signal.target))
+            if running is not None:
+                log.info("request_cancelled", session_id=session.id[:8], reason="from another replica")
+                running.cancel()
+        elif signal.kind == "response":
+            answer = orjson.loads(signal.payload)
+            session.resolve(orjson.loads(signal.target), answer.get("result"), answer.get("error"))
+        elif signal.kind == "session_ended":
+            await self._forget(session.id)
+
+    async def _resync(self) -> None:
+        """Wake-ups may have been lost: drop sessions that ended meanwhile, catch up every open stream."""
+        for session in list(self._live.values()):
+            if await self.store.get_session(session.id) is None:
+                await self._forget(session.id)
+                continue
+            for stream in list(session.streams.values()):
+                await stream.catch_up()
+
+    def interrupt_waits(self, *, retry_ms: int) -> int:
+        """Shutting down, the drain window over: this replica stops accepting connections, so a
+        client's answer to a server request (elicitation, sampling) can no longer reach it. Every
+        call waiting for one ends now with `ShuttingDown`, and so does any later request to a client."""
+        self.stopping = ShuttingDown(retry_ms=retry_ms)
+        waiting = [waiter for session in self._live.values() for waiter in session.pending.values()]
+        for waiter in waiting:
+            waiter.interrupt(self.stopping)
+        return len(waiting)
+
+    async def close_all(self) -> None:
+        """On shutdown: persist the last use held back by touch coalescing, then close."""
+        for session in list(self._live.values()):
+            if session.last_seen > session.last_persisted:
+                await self.store.touch_session(session.id, session.last_seen)
+            await session.close()
+        self._live.clear()
+
+    async def resource_updated(self, uri: str) -> None:
+        """Notify every subscribed session, on its GET stream wherever that is held."""
+        message = encode_notification("notifications/resources/updated", {"uri": uri})
+        for session_id in await self.store.subscribers(uri):
+            live = self._live.get(session_id)
+            stream = live.standalone() if live else self._detached(session_id)
+            try:
+                await stream.emit(message)
+            except StoreError:
+                log.warning("resource_update_not_delivered", session_id=session_id[:8])
+
+    def _detached(self, session_id: str) -> EventStream:
+        """The GET stream of a session this process does not hold: appended to, delivered elsewhere."""
+        return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
+
+    async def broadcast(self, method: str) -> None:
+        """A list-changed notification to every live session, each on its own GET stream."""
+        for session in list(self._live.values()):
+            await session.notify(method, {})
+
+
+def _target(request_id: RequestId) -> str:
+    """A JSON-RPC id as a signal's target: its JSON, so 1 and "1" stay apart."""
+    return orjson.dumps(request_id).decode()

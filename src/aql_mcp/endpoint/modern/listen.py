@@ -1,0 +1,137 @@
+"""`subscriptions/listen`: the modern era's long-lived notification stream (MCP 2026-07-28
+basic/patterns/subscriptions; Streamable HTTP, "Receiving Messages").
+
+The answer is a 200 `text/event-stream` that stays open. Its first event is
+`notifications/subscriptions/acknowledged` with the filter the server agreed to honour; then come
+only the notification types the client opted in to, each tagged with
+`_meta["io.modelcontextprotocol/subscriptionId"]`, the JSON-RPC id of the listen request. A quiet
+stream carries an SSE comment every `streams.keepalive_seconds`. Events have no id: the modern era
+has no `Last-Event-ID` resumption; a client that lost its stream listens again.
+
+The stream ends
+- when the client closes it (the HTTP cancellation of the request, basic/patterns/cancellation):
+  nothing more is written;
+- when the server ends it, on shutdown or when the caller's token expires: it first writes the
+  `subscriptions/listen` response (`resultType: "complete"`, the subscription id in `_meta`),
+  the "Graceful Closure" that tells the client to listen again, elsewhere or with a new token.
+
+Everything that can refuse the request is checked before the stream starts, so a refusal is an
+ordinary error answer: the filter (-32602), each URI of `resourceSubscriptions`, which must be a
+resource the caller may read (the same check as `resources/read`), and the caps (endpoint/modern/listeners.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import anyio
+import structlog
+from starlette.types import Receive, Scope, Send
+
+from aql_mcp.auth.principal import Principal
+from aql_mcp.endpoint.legacy.exchange import Connection
+from aql_mcp.endpoint.modern.listeners import Listener, Listeners
+from aql_mcp.endpoint.modern.subscription import ACKNOWLEDGED, META_SUBSCRIPTION_ID, Change, parse_filter
+from aql_mcp.endpoint.sse import KEEPALIVE, format_event
+from aql_mcp.exceptions import MissingToken
+from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
+from aql_mcp.observability.logging import bind_log_context
+from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.protocol.primitives import Registry
+from aql_mcp.protocol.resources import readable
+from aql_mcp.protocol.versions import META_SERVER_INFO, Era
+from aql_mcp.scope import principal_of
+
+LISTEN = "subscriptions/listen"
+
+log = structlog.get_logger("aql_mcp.listen")
+
+
+class ListenEndpoint:
+    """Serves `subscriptions/listen` requests the modern edge has validated (`_meta`, headers, version)."""
+
+    def __init__(
+        self,
+        *,
+        listeners: Listeners,
+        registry: Registry,
+        rules: ScopeRules,
+        server_info: dict[str, Any],
+        keepalive_seconds: float,
+        max_uris: int,
+    ) -> None:
+        self._listeners = listeners
+        self._registry = registry
+        self._rules = rules
+        self._server_info = server_info
+        self._keepalive = keepalive_seconds
+        self._max_uris = max_uris
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
+        """Answer `request` with its stream. A refusal raises before anything is sent (the modern
+        edge answers it); once the stream has started, nothing raises."""
+        principal = principal_of(scope)
+        if principal is None:
+            raise MissingToken()
+        wanted = parse_filter(request.params, max_uris=self._max_uris)
+        for uri in wanted.uris:
+            await readable(self._registry, self._rules, uri, principal)
+        listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
+        self._listeners.admit(listener)
+        bind_log_context(mcp_method=LISTEN, mcp_era=Era.MODERN.value)
+        try:
+            await self._stream(receive, Connection(send), listener, _lifetime(principal))
+        finally:
+            self._listeners.release(listener)
+
+    async def _stream(self, receive: Receive, connection: Connection, listener: Listener, lifetime: float) -> None:
+        await connection.start([])
+        await connection.write(self._event(listener, ACKNOWLEDGED, {"notifications": listener.wanted.to_wire()}))
+        log.info("listen_opened", principal=listener.owner, uris=len(listener.wanted.uris))
+        ended_by = "client"
+        async with anyio.create_task_group() as group:
+            group.start_soon(_watch_disconnect, receive, group.cancel_scope)
+            with anyio.move_on_after(lifetime):
+                await self._pump(connection, listener)
+            # Not cancelled by the watcher: the server ends the subscription (shutdown, token expiry).
+            ended_by = "server"
+            await connection.write(format_event(None, self._closing(listener)))
+            await connection.end()
+            group.cancel_scope.cancel()
+        log.info("listen_closed", principal=listener.owner, ended_by=ended_by)
+
+    async def _pump(self, connection: Connection, listener: Listener) -> None:
+        """Write what the listener is offered until it is stopped; a comment after each quiet spell."""
+        while not listener.stopped:
+            changes = await listener.next_changes(self._keepalive)
+            if not changes and not listener.stopped:
+                await connection.write(KEEPALIVE)
+            for change in changes:
+                await connection.write(self._notification(listener, change))
+
+    def _notification(self, listener: Listener, change: Change) -> bytes:
+        return self._event(listener, change.method, change.params())
+
+    def _event(self, listener: Listener, method: str, params: dict[str, Any]) -> bytes:
+        tagged = {"_meta": {META_SUBSCRIPTION_ID: listener.subscription_id}, **params}
+        return format_event(None, encode_notification(method, tagged))
+
+    def _closing(self, listener: Listener) -> bytes:
+        """The listen response: the subscription ended gracefully (subscriptions, "Graceful Closure")."""
+        meta = {META_SUBSCRIPTION_ID: listener.subscription_id, META_SERVER_INFO: self._server_info}
+        return encode_result(listener.subscription_id, {"resultType": "complete", "_meta": meta})
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+def _lifetime(principal: Principal) -> float:
+    """How long the stream may stay open: until the token that opened it expires."""
+    if principal.expires_at is None:
+        return math.inf
+    return max(0.0, principal.expires_at - time.time())

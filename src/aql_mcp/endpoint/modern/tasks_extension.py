@@ -1,0 +1,361 @@
+"""The Tasks extension (`io.modelcontextprotocol/tasks`, MCP 2026-07-28; docs/eras.md, "Tasks").
+
+A tool registered with `task_support` and called by a modern request that declares the extension
+in its `_meta` capabilities does not make the client wait: the call is answered at once with a
+`CreateTaskResult` (`resultType: "task"`), and the handler runs on in the background of the replica
+that took the call. The client polls `tasks/get`, answers questions with `tasks/update` and may
+stop the work with `tasks/cancel`, on any replica: the task's row in the store is the truth
+(store/tasks.py), so those methods (endpoint/modern/task_methods.py) only read and write it, and the replica
+running the task reads it back to learn what they did (the `_watch` loop, woken at once when the method landed on the
+same replica).
+
+A handler asks the client exactly as it does in a plain call (`ctx.elicit`, `ctx.ask`): in a task
+the question parks the task in `input_required` with the question stored, the handler waits, and
+it resumes with the answers once `tasks/update` has brought them all. The handler therefore runs
+once, unlike an MRTR round. A tool error is `completed` with `result.isError`; anything else that
+stops the handler (a crash, a protocol error, the task's time running out, this replica shutting
+down) is `failed` with a JSON-RPC `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from aql_mcp.endpoint.modern.request_state import digest
+from aql_mcp.endpoint.statuses import wire_code
+from aql_mcp.exceptions import (
+    InternalError,
+    MissingClientCapability,
+    MissingClientExtension,
+    ShuttingDown,
+    StoreError,
+    TaskLimitReached,
+    ToolTimeout,
+)
+from aql_mcp.observability.telemetry import INTERNAL
+from aql_mcp.protocol.context import Context, ResourceHub
+from aql_mcp.protocol.primitives import RegisteredTool
+from aql_mcp.protocol.result_limit import limit_result
+from aql_mcp.protocol.tools import run_tool
+from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
+from aql_mcp.responses import error_object
+from aql_mcp.store.tasks import TERMINAL, TaskRecord, TaskStatus, TaskStore
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+# How often a client is told to poll `tasks/get` (a hint; SEP-2663 `pollIntervalMs`).
+POLL_INTERVAL_MS = 1000
+# How often the running replica rereads a task's row: soon while it waits for answers, less often
+# while it works (only a cancellation can come then). A request on this replica wakes it at once.
+PARKED_POLL_SECONDS = 0.2
+WORKING_POLL_SECONDS = 1.0
+# Retry-After of a caller over its cap of live tasks: a task usually ends within seconds.
+LIMIT_RETRY_AFTER = 5
+# A task the replica's shutdown stopped fails with -32006 and this retry hint (the call may be retried).
+SHUTDOWN_RETRY_MS = 1000
+# Ended tasks are kept, results and all, until they expire: a caller may hold this many times its
+# cap of live tasks in all, so finished rows cannot pile up without bound.
+STORED_PER_LIVE = 4
+# A handler's time runs out this long before its task expires, so the failure can still be read.
+FAILURE_VISIBLE_SECONDS = 60
+# Writing a task's end retries a failing store, with growing pauses up to this, until it expires.
+FINISH_RETRY_MAX_SECONDS = 5.0
+
+log = structlog.get_logger("aql_mcp.tasks")
+
+
+def declares_tasks(ctx: Context) -> bool:
+    """Whether this is a modern request whose `_meta` capabilities declare the extension."""
+    peer = ctx.peer
+    if peer is None or peer.protocol_version not in MODERN_VERSIONS:
+        return False
+    extensions = peer.client_capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and EXTENSION in extensions
+
+
+def owner_of(ctx: Context) -> str:
+    return ctx.principal.digest if ctx.principal else "anonymous"
+
+
+def timestamp(seconds: float) -> str:
+    """ISO 8601 in UTC with milliseconds, as `createdAt` and `lastUpdatedAt` are sent."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_fields(record: TaskRecord) -> dict[str, Any]:
+    """The `Task` fields (SEP-2663): no `requestState`, durations in integer milliseconds."""
+    out: dict[str, Any] = {
+        "taskId": record.id,
+        "status": record.status,
+        "createdAt": timestamp(record.created_at),
+        "lastUpdatedAt": timestamp(record.updated_at),
+        "ttlMs": record.ttl_ms,
+        "pollIntervalMs": record.poll_ms,
+    }
+    if record.status_message:
+        out["statusMessage"] = record.status_message
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class LiveTask:
+    """A task running on this replica: its handler, and the questions it waits on."""
+
+    id: str
+    request_id: str
+    expires_at: float
+    runner: asyncio.Task[None] | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    # The handler's key -> (digest of the question, key it is stored and answered under).
+    questions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    finishing: bool = False
+    stopping: bool = False
+
+
+class TaskOutbound:
+    """The `Outbound` of a task's handler: no stream to talk on, and questions park the task."""
+
+    def __init__(self, live: LiveTask, store: TaskStore, clock: Callable[[], float]) -> None:
+        self._live = live
+        self._store = store
+        self._clock = clock
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        # Progress and log messages have no request stream to travel on once the call was answered
+        # (task status notifications belong to `subscriptions/listen`, not served yet).
+        return None
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """An answer counts only for the question it was given to: a key asked again with another
+        question is put to the client under a new key (keys are the server's to choose)."""
+        live = self._live
+        stored: dict[str, str] = {}
+        missing: dict[str, dict[str, Any]] = {}
+        for key, request in requests.items():
+            question = digest(request)
+            known = live.questions.get(key)
+            if known is None or known[0] != question:
+                known = (question, key if known is None else f"{key}.{len(live.answers) + len(live.questions)}")
+                live.questions[key] = known
+            stored[key] = known[1]
+            if known[1] not in live.answers:
+                missing[known[1]] = request
+        if missing:
+            live.waiting = missing
+            live.answered.clear()
+            await self._store.park_task(live.id, missing, self._clock())
+            live.wake.set()  # a task cancelled meanwhile is noticed now rather than at the next poll
+            await live.answered.wait()
+        return {key: live.answers[stored[key]] for key in requests}
+
+    def missing_capability(self, capability: str) -> Exception:
+        return MissingClientCapability(capability)
+
+    async def close_connection(self) -> None:
+        return None
+
+
+class TaskRunner:
+    """Creates tasks for task-supporting tools and runs them on this replica (`ToolMethods` calls
+    `launch`); `close` fails the tasks still running when the replica stops."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        hub: ResourceHub,
+        ttl_seconds: int,
+        max_per_owner: int,
+        max_result_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._hub = hub
+        self._ttl = ttl_seconds
+        self._max_per_owner = max_per_owner
+        self._max_result_bytes = max_result_bytes
+        self._clock = clock
+        self._live: dict[str, LiveTask] = {}
+
+    @property
+    def running(self) -> int:
+        return len(self._live)
+
+    async def launch(self, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+        """A `CreateTaskResult` once the task is stored (a `tasks/get` right after it finds it), or
+        None when this call is a plain one (the tool supports no tasks, or the request cannot have one)."""
+        tool = entry.tool
+        if tool.task_support is None:
+            return None
+        if not declares_tasks(ctx):
+            if tool.task_support == "required" and _modern(ctx):
+                # SEP-2663 "Required Capabilities": it cannot be served without a task.
+                raise MissingClientExtension(EXTENSION)
+            return None
+        if tool.before_task is not None:
+            await tool.before_task(arguments, ctx)  # may end this attempt with input_required
+        record = await self._create(tool.name, ctx)
+        live = LiveTask(record.id, ctx.request_id, record.expires_at)
+        task_ctx = Context(
+            request_id=ctx.request_id,
+            message_id=None,
+            peer=ctx.peer,
+            principal=ctx.principal,
+            outbound=TaskOutbound(live, self._store, self._clock),
+            hub=self._hub,
+            memo=dict(ctx.memo),
+        )
+        self._live[record.id] = live
+        live.runner = asyncio.create_task(self._execute(live, entry, arguments, task_ctx))
+        log.info("task_created", task_id=record.id, tool=tool.name)
+        return {"resultType": "task", **task_fields(record)}
+
+    def wake(self, task_id: str) -> None:
+        """A request on this replica changed the task's row: let its runner look now."""
+        live = self._live.get(task_id)
+        if live is not None:
+            live.wake.set()
+
+    async def close(self) -> None:
+        """Fail every task still running here (a stopped replica cannot finish them); the client
+        may call again (-32006, `ShuttingDown`)."""
+        lives = list(self._live.values())
+        for live in lives:
+            live.stopping = True
+            if live.runner is not None:
+                live.runner.cancel()
+        await asyncio.gather(*(live.runner for live in lives if live.runner is not None), return_exceptions=True)
+        for live in lives:
+            # Also a task whose handler had not started yet: cancelling it ran none of its code.
+            if not live.finishing:
+                await self._fail(live, ShuttingDown(retry_ms=SHUTDOWN_RETRY_MS), "shutdown")
+
+    async def _create(self, tool: str, ctx: Context) -> TaskRecord:
+        now = self._clock()
+        record = TaskRecord(
+            id=secrets.token_hex(16),
+            owner=owner_of(ctx),
+            tool=tool,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            expires_at=now + self._ttl,
+            ttl_ms=self._ttl * 1000,
+            poll_ms=POLL_INTERVAL_MS,
+        )
+        admitted = await self._store.create_task(
+            record,
+            max_live_per_owner=self._max_per_owner,
+            max_stored_per_owner=self._max_per_owner * STORED_PER_LIVE,
+            now=now,
+        )
+        if not admitted:
+            raise TaskLimitReached(retry_after=LIMIT_RETRY_AFTER, data={"limit": self._max_per_owner})
+        return record
+
+    async def _execute(self, live: LiveTask, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> None:
+        watcher = asyncio.create_task(self._watch(live))
+        name = entry.tool.name
+        run_seconds = max(self._ttl - FAILURE_VISIBLE_SECONDS, self._ttl / 2)
+        try:
+            async with asyncio.timeout(run_seconds):
+                result, outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
+        except asyncio.CancelledError:
+            # `tasks/cancel` ended it (the row already says `cancelled`), or `close` records the shutdown.
+            log.info("task_stopped", task_id=live.id, reason="shutdown" if live.stopping else "cancelled")
+        except TimeoutError:
+            await self._fail(live, ToolTimeout(data={"timeoutSeconds": round(run_seconds)}))
+        except Exception as exc:  # a protocol error (WireError) or a crash: the task failed
+            await self._fail(live, exc)
+        else:
+            if outcome == INTERNAL:
+                # `run_tool` logged the crash and made it a tool error; a task reports it as failed.
+                await self._fail(live, InternalError())
+            else:
+                await self._finish(live, "completed", result=result)
+        finally:
+            watcher.cancel()
+            self._live.pop(live.id, None)
+
+    async def _watch(self, live: LiveTask) -> None:
+        """Reread the row: a cancellation stops the handler, answers wake the question it waits on."""
+        while not live.finishing:
+            interval = PARKED_POLL_SECONDS if live.waiting else WORKING_POLL_SECONDS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(live.wake.wait(), interval)
+            live.wake.clear()
+            try:
+                record = await self._store.load_task(live.id)
+            except StoreError:
+                continue  # logged by the engine; the next turn tries again
+            if live.finishing:
+                return
+            if record is None or record.status in TERMINAL:
+                if live.runner is not None:
+                    live.runner.cancel()
+                return
+            if live.waiting and all(key in record.answers for key in live.waiting):
+                live.answers.update({key: record.answers[key] for key in live.waiting})
+                live.waiting = {}
+                live.answered.set()
+
+    async def _fail(self, live: LiveTask, exc: BaseException, message: str | None = None) -> None:
+        """`failed` with the JSON-RPC error `exc` answers as (a crash: -32603, nothing internal)."""
+        wire, error = error_object(exc, live.request_id)
+        error["code"] = wire_code(Era.MODERN, wire.code)
+        await self._finish(live, "failed", error=error, message=message)
+
+    async def _finish(
+        self,
+        live: LiveTask,
+        status: TaskStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> None:
+        live.finishing = True
+        pause = PARKED_POLL_SECONDS
+        if result is not None:
+            try:
+                result = limit_result(result, self._max_result_bytes)
+            except Exception:  # a value that is no JSON: caught below as a result that cannot be stored
+                log.debug("task_result_not_measured", task_id=live.id)
+        while True:
+            try:
+                await self._store.finish_task(
+                    live.id, status, self._clock(), result=result, error=error, message=message
+                )
+                break
+            except StoreError:
+                # The work is done: keep trying to record it while the task lives, or the client
+                # would poll `working` until it expires.
+                if self._clock() + pause > live.expires_at:
+                    log.warning("task_not_recorded", task_id=live.id, status=status)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, FINISH_RETRY_MAX_SECONDS)
+            except Exception:
+                if status == "failed":
+                    log.exception("task_not_recorded", task_id=live.id, status=status)
+                    return
+                # The result cannot be stored (a value that is no JSON): the task failed instead.
+                log.exception("task_result_not_stored", task_id=live.id)
+                _, error = error_object(InternalError(), live.request_id)
+                status, result, message = "failed", None, None
+        log.info("task_finished", task_id=live.id, status=status)
+
+
+def _modern(ctx: Context) -> bool:
+    return ctx.peer is not None and ctx.peer.protocol_version in MODERN_VERSIONS

@@ -1,0 +1,62 @@
+"""Where a change is announced: to the sessions of the legacy era and to the listen streams of the
+modern era, on this replica and on every other one sharing the store.
+
+- Legacy sessions hear of it as before (endpoint/legacy/sessions.py): a resource update goes to every session
+  subscribed in the store, on its GET stream wherever that is held; a list change goes to the
+  sessions live here.
+- Listen streams (endpoint/modern/listeners.py) hear of it on every replica: the change is offered to the ones
+  here at once and published on the store's bus as a `broadcast` signal, which every other
+  replica offers to its own. The PostgreSQL bus writes such a signal to its `signals` table before
+  waking the others, so a replica whose listener connection dropped reads it after reconnecting;
+  the SQLite engine serves one replica, which has nobody to tell. A replica ignores its own
+  signals, so each listener hears of a change once.
+
+A change that cannot be published (the store is failing) still reaches the listeners here; it is
+logged, never raised into the tool that made it.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from aql_mcp.endpoint.legacy.sessions import SessionManager
+from aql_mcp.endpoint.modern.listeners import Listeners
+from aql_mcp.endpoint.modern.subscription import RESOURCE_UPDATED, Change
+from aql_mcp.exceptions import StoreError
+from aql_mcp.store.base import Bus, Signal
+
+log = structlog.get_logger("aql_mcp.notifier")
+
+
+class Notifier:
+    """The `ResourceHub` of both eras, and the bus handler of this replica."""
+
+    def __init__(self, *, sessions: SessionManager, listeners: Listeners, bus: Bus) -> None:
+        self._sessions = sessions
+        self._listeners = listeners
+        self._bus = bus
+
+    async def resource_updated(self, uri: str) -> None:
+        """Resource `uri` changed: tell the sessions subscribed to it and the streams listening for it."""
+        await self._sessions.resource_updated(uri)
+        await self._announce(Change(RESOURCE_UPDATED, uri))
+
+    async def list_changed(self, method: str) -> None:
+        """A list changed (`method` is its `notifications/*/list_changed`)."""
+        await self._sessions.broadcast(method)
+        await self._announce(Change(method))
+
+    async def on_signal(self, signal: Signal) -> None:
+        """A signal from another replica: a broadcast for the listen streams here, anything else
+        for the sessions."""
+        if signal.kind != "broadcast":
+            await self._sessions.on_signal(signal)
+            return
+        self._listeners.deliver(Change(signal.target, signal.payload.decode("utf-8", "replace")))
+
+    async def _announce(self, change: Change) -> None:
+        self._listeners.deliver(change)
+        try:
+            await self._bus.publish(Signal("broadcast", target=change.method, payload=change.uri.encode("utf-8")))
+        except StoreError:
+            log.warning("change_not_published", method=change.method)

@@ -1,0 +1,1 @@
+"""What the service tells its operators: logs, metrics, traces, per-call telemetry and the probes."""

@@ -1,0 +1,110 @@
+"""The operations of the `executions` plugin as MCP-AQL declares them (§8.4.5 `lifecycle`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aql_mcp.operations.models import Example, Lifecycle, Operation, Returns
+from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
+
+if TYPE_CHECKING:
+    from aql_mcp.plugins.executions.operations import Executions
+
+EXECUTION = Returns(
+    "Execution",
+    "object",
+    "{execution_id, status, kind, collection, created_at, updated_at, started_at?, finished_at?, "
+    "progress: {current, total?, message?}, attempts, imported?, rejected?, report?, error?, result?}",
+)
+# Imports and exports: cancellable between batches, retried from where they stopped, with progress.
+LIFECYCLE = Lifecycle(supports_cancel=True, supports_retry=True, progress_reporting=True)
+
+
+def catalog(executions: Executions) -> list[Operation]:
+    ref = {"execution_id": "exec_0123456789abcdef01234567"}
+    return [
+        Operation(
+            "execute_import",
+            "EXECUTE",
+            "Import records into a collection from NDJSON or CSV (base64) in the background: answers at once "
+            "with execution_id; rows are validated one by one and rejected ones reported (row and reason).",
+            executions.execute_import,
+            ImportParams,
+            EXECUTION,
+            danger="reversible",
+            danger_reasons=("Adds records, counted against the tenant's quotas; they can be deleted again",),
+            side_effects="Adds the payload's valid rows as records, in atomic batches.",
+            lifecycle=LIFECYCLE,
+            examples=(
+                Example(
+                    {
+                        "operation": "execute_import",
+                        "params": {
+                            "collection": "notes",
+                            "file_content": "eyJ0aXRsZSI6ICJQbGFuIn0K",
+                            "file_encoding": "base64",
+                            "file_mime_type": "application/x-ndjson",
+                        },
+                    }
+                ),
+            ),
+        ),
+        Operation(
+            "execute_export",
+            "EXECUTE",
+            "Export a collection to NDJSON in the background; once completed it is readable as the resource "
+            "records://exports/{execution_id} when it fits one answer, else in parts: "
+            "records://exports/{execution_id}/parts/{part}, part 0 to result.parts - 1, concatenated in order.",
+            executions.execute_export,
+            ExportParams,
+            EXECUTION,
+            danger="safe",
+            side_effects="Keeps a copy of the collection's records as NDJSON until the execution's retention ends.",
+            lifecycle=LIFECYCLE,
+            examples=(Example({"operation": "execute_export", "params": {"collection": "notes"}}),),
+        ),
+        Operation(
+            "get_execution",
+            "READ",
+            "An execution's state, progress, rejected rows and result (MCP-AQL 8.4.3).",
+            executions.get_execution,
+            ExecutionRef,
+            EXECUTION,
+            examples=(Example({"operation": "get_execution", "params": ref}),),
+        ),
+        Operation(
+            "list_executions",
+            "READ",
+            "The caller's executions, newest first, optionally in one state.",
+            executions.list_executions,
+            ListExecutions,
+            Returns("ExecutionList", "object", "{items: [Execution], count}"),
+            discovery=True,
+        ),
+        Operation(
+            "cancel_execution",
+            "EXECUTE",
+            "Cancel a pending or running execution: it stops before its next batch; batches already written stay.",
+            executions.cancel_execution,
+            ExecutionRef,
+            EXECUTION,
+            danger="reversible",
+            danger_reasons=("Stops the work; what was written stays, and the import or export can be run again",),
+            side_effects="The execution becomes cancelled (terminal).",
+            lifecycle=LIFECYCLE,
+            idempotent=True,
+            examples=(Example({"operation": "cancel_execution", "params": ref}),),
+        ),
+        Operation(
+            "retry_execution",
+            "EXECUTE",
+            "Run a failed execution again on this replica; an import resumes after the last batch it wrote.",
+            executions.retry_execution,
+            ExecutionRef,
+            EXECUTION,
+            danger="reversible",
+            side_effects="The failed execution becomes running again.",
+            lifecycle=LIFECYCLE,
+            examples=(Example({"operation": "retry_execution", "params": ref}),),
+        ),
+    ]

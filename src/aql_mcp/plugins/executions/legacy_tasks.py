@@ -1,0 +1,235 @@
+"""MCP 2025-11-25 tasks mapped onto executions (docs/executions.md, "MCP tasks").
+
+Only in the legacy era, and only for a session whose client declared the `tasks` capability in
+`initialize`: the server then declares `tasks` (list, cancel, requests.tools.call), the MCP-AQL
+tools that carry `execute_import` and `execute_export` list `execution.taskSupport: "optional"`,
+and a `tools/call` with `params.task` of one of those two operations answers a `CreateTaskResult`
+whose `taskId` is the execution's id. `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`
+read and change the execution (any of the caller's executions is a task). For any other session the
+methods do not exist (-32601) and `params.task` is ignored, as the specification requires of a
+receiver that did not declare the capability.
+
+Tasks are bound to the principal that started them (2025-11-25 tasks, "Security Considerations":
+a task is not visible to another requestor), while executions belong to the records tenant: with a
+tenant claim several principals share, each sees the tenant's executions through the MCP-AQL
+operations but only its own as tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from aql_mcp.auth.principal import Principal
+from aql_mcp.exceptions import InvalidParams, MethodNotFound
+from aql_mcp.operations.models import Call
+from aql_mcp.operations.results import OperationError, failure, success, to_tool_result
+from aql_mcp.plugins.executions.store import ExecutionRecord
+from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
+from aql_mcp.plugins.records.store import timestamp
+from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.versions import MODERN_VERSIONS
+
+if TYPE_CHECKING:
+    from aql_mcp.plugins.executions.operations import Executions
+
+Handler = Callable[[dict[str, Any], Context], Awaitable[dict[str, Any]]]
+CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+TASK_OPERATIONS = ("execute_import", "execute_export")
+RELATED = "io.modelcontextprotocol/related-task"
+POLL_INTERVAL_MS = 1000
+LIST_PAGE = 50
+# `ctx.memo` key: the call is task-augmented; the plugin answers at once and marks the execution.
+AS_TASK = "executions.as_task"
+STATUS = {"pending": "working", "running": "working", "completed": "completed", "failed": "failed"}
+
+
+def negotiated(ctx: Context) -> bool:
+    """Whether this is a legacy session whose client declared `tasks` in `initialize`."""
+    peer = ctx.peer
+    return peer is not None and peer.protocol_version not in MODERN_VERSIONS and "tasks" in peer.client_capabilities
+
+
+class LegacyTasks:
+    """The tasks methods, and `tools/list` and `tools/call` wrapped for task-augmented sessions."""
+
+    def __init__(
+        self, executions: Executions, *, tools_call: Handler, tools_list: Handler, task_tools: Callable[[], set[str]]
+    ) -> None:
+        self._executions = executions
+        self._tools_call = tools_call
+        self._tools_list = tools_list
+        self._task_tools = task_tools
+
+    def table(self) -> dict[str, Handler]:
+        return {
+            "tools/list": self.tools_list,
+            "tools/call": self.tools_call,
+            "tasks/get": self.get,
+            "tasks/result": self.result,
+            "tasks/list": self.list_tasks,
+            "tasks/cancel": self.cancel,
+        }
+
+    async def tools_list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        listed = await self._tools_list(params, ctx)
+        if not negotiated(ctx):
+            return listed
+        names = self._task_tools()
+        tools = [
+            {**tool, "execution": {"taskSupport": "optional"}} if tool.get("name") in names else tool
+            for tool in listed.get("tools", [])
+        ]
+        return {**listed, "tools": tools}
+
+    async def tools_call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        task = params.get("task")
+        if task is None or not negotiated(ctx):
+            return await self._tools_call(params, ctx)
+        if not isinstance(task, dict):
+            raise InvalidParams(data={"field": "task", "reason": "type"})
+        if params.get("name") not in self._task_tools():
+            # The tool lists no taskSupport (2025-11-25 tasks, "Tool-Level Negotiation").
+            raise MethodNotFound()
+        arguments = params.get("arguments")
+        operation = arguments.get("operation") if isinstance(arguments, dict) else None
+        if operation not in TASK_OPERATIONS:
+            raise InvalidParams(
+                "Invalid params: only execute_import and execute_export run as tasks",
+                data={"field": "task", "reason": "operation", "operations": list(TASK_OPERATIONS)},
+            )
+        ctx.memo[AS_TASK] = True
+        result = await self._tools_call(params, ctx)
+        envelope = result.get("structuredContent")
+        data = envelope.get("data") if isinstance(envelope, dict) and envelope.get("success") else None
+        if not isinstance(data, dict) or "execution_id" not in data:
+            # Refused before any execution existed (validation, scopes, limits): no task was created,
+            # so the answer is the refusal as the plain call gives it.
+            return result
+        record = await self._executions.store.load(str(data["execution_id"]))
+        if record is None:
+            return result
+        return {
+            "task": self.task(record),
+            "_meta": {"io.modelcontextprotocol/model-immediate-response": f"Started execution {record.id}"},
+        }
+
+    async def get(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return self.task(await self._found(params, ctx))
+
+    async def result(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """Waits for a terminal state (2025-11-25 tasks, "Result Retrieval"), then the CallToolResult."""
+        record = await self._found(params, ctx)
+        wake = self._executions.worker.changed(record.id)
+        try:
+            while record.status not in TERMINAL:
+                wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 0.5)
+                found = await self._executions.store.get(record.id, record.owner)
+                if found is None:
+                    raise _unknown()
+                record = found
+        finally:
+            self._executions.worker.forget(record.id)
+        if record.status == "failed" and record.error is not None:
+            error = record.error
+            envelope = failure(str(error.get("code")), str(error.get("message")), error.get("details"))
+        else:
+            envelope = success(execution_wire(record))
+        wire = to_tool_result(envelope).to_wire()
+        wire["_meta"] = {RELATED: {"taskId": record.id}}
+        return wire
+
+    async def list_tasks(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        owner = self._owner(ctx)
+        before = _cursor(params.get("cursor"))
+        found = await self._executions.store.list_executions(
+            owner, status=None, limit=LIST_PAGE + 1, principal=principal_key(ctx.principal), before=before
+        )
+        page = found[:LIST_PAGE]
+        out: dict[str, Any] = {"tasks": [self.task(record) for record in page]}
+        if len(found) > LIST_PAGE:
+            # A keyset cursor (created_at, id): executions started meanwhile neither shift nor repeat a page.
+            last = page[-1]
+            out["nextCursor"] = base64.urlsafe_b64encode(orjson.dumps([last.created_at, last.id])).decode()
+        return out
+
+    async def cancel(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        record = await self._found(params, ctx)
+        outcome = await self._executions.store.cancel(record.id, record.owner, time.time(), "cancelled by tasks/cancel")
+        if outcome != "cancelled":
+            # 2025-11-25 tasks, "Task Cancellation": a terminal task's cancellation is -32602.
+            raise InvalidParams(
+                "Invalid params: the task has already ended", data={"field": "taskId", "reason": "terminal"}
+            )
+        cancelled = await self._executions.store.get(record.id, record.owner)
+        return self.task(cancelled or record)
+
+    def task(self, record: ExecutionRecord) -> dict[str, Any]:
+        """The `Task` of an execution; `ttl` is the retention, counted here from creation (it is kept
+        at least that long: the retention runs from the end)."""
+        progress = record.progress
+        message = progress.message or record.status
+        if record.status == "failed" and record.error is not None:
+            # 2025-11-25 tasks, "Task Status": a failed task's message says why it failed.
+            message = f"{record.error.get('code')}: {record.error.get('message')}"
+        elif progress.total:
+            message = f"{message} ({progress.current} of {progress.total})"
+        return {
+            "taskId": record.id,
+            "status": STATUS.get(record.status, record.status),
+            "statusMessage": message,
+            "createdAt": timestamp(record.created_at),
+            "lastUpdatedAt": timestamp(record.updated_at),
+            "ttl": self._executions.settings.executions.retention_seconds * 1000,
+            "pollInterval": POLL_INTERVAL_MS,
+        }
+
+    def _owner(self, ctx: Context) -> str:
+        if not negotiated(ctx):
+            raise MethodNotFound()
+        try:
+            return self._executions.records.tenant(Call(principal=ctx.principal, session_id=ctx.session_id, ctx=ctx))
+        except OperationError:
+            raise _unknown() from None
+
+    async def _found(self, params: dict[str, Any], ctx: Context) -> ExecutionRecord:
+        owner = self._owner(ctx)
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise InvalidParams(data={"field": "taskId", "reason": "required"})
+        record = await self._executions.store.get(task_id, owner)
+        # Another principal's execution is not its task, even within one tenant.
+        if record is None or record.principal != principal_key(ctx.principal):
+            raise _unknown()
+        return record
+
+
+def principal_key(principal: Principal | None) -> str | None:
+    """What binds a task to its principal: the digest of its subject, never the subject itself."""
+    return None if principal is None else principal.digest
+
+
+def _cursor(cursor: Any) -> tuple[float, str] | None:
+    if cursor is None:
+        return None
+    try:
+        created_at, execution_id = orjson.loads(base64.urlsafe_b64decode(str(cursor).encode()))
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidParams(data={"field": "cursor", "reason": "invalid"}) from None
+    if not isinstance(created_at, int | float) or isinstance(created_at, bool) or not isinstance(execution_id, str):
+        raise InvalidParams(data={"field": "cursor", "reason": "invalid"})
+    return float(created_at), execution_id
+
+
+def _unknown() -> InvalidParams:
+    # Another caller's task is not found either: ids are not a way to learn what others run.
+    return InvalidParams("Invalid params: no such task", data={"field": "taskId", "reason": "unknown"})

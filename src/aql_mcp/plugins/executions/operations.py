@@ -1,0 +1,395 @@
+"""The built-in `executions` plugin: imports and exports of records that run in the background
+(MCP-AQL §8.4; docs/executions.md).
+
+`execute_import` and `execute_export` answer at once with the execution's id and state; the work
+runs on the replica that accepted the call (plugins/executions/worker.py) while `get_execution` and
+`list_executions` read it and `cancel_execution` / `retry_execution` change it on any replica, the
+store's row being the truth. A call that carries `_meta.progressToken` follows its execution
+instead: progress notifications on its stream, and the final state as the answer (or the state at
+the tool timeout's approach); `notifications/cancelled` for that call cancels the execution.
+
+Executions belong to the records tenant (`records.tenant_claim`) whose records they write or read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aql_mcp.auth.principal import Principal
+from aql_mcp.exceptions import ResourceNotFound
+from aql_mcp.operations.endpoints import family_of
+from aql_mcp.operations.models import Call, Operation, TrustLevel
+from aql_mcp.operations.payload import Limits
+from aql_mcp.operations.results import (
+    NOT_FOUND_RESOURCE,
+    RATE_LIMIT_QUOTA_EXHAUSTED,
+    VALIDATION_INVALID_ENCODING,
+    VALIDATION_PAYLOAD_TOO_LARGE,
+    OperationError,
+)
+from aql_mcp.operations.service import PluginOperations
+from aql_mcp.plugins.executions.catalog import catalog
+from aql_mcp.plugins.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE, has_part, read_export, read_part
+from aql_mcp.plugins.executions.legacy_tasks import (
+    AS_TASK,
+    CAPABILITY,
+    TASK_OPERATIONS,
+    Handler,
+    LegacyTasks,
+    principal_key,
+)
+from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
+from aql_mcp.plugins.executions.rows import FORMATS
+from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore, Progress, RetainedBytesExceeded
+from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
+from aql_mcp.plugins.executions.worker import ExecutionWorker
+from aql_mcp.plugins.records.operations import Records
+from aql_mcp.plugins.records.store import Quota, StoredCollection
+from aql_mcp.protocol.content import Content
+from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.primitives import Registry, ResourceTemplate
+from aql_mcp.settings import Settings
+
+# A following call answers this long before the tool timeout, with the state it has reached.
+FOLLOW_MARGIN_SECONDS = 2.0
+# An execution not in a state the operation acts on (MCP-AQL error codes §3: a CONFLICT_ code, 409).
+CONFLICT_INVALID_STATE = "CONFLICT_INVALID_STATE"
+# A follower rereads the row at least this often (the worker wakes one on its replica sooner).
+FOLLOW_POLL_SECONDS = 0.25
+
+
+@dataclass
+class Executions:
+    """The operations over the store's executions, run by `worker` on this replica."""
+
+    settings: Settings
+    records: Records
+    worker: ExecutionWorker
+
+    @property
+    def store(self) -> ExecutionStore:
+        return self.worker.store
+
+    async def _collection(self, tenant: str, name: str) -> StoredCollection:
+        found = await self.records.store.get_collection(tenant, name)
+        if found is None:
+            raise OperationError(
+                NOT_FOUND_RESOURCE,
+                f"Resource 'collection' not found: '{name}'",
+                {"resource_type": "collection", "resource_id": name},
+            )
+        return found
+
+    async def execute_import(self, params: ImportParams, call: Call) -> dict[str, Any]:
+        tenant = self.records.tenant(call)
+        payload = _decoded(params.file_content, self.settings.executions.max_import_bytes)
+        collection = await self._collection(tenant, params.collection)
+        details = {
+            "collection": params.collection,
+            "format": FORMATS[params.file_mime_type],
+            "mime_type": params.file_mime_type,
+            "bytes": len(payload),
+            "fields": list(collection.fields) if collection.fields is not None else None,
+        }
+        return await self._launch(call, tenant, "import", details, payload)
+
+    async def execute_export(self, params: ExportParams, call: Call) -> dict[str, Any]:
+        tenant = self.records.tenant(call)
+        await self._collection(tenant, params.collection)
+        return await self._launch(call, tenant, "export", {"collection": params.collection}, None)
+
+    async def get_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
+        return execution_wire(await self._own(params.execution_id, call))
+
+    async def list_executions(self, params: ListExecutions, call: Call) -> dict[str, Any]:
+        found = await self.store.list_executions(self.records.tenant(call), status=params.status, limit=params.first)
+        return {"items": [execution_wire(record, report=False) for record in found], "count": len(found)}
+
+    async def cancel_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
+        tenant = self.records.tenant(call)
+        outcome = await self.store.cancel(params.execution_id, tenant, time.time(), "cancelled by cancel_execution")
+        if outcome == "unknown":
+            raise _not_found(params.execution_id)
+        record = await self._own(params.execution_id, call)
+        wire = execution_wire(record, report=False)
+        wire["cancelled"] = outcome == "cancelled"
+        return wire
+
+    async def retry_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
+        tenant = self.records.tenant(call)
+        current = await self._own(params.execution_id, call)
+        if current.params.get("task"):
+            raise OperationError(
+                CONFLICT_INVALID_STATE,
+                "An execution started as an MCP task is not retried (a task that failed stays failed)",
+                {"resource_id": current.id, "status": current.status, "reason": "task"},
+            )
+        with self.worker.starting():
+            retried = await self.store.retry(params.execution_id, tenant, time.time())
+            if retried is not None:
+                # Launched from the row the retry returned: nothing between the two may fail.
+                self.worker.launch(retried)
+        if retried is None:
+            record = await self._own(params.execution_id, call)
+            raise OperationError(
+                CONFLICT_INVALID_STATE,
+                f"Only a failed execution can be retried; this one is {record.status}",
+                {"resource_id": record.id, "status": record.status, "allowed_from": ["failed"]},
+            )
+        return await self._answer(retried, call.ctx)
+
+    async def check_export(self, uri: str, variables: dict[str, str], principal: Principal | None) -> None:
+        """ResourceNotFound unless `uri` is the caller's own completed export: what a read of it would
+        refuse, found without loading the output (the template's check; issue 27, N5)."""
+        record = await self.store.get(variables["execution_id"], self._export_owner(uri, principal))
+        if record is None or record.kind != "export" or record.status != "completed":
+            raise ResourceNotFound(data={"uri": uri})
+        if "part" in variables and not has_part(record, variables["part"]):
+            raise ResourceNotFound(data={"uri": uri})
+
+    async def read_export(self, uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
+        """`records://exports/{execution_id}` (whole, when it fits in one answer) and
+        `.../parts/{part}` (plugins/executions/export.py)."""
+        owner = self._export_owner(uri, ctx.principal)
+        limit = self.settings.limits.max_result_bytes
+        execution_id = variables["execution_id"]
+        if "part" in variables:
+            return await read_part(self.store, uri, execution_id, variables["part"], owner, max_result_bytes=limit)
+        return await read_export(self.store, uri, execution_id, owner, max_result_bytes=limit)
+
+    def _export_owner(self, uri: str, principal: Principal | None) -> str:
+        try:
+            return self.records.tenant_of(principal)
+        except OperationError:
+            # A caller without a tenant owns no export: as unknown to it as another tenant's.
+            raise ResourceNotFound(data={"uri": uri}) from None
+
+    async def _own(self, execution_id: str, call: Call) -> ExecutionRecord:
+        record = await self.store.get(execution_id, self.records.tenant(call))
+        if record is None:
+            raise _not_found(execution_id)
+        return record
+
+    async def _launch(
+        self, call: Call, tenant: str, kind: str, details: dict[str, Any], payload: bytes | None
+    ) -> dict[str, Any]:
+        if call.ctx.memo.get(AS_TASK):
+            # An MCP task's state machine has no way back from failed: its execution is never retried.
+            details = {**details, "task": True}
+        now = time.time()
+        record = ExecutionRecord(
+            id="exec_" + secrets.token_hex(12),
+            owner=tenant,
+            kind=kind,
+            status="pending",
+            created_at=now,
+            updated_at=now,
+            session_id=call.session_id,
+            params=details,
+            progress=Progress(0, None, "pending"),
+            principal=principal_key(call.principal),
+        )
+        cap = self.settings.executions.max_live_per_principal
+        kept = self.settings.executions.max_retained_bytes_per_tenant
+        # From its creation to its launch the row is `pending` on this replica with no worker: the
+        # sweep (worker.py) would take it for one whose start failed and cancel it.
+        with self.worker.starting():
+            try:
+                created = await self.store.create(record, payload, max_live_per_owner=cap, max_retained_bytes=kept)
+            except RetainedBytesExceeded as exc:
+                raise OperationError(
+                    RATE_LIMIT_QUOTA_EXHAUSTED,
+                    f"Quota exhausted: this tenant's executions may keep at most {exc.limit} bytes of import payloads "
+                    "and export outputs (executions.max_retained_bytes_per_tenant); they are freed as executions "
+                    "complete, are cancelled or expire",
+                    {"metric": "retained_bytes", "current": exc.current, "hard_stop_threshold": exc.limit},
+                ) from None
+            if not created:
+                raise OperationError(
+                    RATE_LIMIT_QUOTA_EXHAUSTED,
+                    f"Too many executions: at most {cap} may be pending or running at once "
+                    "(executions.max_live_per_principal)",
+                    {"metric": "live_executions", "hard_stop_threshold": cap, "retry_after_seconds": 5},
+                )
+            started = await self.store.start(record.id, time.time())
+            if started is not None:
+                # Launched from the row the start returned: nothing between the two may fail.
+                self.worker.launch(started)
+        if started is None:
+            # Cancelled in the instant since its creation (its session ended, say): say so.
+            started = await self.store.load(record.id)
+        return await self._answer(started or record, call.ctx)
+
+    async def _answer(self, record: ExecutionRecord, ctx: Context) -> dict[str, Any]:
+        """At once, or, when the call asked for progress, once the execution ended (docs/executions.md)."""
+        if ctx.progress_token is None or ctx.memo.get(AS_TASK):
+            return execution_wire(record, report=False)
+        return await self._follow(record, ctx)
+
+    async def _follow(self, record: ExecutionRecord, ctx: Context) -> dict[str, Any]:
+        wake = self.worker.changed(record.id)
+        deadline = time.monotonic() + max(0.0, self.settings.limits.tool_timeout_seconds - FOLLOW_MARGIN_SECONDS)
+        try:
+            while True:
+                wake.clear()
+                latest = await self.store.load(record.id)
+                if latest is None:
+                    raise _not_found(record.id)
+                progress = latest.progress
+                # The message names the execution: a following client learns its id from the first one.
+                await ctx.progress(progress.current, progress.total, f"{latest.id} {latest.status}")
+                left = deadline - time.monotonic()
+                if latest.status in TERMINAL or left <= 0:
+                    return execution_wire(latest)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), min(FOLLOW_POLL_SECONDS, left))
+        except asyncio.CancelledError:
+            # notifications/cancelled for the following call cancels its execution; anything else
+            # that cancels the call does not: a replica's shutdown cancels in-flight requests before
+            # the lifespan stops the worker, which then fails the execution with a reason a retry
+            # can act on (replica_shutdown).
+            if ctx.cancelled_by_client():
+                cancel = self.store.cancel(record.id, record.owner, time.time(), "cancelled by notifications/cancelled")
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.shield(asyncio.ensure_future(cancel))
+            raise
+        finally:
+            self.worker.forget(record.id)
+
+
+def _decoded(content: str, cap: int) -> bytes:
+    # The encoded size bounds the decoded one: refuse before decoding what cannot fit.
+    if len(content) > (cap + 2) // 3 * 4 + 4:
+        raise _too_large(cap)
+    try:
+        payload = binascii.a2b_base64(content.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise OperationError(
+            VALIDATION_INVALID_ENCODING,
+            "file_content is not valid base64 (RFC 4648, standard alphabet, with padding)",
+            {"param_name": "file_content", "expected_encoding": "base64"},
+        ) from None
+    if len(payload) > cap:
+        raise _too_large(cap)
+    return payload
+
+
+def _too_large(cap: int) -> OperationError:
+    return OperationError(
+        VALIDATION_PAYLOAD_TOO_LARGE,
+        f"The import payload exceeds {cap} bytes (executions.max_import_bytes)",
+        {"param_name": "file_content", "max_bytes": cap},
+    )
+
+
+def _not_found(execution_id: str) -> OperationError:
+    return OperationError(
+        NOT_FOUND_RESOURCE,
+        f"Resource 'execution' not found: '{execution_id}'",
+        {"resource_type": "execution", "resource_id": execution_id},
+    )
+
+
+@dataclass
+class ExecutionsPlugin:
+    """Registers the operations and the export resource template; `start`/`stop` run its worker
+    in the service's lifespan."""
+
+    settings: Settings
+    name: str = "executions"
+    trust: TrustLevel = "community_reviewed"
+    executions: Executions | None = field(default=None, repr=False)
+    _task_tools: set[str] = field(default_factory=set, repr=False)
+
+    def register(self, registry: Registry) -> None:
+        async def read(uri: str, variables: dict[str, str], ctx: Context) -> list[Content]:
+            if self.executions is None:
+                raise ResourceNotFound(data={"uri": uri})
+            return await self.executions.read_export(uri, variables, ctx)
+
+        async def check(uri: str, variables: dict[str, str], principal: Principal | None) -> None:
+            if self.executions is None:
+                raise ResourceNotFound(data={"uri": uri})
+            await self.executions.check_export(uri, variables, principal)
+
+        registry.add_resource_template(
+            ResourceTemplate(
+                EXPORT_TEMPLATE,
+                "records_export",
+                read,
+                description=(
+                    "The NDJSON of a completed execute_export, when it fits in one answer (else read its parts); "
+                    "only its owner can read it."
+                ),
+                mime_type=NDJSON,
+                check=check,
+            )
+        )
+        registry.add_resource_template(
+            ResourceTemplate(
+                PART_TEMPLATE,
+                "records_export_part",
+                read,
+                description=(
+                    "Part `part` (from 0 to the export's result.parts - 1) of a completed execute_export's NDJSON; "
+                    "the parts concatenated in order are the export. Only its owner can read it."
+                ),
+                mime_type=NDJSON,
+                check=check,
+            )
+        )
+
+    @property
+    def task_capability(self) -> dict[str, Any]:
+        """The `tasks` server capability, declared to legacy clients that declare theirs."""
+        return CAPABILITY
+
+    def legacy_methods(self, tools_call: Handler, tools_list: Handler) -> dict[str, Handler]:
+        """MCP 2025-11-25 tasks over executions (legacy_tasks.py); none before the operations exist."""
+        if self.executions is None:
+            return {}
+        return LegacyTasks(
+            self.executions, tools_call=tools_call, tools_list=tools_list, task_tools=lambda: self._task_tools
+        ).table()
+
+    def register_operations(self, operations: PluginOperations) -> None:
+        settings = operations.settings
+        store = operations.store
+        records = Records(settings, store.records)
+        worker = ExecutionWorker(
+            store.executions,
+            store.records,
+            settings.executions,
+            lambda: Quota(settings.records.max_records, settings.records.max_bytes),
+            Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
+            max_result_bytes=settings.limits.max_result_bytes,
+        )
+        self.executions = Executions(settings, records, worker)
+        operations_list: list[Operation] = catalog(self.executions)
+        for operation in operations_list:
+            operations.add(operation)
+        # The MCP-AQL tools that carry the operations a task may run.
+        surface = operations.service.surface
+        tasked = [op for op in operations_list if op.name in TASK_OPERATIONS]
+        self._task_tools = {surface.tool_name(family_of(op, surface.profile)) for op in tasked if surface.has_families}
+        if surface.has_single:
+            self._task_tools.add(surface.tool_name(None))
+
+    async def start(self) -> None:
+        if self.executions is not None:
+            await self.executions.worker.start()
+
+    async def stop(self) -> None:
+        if self.executions is not None:
+            await self.executions.worker.stop()
+
+
+def plugin(settings: Settings) -> ExecutionsPlugin:
+    """A plugin of its own for each service built (its worker belongs to that service)."""
+    return ExecutionsPlugin(settings)

@@ -1,0 +1,177 @@
+"""The operations of the `records` plugin as MCP-AQL declares them: category, danger level, side
+effects, field presets and examples, in the order introspection lists them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aql_mcp.operations.models import Example, Operation, Params, Returns
+from aql_mcp.plugins.records.params import (
+    PRESETS,
+    CollectionRef,
+    CreateCollection,
+    CreateRecord,
+    DeleteRecord,
+    ListCollections,
+    ListRecords,
+    RecordRef,
+    SearchRecords,
+    UpdateRecord,
+)
+
+if TYPE_CHECKING:
+    from aql_mcp.plugins.records.operations import Records
+
+RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
+RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
+COLLECTION_PAGE = Returns("CollectionPage", "object", "{items: [Collection], pageInfo: PageInfo} in name order")
+
+
+def page_hints(*, default: int, cap: int) -> dict[str, dict[str, Any]]:
+    """What introspection says of `first` and `last`: the page size without either, and that a
+    larger size is clamped to `cap`. No `maximum`: a ParameterInfo bound reads as "values above are
+    invalid", and these are served, clamped (MCP-AQL pagination §5.3; docs/aql.md)."""
+    clamped = f"values above {cap} are clamped to {cap}"
+    return {
+        "first": {"default": default, "description": f"Page size from the start; {clamped}."},
+        "last": {"description": f"Page size from the end; {clamped}."},
+    }
+
+
+def catalog(records: Records) -> list[Operation]:
+    """The operations of the plugin, in the order introspection lists them."""
+    aql = records.settings.aql
+    # Agents learn the scan budget (docs/store.md) from the description, before they meet the error.
+    budget = f" Filter, sort or search over more than {records.settings.store.listing_scan_rows} records is refused."
+    paging = page_hints(default=aql.default_page_size, cap=aql.max_page_size)
+    new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
+    return [
+        Operation(
+            "create_collection",
+            "CREATE",
+            "Create a named collection of records.",
+            records.create_collection,
+            CreateCollection,
+            Returns("Collection", "object"),
+            side_effects="Adds an empty collection.",
+            examples=(Example({"operation": "create_collection", "params": {"collection": "notes"}}),),
+        ),
+        Operation(
+            "list_collections",
+            "READ",
+            "List the caller's collections with their record counts, in name order, with cursor pagination.",
+            records.list_collections,
+            ListCollections,
+            COLLECTION_PAGE,
+            discovery=True,
+            parameter_hints=paging,
+        ),
+        Operation(
+            "delete_collection",
+            "DELETE",
+            "Delete a collection and every record in it.",
+            records.delete_collection,
+            CollectionRef,
+            Returns("Deletion", "object"),
+            danger="dangerous",
+            danger_reasons=("Deletes every record of the collection", "Cannot be undone"),
+            side_effects="Permanently removes the collection and all its records.",
+        ),
+        Operation(
+            "create_record",
+            "CREATE",
+            "Create a record (a JSON object) in a collection.",
+            records.create_record,
+            CreateRecord,
+            RECORD,
+            side_effects="Adds one record; counts against the tenant's quotas.",
+            examples=(Example({"operation": "create_record", "params": {**new, "idempotency_key": "plan-1"}}),),
+            idempotent=True,
+        ),
+        Operation(
+            "get_record",
+            "READ",
+            "Get one record by id.",
+            records.get_record,
+            RecordRef,
+            RECORD,
+            field_presets=PRESETS,
+            default_preset="full",
+        ),
+        Operation(
+            "list_records",
+            "READ",
+            "List a collection's records with filter, sort, fields and cursor pagination." + budget,
+            records.list_records,
+            ListRecords,
+            RECORD_PAGE,
+            field_presets=PRESETS,
+            default_preset="standard",
+            parameter_hints=paging,
+            examples=(
+                Example(
+                    {
+                        "operation": "list_records",
+                        "params": {
+                            "collection": "notes",
+                            "filter": {"metadata.priority": "high"},
+                            "sort": {"field": "created_at", "order": "desc"},
+                            "fields": ["id", "title"],
+                            "first": 10,
+                        },
+                    }
+                ),
+            ),
+        ),
+        Operation(
+            "search_records",
+            "READ",
+            "Search a collection's records by free text (OR over words)." + budget,
+            records.search_records,
+            SearchRecords,
+            RECORD_PAGE,
+            field_presets=PRESETS,
+            default_preset="minimal",
+            parameter_hints=paging,
+            examples=(Example({"operation": "search_records", "params": {"collection": "notes", "query": "plan"}}),),
+        ),
+        Operation(
+            "update_record",
+            "UPDATE",
+            "Update a record: `input` deep-merges into it; `if_match` guards against lost updates.",
+            records.update_record,
+            UpdateRecord,
+            RECORD,
+            side_effects="Changes the record and its _etag.",
+            examples=(
+                Example(
+                    {
+                        "operation": "update_record",
+                        "params": {
+                            "collection": "notes",
+                            "id": "rec_0123456789abcdef0123",
+                            "input": {"metadata": {"priority": "high", "tags": None}},
+                        },
+                    }
+                ),
+            ),
+        ),
+        Operation(
+            "delete_record",
+            "DELETE",
+            "Delete one record.",
+            records.delete_record,
+            DeleteRecord,
+            Returns("Deletion", "object"),
+            danger_reasons=("The record cannot be recovered",),
+            side_effects="Permanently removes one record.",
+        ),
+        Operation(
+            "get_usage",
+            "READ",
+            "The caller's record count and bytes against its quotas.",
+            records.get_usage,
+            Params,
+            Returns("Usage", "object"),
+        ),
+    ]

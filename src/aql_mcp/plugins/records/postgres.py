@@ -1,0 +1,386 @@
+"""`RecordStore` on PostgreSQL: each write one transaction with its rows locked, listings compiled
+to JSONB SQL. Quotas are a conditional UPDATE of the tenant's usage row, so concurrent writers on
+any replica cannot pass them together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+import orjson
+
+from aql_mcp.plugins.records.compiler import beyond_query, page_query
+from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.store import (
+    SCAN_ROWS,
+    AlreadyExists,
+    CollectionPage,
+    Idempotency,
+    KeyReused,
+    Missing,
+    NewRecord,
+    Quota,
+    QuotaExceeded,
+    RecordPage,
+    StoredCollection,
+    StoredRecord,
+    VersionMismatch,
+    check_scan,
+    collection_page,
+    first_response,
+    over_quota,
+    replayed,
+    timestamp,
+    window_page,
+)
+from aql_mcp.store.postgres.dialect import PostgresDialect
+from aql_mcp.store.postgres.engine import PostgresEngine
+
+COLUMNS = "collection, id, data::text AS data, etag, created_at, updated_at, pos"
+DIALECT = PostgresDialect()
+
+
+class PostgresRecordStore:
+    """`RecordStore` on the service's PostgreSQL engine."""
+
+    def __init__(self, engine: PostgresEngine, *, scan_rows: int = SCAN_ROWS) -> None:
+        self._engine = engine
+        self._scan_rows = scan_rows
+
+    async def create_collection(
+        self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
+    ) -> StoredCollection:
+        blob = orjson.dumps(list(fields)).decode() if fields is not None else None
+        inserted = await self._engine.execute(
+            "INSERT INTO record_collections (tenant, name, description, fields, created_at) "
+            "VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT DO NOTHING",
+            tenant,
+            name,
+            description,
+            blob,
+            now,
+            tenant=tenant,
+        )
+        if inserted != "INSERT 0 1":
+            raise AlreadyExists(name)
+        return StoredCollection(name, description, fields, now)
+
+    async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
+        row = await self._engine.fetchrow(
+            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "
+            "WHERE tenant = $1 AND name = $2",
+            tenant,
+            name,
+            tenant=tenant,
+        )
+        return _collection(row) if row else None
+
+    async def list_collections(
+        self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
+    ) -> CollectionPage:
+        # Keyset over the primary key (tenant, name), byte order (`name` is COLLATE "C"), as on SQLite.
+        beyond, behind, order = (">", "<=", "ASC") if forward else ("<", ">=", "DESC")
+        after = f"AND name {beyond} $3 " if cursor is not None else ""
+        query = (
+            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "  # noqa: S608
+            f"WHERE tenant = $1 {after}ORDER BY name {order} LIMIT $2"
+        )
+        args = (tenant, size + 1, cursor) if cursor is not None else (tenant, size + 1)
+
+        async def read(db: asyncpg.Connection) -> CollectionPage:
+            rows = [_collection(row) for row in await db.fetch(query, *args)]
+            back = cursor is not None and bool(
+                await db.fetchval(
+                    f"SELECT EXISTS (SELECT 1 FROM record_collections WHERE tenant = $1 AND name {behind} $2)",  # noqa: S608
+                    tenant,
+                    cursor,
+                )
+            )
+            total = await db.fetchval("SELECT count(*) FROM record_collections WHERE tenant = $1", tenant)
+            return collection_page(rows, size, forward=forward, behind=back, total=int(total))
+
+        return await self._engine.run(read, tenant=tenant)
+
+    async def delete_collection(self, tenant: str, name: str) -> int:
+        async def delete(db: asyncpg.Connection) -> int:
+            # The collection row first: a create waiting on it then finds the collection gone.
+            found = await db.fetchrow(
+                "DELETE FROM record_collections WHERE tenant = $1 AND name = $2 RETURNING record_count", tenant, name
+            )
+            if found is None:
+                raise Missing(name)
+            size = await db.fetchval(
+                "WITH gone AS (DELETE FROM records WHERE tenant = $1 AND collection = $2 RETURNING size) "
+                "SELECT coalesce(sum(size), 0) FROM gone",
+                tenant,
+                name,
+            )
+            await _add_usage(db, tenant, -int(found[0]), -int(size))
+            return int(found[0])
+
+        return await self._engine.run(delete, tenant=tenant)
+
+    async def create_record(
+        self, tenant: str, record: NewRecord, quota: Quota, idempotency: Idempotency | None
+    ) -> tuple[StoredRecord, bool]:
+        body = orjson.dumps(record.data)
+
+        async def create(db: asyncpg.Connection) -> tuple[StoredRecord, bool]:
+            if idempotency is not None:
+                # The key is claimed first: a retry racing on another replica waits here for this
+                # transaction, then finds the key taken and replays the first result.
+                claimed = await db.execute(
+                    "INSERT INTO record_idempotency VALUES ($1, $2, $3, ''::bytea, $4) ON CONFLICT DO NOTHING",
+                    tenant,
+                    idempotency.key,
+                    idempotency.request_hash,
+                    record.now,
+                )
+                if claimed != "INSERT 0 1":
+                    row = await db.fetchrow(
+                        "SELECT request_hash, response FROM record_idempotency WHERE tenant = $1 AND key = $2",
+                        tenant,
+                        idempotency.key,
+                    )
+                    if row["request_hash"] != idempotency.request_hash:
+                        raise KeyReused(idempotency.key)
+                    return replayed(row["response"]), True
+            # Every write locks rows in one order, the collection, the record, the usage row, so two
+            # writers never wait on each other in a cycle; a refused quota rolls the counter back.
+            position = await db.fetchval(
+                "UPDATE record_collections SET next_pos = next_pos + 1, record_count = record_count + 1 "
+                "WHERE tenant = $1 AND name = $2 RETURNING next_pos",
+                tenant,
+                record.collection,
+            )
+            # The quota before the collection's absence, as on SQLite (either rolls the other back).
+            await _take_quota(db, tenant, 1, len(body), quota)
+            if position is None:
+                raise Missing(record.collection)
+            await db.execute(
+                "INSERT INTO records (tenant, collection, pos, id, data, size, etag, created_at, updated_at) "
+                "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $8)",
+                tenant,
+                record.collection,
+                position,
+                record.id,
+                body.decode(),
+                len(body),
+                record.etag,
+                record.now,
+            )
+            stored = StoredRecord(
+                record.collection, record.id, record.data, record.etag, record.now, record.now, int(position)
+            )
+            if idempotency is not None:
+                await db.execute(
+                    "UPDATE record_idempotency SET response = $3 WHERE tenant = $1 AND key = $2",
+                    tenant,
+                    idempotency.key,
+                    orjson.dumps(first_response(stored)),
+                )
+            return stored, False
+
+        return await self._engine.run(create, tenant=tenant)
+
+    async def create_records(self, tenant: str, collection: str, records: list[NewRecord], quota: Quota) -> int:
+        async def create(db: asyncpg.Connection) -> int:
+            return await insert_records(db, tenant, collection, records, quota)
+
+        return await self._engine.run(create, tenant=tenant)
+
+    async def get_record(self, tenant: str, collection: str, record_id: str) -> StoredRecord | None:
+        row = await self._engine.fetchrow(
+            f"SELECT {COLUMNS} FROM records WHERE tenant = $1 AND collection = $2 AND id = $3",  # noqa: S608
+            tenant,
+            collection,
+            record_id,
+            tenant=tenant,
+        )
+        return _record(row) if row else None
+
+    async def list_records(self, tenant: str, collection: str, listing: Listing) -> RecordPage:
+        page = page_query(listing, DIALECT, COLUMNS, (tenant, collection))
+        beyond = beyond_query(listing, DIALECT, (tenant, collection))
+
+        async def read(db: asyncpg.Connection) -> RecordPage:
+            found = await db.fetchval(
+                "SELECT record_count FROM record_collections WHERE tenant = $1 AND name = $2", tenant, collection
+            )
+            count = int(found or 0)
+            check_scan(listing, count, self._scan_rows)
+            rows = await db.fetch(page.sql, *page.params)
+            behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
+            total = count if listing.is_plain else None
+            return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
+
+        return await self._engine.run(read, tenant=tenant)
+
+    async def update_record(
+        self,
+        tenant: str,
+        collection: str,
+        record_id: str,
+        change: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        if_match: str | None,
+        etag: str,
+        now: str,
+        quota: Quota,
+    ) -> StoredRecord:
+        async def update(db: asyncpg.Connection) -> StoredRecord:
+            row = await db.fetchrow(
+                f"SELECT {COLUMNS}, size FROM records WHERE tenant = $1 AND collection = $2 AND id = $3 FOR UPDATE",  # noqa: S608
+                tenant,
+                collection,
+                record_id,
+            )
+            if row is None:
+                raise Missing(record_id)
+            current = _record(row)
+            if if_match is not None and if_match != current.etag:
+                raise VersionMismatch(current.etag)
+            data = change(current.data)
+            body = orjson.dumps(data)
+            grown = len(body) - int(row["size"])
+            await _take_quota(db, tenant, 0, grown, quota)
+            await db.execute(
+                "UPDATE records SET data = $4::jsonb, size = $5, etag = $6, updated_at = $7 "
+                "WHERE tenant = $1 AND collection = $2 AND id = $3",
+                tenant,
+                collection,
+                record_id,
+                body.decode(),
+                len(body),
+                etag,
+                now,
+            )
+            return StoredRecord(collection, record_id, data, etag, current.created_at, now, current.position)
+
+        return await self._engine.run(update, tenant=tenant)
+
+    async def delete_record(self, tenant: str, collection: str, record_id: str, *, if_match: str | None) -> None:
+        async def delete(db: asyncpg.Connection) -> None:
+            # The collection, the record, the usage row: the lock order of every write (create_record).
+            await db.execute(
+                "UPDATE record_collections SET record_count = record_count - 1 WHERE tenant = $1 AND name = $2",
+                tenant,
+                collection,
+            )
+            row = await db.fetchrow(
+                "SELECT etag, size FROM records WHERE tenant = $1 AND collection = $2 AND id = $3 FOR UPDATE",
+                tenant,
+                collection,
+                record_id,
+            )
+            if row is None:
+                raise Missing(record_id)
+            if if_match is not None and if_match != row["etag"]:
+                raise VersionMismatch(row["etag"])
+            await db.execute(
+                "DELETE FROM records WHERE tenant = $1 AND collection = $2 AND id = $3", tenant, collection, record_id
+            )
+            await _add_usage(db, tenant, -1, -int(row["size"]))
+
+        await self._engine.run(delete, tenant=tenant)
+
+    async def usage(self, tenant: str) -> tuple[int, int]:
+        row = await self._engine.fetchrow(
+            "SELECT records, bytes FROM record_usage WHERE tenant = $1", tenant, tenant=tenant
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    async def purge_idempotency(self, before: float) -> int:
+        status = await self._engine.execute("DELETE FROM record_idempotency WHERE created_at < $1", timestamp(before))
+        return int(status.rsplit(" ", 1)[-1])
+
+
+async def insert_records(
+    db: asyncpg.Connection, tenant: str, collection: str, records: list[NewRecord], quota: Quota
+) -> int:
+    """Insert `records` into the collection inside the caller's transaction, the quota checked for
+    all of them at once: all are written or none (a bulk import's batch). Returns how many."""
+    if not records:
+        return 0
+    bodies = [orjson.dumps(record.data) for record in records]
+    size = sum(len(body) for body in bodies)
+    # The locking order of create_record: the collection, then the usage row.
+    last = await db.fetchval(
+        "UPDATE record_collections SET next_pos = next_pos + $3, record_count = record_count + $3 "
+        "WHERE tenant = $1 AND name = $2 RETURNING next_pos",
+        tenant,
+        collection,
+        len(records),
+    )
+    await _take_quota(db, tenant, len(records), size, quota)
+    if last is None:
+        raise Missing(collection)
+    first = int(last) - len(records) + 1
+    await db.executemany(
+        "INSERT INTO records (tenant, collection, pos, id, data, size, etag, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $8)",
+        [
+            (tenant, collection, first + i, r.id, body.decode(), len(body), r.etag, r.now)
+            for i, (r, body) in enumerate(zip(records, bodies, strict=True))
+        ],
+    )
+    return len(records)
+
+
+async def _take_quota(db: asyncpg.Connection, tenant: str, records: int, size: int, quota: Quota) -> None:
+    """Add to the tenant's usage unless that passes the quota: one conditional UPDATE, which locks the
+    row, so a concurrent writer waits and then sees this one's addition."""
+    await db.execute("INSERT INTO record_usage VALUES ($1, 0, 0) ON CONFLICT DO NOTHING", tenant)
+    taken = await db.fetchval(
+        "UPDATE record_usage SET records = records + $2, bytes = bytes + $3 WHERE tenant = $1 "
+        "AND ($2 <= 0 OR records + $2 <= $4) AND ($3 <= 0 OR bytes + $3 <= $5) RETURNING records",
+        tenant,
+        records,
+        size,
+        quota.max_records,
+        quota.max_bytes,
+    )
+    if taken is None:
+        used = await db.fetchrow("SELECT records, bytes FROM record_usage WHERE tenant = $1", tenant)
+        raise over_quota((int(used[0]), int(used[1])), records, size, quota) or QuotaExceeded(
+            "records", int(used[0]), quota.max_records
+        )
+
+
+async def _add_usage(db: asyncpg.Connection, tenant: str, records: int, size: int) -> None:
+    await db.execute(
+        "INSERT INTO record_usage VALUES ($1, $2, $3) ON CONFLICT (tenant) "
+        "DO UPDATE SET records = record_usage.records + excluded.records, bytes = record_usage.bytes + excluded.bytes",
+        tenant,
+        records,
+        size,
+    )
+
+
+def _record(row: Any) -> StoredRecord:
+    return StoredRecord(
+        row["collection"],
+        row["id"],
+        orjson.loads(row["data"]),
+        row["etag"],
+        row["created_at"],
+        row["updated_at"],
+        int(row["pos"]),
+    )
+
+
+def _key(row: Any) -> Key:
+    number = row["k_number"]
+    if isinstance(number, Decimal):
+        # An integer as int while orjson can write it into a cursor (64 bits); any other number as the
+        # float it was stored from (orjson writes no integer wider than that, so nothing is lost).
+        integral = number == number.to_integral_value() and -(2**63) <= number < 2**64
+        number = int(number) if integral else float(number)
+    return Key(int(row["k_rank"]), number, row["k_text"], int(row["pos"]))
+
+
+def _collection(row: Any) -> StoredCollection:
+    fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
+    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]))

@@ -1,0 +1,30 @@
+"""The safety loop's audit trail: every decision as a `SafetyEvent` in the store (the console lists
+the recent ones) and as one structured log line.
+
+Neither ever carries a verification code (§8.8.4): callers pass ids, tiers, reasons and counts only,
+and `detail` is checked here so a slip would fail loudly in the tests instead of reaching a log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from aql_mcp.plugins.safety.store import SafetyStore
+
+SAFETY_LOGGER = "aql_mcp.safety"
+# Keys a detail may never carry: the code lives in the store's challenge row and nowhere else.
+FORBIDDEN = frozenset({"code", "verification_code", "secret"})
+
+
+class Journal:
+    def __init__(self, store: SafetyStore) -> None:
+        self._store = store
+        self._log = structlog.get_logger(SAFETY_LOGGER)
+
+    async def record(self, agent: str, kind: str, actor: str, now: float, **detail: Any) -> None:
+        if FORBIDDEN & detail.keys():
+            raise ValueError("a safety event never carries a verification code")
+        await self._store.add_event(agent, kind, actor, detail, now)
+        self._log.info("safety_event", safety=kind, agent=agent, actor=actor, **detail)

@@ -1,1 +1,0 @@
-"""The MCP-AQL execution safety loop: evaluation, out-of-band verification and the operator desk."""

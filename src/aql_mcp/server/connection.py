@@ -1,0 +1,463 @@
+"""HTTP/1.1 connections with the limits uvicorn does not have (issue 12).
+
+uvicorn 0.54 with httptools (pinned in pyproject.toml; this subclass follows that version's
+`HttpToolsProtocol`) accepts a request head of any size, accumulating a header value in memory until
+it ends; it has no deadline for reading a head, and its keep-alive timer starts only after a first
+response, so a connection that never sends a byte, or trickles one byte at a time, lives forever.
+Its `limit_concurrency` answers only once the headers are in. `LimitedHttpProtocol` closes those
+gaps at the connection, before any ASGI work:
+
+- at `http.max_connections` open connections, a new one takes the place of a connection with no
+  request in flight: first one that never completed a request, whatever its age (a connect flood
+  churns its own sockets), then one whose requests carried no valid token, then the others, oldest
+  first, and never a served one quiet for less than a second; when none can go, the new one gets a
+  complete 503 at once (docs/connections.md, "The connection cap");
+- a connection with no request in flight closes after `http.idle_timeout_seconds` of silence;
+- from the first byte of a request head until its headers are complete: `http.header_timeout_seconds`,
+  then 408. Bytes that arrive while a request is in flight (empty lines, RFC 9112 §2.2, or the next
+  pipelined head) start it only once that request is answered;
+- at most `MAX_QUEUED_REQUESTS` pipelined requests wait behind the one being answered; past that the
+  connection is answered so far and closed;
+- a client that stops reading its answers (the transport pauses writing) is aborted after
+  `http.body_timeout_seconds`; a connection closed by a deadline or an eviction with unsent data is
+  aborted rather than left draining;
+- the head (request line plus headers) is counted as it arrives, before httptools gathers more of it:
+  beyond `http.max_header_bytes` or `http.max_headers`, 431. A connection holds at most the cap plus
+  one read of head bytes;
+- every byte of a message after its head counts too (chunk framing, trailer fields, which httptools
+  gathers in memory until each ends): beyond `max_message_bytes`, 413, or a close if the answer
+  has begun;
+- when the app answered before the request body was all in (a 401 to a large POST), the rest of the
+  body is read and dropped for at most `http.body_timeout_seconds`, then the connection is closed.
+  (While the app reads a body, `BodyLimitMiddleware` polices its pace.)
+
+A refusal is a JSON-RPC error from the one encoder (`responses.error_object`); after it the
+connection stops parsing, half-closes, and drops what still arrives for a moment, so the client can
+read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1). At most
+`max_lingering` refused connections of a port linger so; beyond that a refusal closes at once.
+A request in flight (a long tool call, an SSE stream) is never cut by these timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import TimerHandle
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httptools
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from aql_mcp.exceptions import (
+    ConnectionLimitReached,
+    HeadersTooLarge,
+    InvalidRequest,
+    PayloadTooLarge,
+    RequestTimeout,
+    WireError,
+)
+from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
+from aql_mcp.responses import error_response
+from aql_mcp.scope import PRINCIPAL_KEY
+from aql_mcp.server.connection_table import ConnectionTable, Standing
+
+log = structlog.get_logger("aql_mcp.connection")
+# How long a refused connection keeps reading (and dropping) before it closes: enough for a client
+# to read the answer and stop sending, short enough that refusals hold few file descriptors.
+LINGER_SECONDS = 2.0
+# Refused connections of a port that may linger at once, outside the connection cap: a connect
+# flood would otherwise hold twice the connect rate in descriptors (two seconds of refusals).
+LINGERING_REFUSALS = 32
+# What each header costs on the wire besides its name and value: ": " and CRLF.
+HEADER_OVERHEAD = 4
+# Requests parsed and waiting behind the one being answered: a pipelining client gets this many
+# answers, then the connection closes (RFC 9112 §9.3.2 lets it retry the rest). Without a bound, one
+# read of thousands of pipelined heads queued thousands of requests in memory.
+MAX_QUEUED_REQUESTS = 8
+# A served connection with a request started or ended this recently is never evicted: a client
+# between two requests of a burst keeps its connection. Never-served connections have no floor
+# (issue 27, N3): with one, a flood kept every slot younger than it and new connections got 503.
+MIN_EVICTABLE_SECONDS = 1.0
+# Refusals a connect flood causes by the thousand: counted, never logged one by one.
+FLOOD_REFUSALS = frozenset({"connections", "connections_per_source"})
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The limits of one listening port; `on_refusal` counts each refusal by kind (metrics)."""
+
+    max_connections: int
+    max_header_bytes: int
+    max_headers: int
+    header_timeout: float
+    body_timeout: float
+    idle_timeout: float
+    # Every byte of one request (head, body, chunk framing, trailers) as it comes off the socket.
+    max_message_bytes: int
+    on_refusal: Callable[[str], None] = lambda kind: None
+    max_lingering: int = LINGERING_REFUSALS
+    min_evictable: float = MIN_EVICTABLE_SECONDS
+    # Open connections from one source address (`http.max_connections_per_source`); None: no cap.
+    max_per_source: int | None = None
+
+
+def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
+    """What one request may take on the wire: its head, twice the body for chunk framing (chunks of
+    8 bytes or more; framing costs the hex size and two CRLFs), and room for trailer fields."""
+    return 2 * max_body_bytes + 2 * max_header_bytes
+
+
+def source_address(transport: asyncio.BaseTransport) -> str | None:
+    """The peer's address, the TCP one (the gateway's, behind a gateway); None off TCP (a Unix socket)."""
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
+def protocol_for(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn builds for each connection of a port (`uvicorn.Config(http=...)`)."""
+
+    class PortProtocol(LimitedHttpProtocol):
+        pass
+
+    PortProtocol.limits = limits
+    PortProtocol.table = ConnectionTable[LimitedHttpProtocol]()
+    return PortProtocol
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """`HttpToolsProtocol` with a connection cap, head limits and deadlines (see the module docstring)."""
+
+    limits: ClassVar[ConnectionLimits]
+    table: ClassVar[ConnectionTable[LimitedHttpProtocol]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._timer: TimerHandle | None = None
+        self._phase = ""
+        self._refused = False
+        self._refusal: WireError | None = None
+        self._head_open = True  # waiting for, or reading, a request head
+        self._head_begun = False
+        self._head_bytes = 0  # raw bytes of the head being read, counted per read
+        self._field_bytes = 0  # request target and header fields, counted by the parser callbacks
+        self._fields = 0
+        self._heads_completed = 0
+        self._in_message = False
+        self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
+        self._lingering = False
+        self._stall_timer: TimerHandle | None = None
+        self._pipeline_full = False
+
+    # Connection -------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        source = source_address(transport)
+        refusal = self._make_room(source)
+        if refusal is not None:
+            self.transport = transport
+            self._refuse(refusal, refusal.data["limit"])
+            return
+        super().connection_made(transport)
+        self.table.add(self, source)
+        self.table.ripen_later(self.loop.call_soon)
+        self._arm("idle", self.limits.idle_timeout, self._close)
+
+    def _make_room(self, source: str | None) -> ConnectionLimitReached | None:
+        """None when a new connection from `source` may open, evicting one if need be; else its refusal."""
+        limits, table = self.limits, self.table
+        per_source = limits.max_per_source
+        if per_source is not None and source is not None and table.held_by(source) >= per_source:
+            return ConnectionLimitReached(limit="connections_per_source")
+        if len(table) < limits.max_connections:
+            return None
+        oldest = table.evictable(limits.min_evictable)
+        if oldest is None:
+            # Every connection has a request in flight, the served ones without are between two
+            # requests of a burst, or the new ones were accepted with this one and not yet read:
+            # refusing is clean, evicting would lose a request.
+            return ConnectionLimitReached()
+        oldest.evict()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._stop_stall_timer()
+        self.table.remove(self)
+        if self._lingering:
+            self._lingering = False
+            self.table.lingering -= 1
+        super().connection_lost(exc)
+
+    def evict(self) -> None:
+        """Close a connection with no request in flight to make room for a new one; it leaves the
+        table now, not when the loop reports it closed."""
+        self.limits.on_refusal("evicted")
+        self._close()
+
+    def pause_writing(self) -> None:
+        """The client is not reading its answers: it has `http.body_timeout_seconds` to start again,
+        or the connection is aborted (otherwise a request whose answer never drains stays in flight
+        for ever, beyond every other deadline)."""
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.limits.body_timeout, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_stall_timer()
+
+    def _stop_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+        self._stall_timer = None
+
+    def _write_stalled(self) -> None:
+        self._stall_timer = None
+        self.limits.on_refusal("write_timeout")
+        self._disarm()
+        self.table.remove(self)
+        self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self._pipeline_full:
+            return  # lingering, or past the pipelining bound: dropped unread
+        in_head = self._head_open
+        if in_head:
+            self._begin_head()
+        self._heads_completed = 0
+        self._feed(data)
+        if self._refused or self._pipeline_full or self.transport.is_closing():
+            return  # a refusal, or the rest of this read dropped at the pipelining bound
+        if not self._over_limits(len(data), in_head=in_head):
+            self._settle()
+
+    def _over_limits(self, size: int, *, in_head: bool) -> bool:
+        """Count a read against the unfinished head, then against the open message; refuse past either."""
+        if in_head and self._head_open and not self._heads_completed:
+            # The whole read belongs to the unfinished head; counted after the parser took it, as a
+            # read that completes a head may carry body bytes too.
+            self._head_bytes += size
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse(self._too_large(), "headers")
+                return True
+        if self._in_message:
+            # The whole read is charged to the message still open after it (a read that ended one
+            # pipelined request and began the next is charged to the next: at most a read too many).
+            self._message_bytes += size
+            if self._message_bytes > self.limits.max_message_bytes:
+                self._message_too_large()
+                return True
+        return False
+
+    def _feed(self, data: bytes) -> None:
+        # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError:
+            if self._pipeline_full:
+                return  # stopped on purpose at the pipelining bound (`on_headers_complete`)
+            refusal, self._refusal = self._refusal, None
+            self._refuse(refusal or InvalidRequest("Invalid request: malformed HTTP"), _kind(refusal))
+
+    def on_response_complete(self) -> None:
+        answered = self.cycle
+        standing = Standing.TRUSTED if answered.scope.get(PRINCIPAL_KEY) is not None else Standing.SERVED
+        super().on_response_complete()
+        cycle = self.cycle  # the next pipelined request, if one was waiting
+        self.table.mark(self, in_flight=cycle is not None and not cycle.response_complete, standing=standing)
+        if not self.transport.is_closing():
+            self._settle()
+
+    def shutdown(self) -> None:
+        if self._refused:
+            self.transport.close()
+            return
+        super().shutdown()
+
+    # Parser callbacks -------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._begin_head()
+        self._field_bytes = 0
+        self._fields = 0
+        self._in_message = True
+        self._message_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._count_field(len(url), fields=0)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_field(len(name) + len(value) + HEADER_OVERHEAD, fields=1)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_open = False
+        self._heads_completed += 1
+        self._disarm()
+        if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
+            self._stop_pipelining()
+        super().on_headers_complete()
+        self.table.mark(self, in_flight=True)
+
+    def _stop_pipelining(self) -> None:
+        """Answer what is queued, then close; this head and whatever follows are dropped."""
+        self._pipeline_full = True
+        self.limits.on_refusal("pipeline")
+        last, _ = self.pipeline[0]  # queued with appendleft: the newest is first
+        last.keep_alive = False
+        # Raised inside a parser callback, it stops httptools; `_feed` swallows it.
+        raise _PipelineFull
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_message = False
+        self._head_open = True
+        self._head_begun = False
+        self._head_bytes = 0
+
+    def _count_field(self, size: int, *, fields: int) -> None:
+        self._field_bytes += size
+        self._fields += fields
+        if self._field_bytes > self.limits.max_header_bytes or self._fields > self.limits.max_headers:
+            self._refusal = self._too_large()
+            # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
+            raise self._refusal
+
+    def _message_too_large(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started:
+            # An answer is (being) sent: no room for another; the connection just ends.
+            self._refused = True
+            self.limits.on_refusal("body")
+            self._close()
+            return
+        error = PayloadTooLarge(data={"limit": "request_body", "maxBytes": self.limits.max_message_bytes})
+        self._refuse(error, "body", preempt=True)
+
+    def _too_large(self) -> HeadersTooLarge:
+        limits = self.limits
+        return HeadersTooLarge(
+            data={"limit": "request_headers", "maxBytes": limits.max_header_bytes, "maxHeaders": limits.max_headers}
+        )
+
+    # Deadlines --------------------------------------------------------------------------------
+
+    def _in_flight(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and not cycle.response_complete
+
+    def _begin_head(self) -> None:
+        """Head bytes arrived. With a request in flight (an SSE stream, a long call) they are only
+        noted: empty lines before a request line are allowed (RFC 9112 §2.2) and a pipelined head
+        waits its turn; the head deadline starts when the answer in flight is complete."""
+        self._head_begun = True
+        if not self._in_flight():
+            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+
+    def _settle(self) -> None:
+        """Arm the deadline the connection's state calls for; a deadline already running keeps its
+        time, so trickled bytes never extend it."""
+        cycle = self.cycle
+        if self._in_flight():
+            self._disarm()  # a request in flight: the app and the body middleware own its time
+        elif self._head_open and self._head_begun:
+            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+        elif self._head_open:
+            self._arm("idle", self.limits.idle_timeout, self._close, keep=True)
+        elif cycle is not None and cycle.response_complete:
+            self._arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
+        else:
+            self._disarm()
+
+    def _arm(self, phase: str, seconds: float, callback: Callable[[], None], *, keep: bool = False) -> None:
+        if keep and self._phase == phase:
+            return
+        self._disarm()
+        self._phase = phase
+        self._timer = self.loop.call_later(seconds, callback)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._phase = ""
+
+    def _close(self) -> None:
+        self._disarm()
+        self.table.remove(self)  # out of the count now, not when the loop reports it lost
+        transport = self.transport
+        if transport.get_write_buffer_size() > 0:
+            # An answer the client does not read: `close` would wait for it to drain, with no
+            # deadline, holding the descriptor and the buffer outside the cap.
+            transport.abort()
+        elif not transport.is_closing():
+            transport.close()
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        if self._in_flight():
+            return  # never cut a request in flight; `_settle` re-arms once its answer is complete
+        seconds = self.limits.header_timeout
+        self._refuse(RequestTimeout(data={"limit": "request_headers", "seconds": seconds}), "header_timeout")
+
+    def _drain_timed_out(self) -> None:
+        self.limits.on_refusal("body_timeout")
+        self._close()
+
+    # Refusals ---------------------------------------------------------------------------------
+
+    def _refuse(self, error: WireError, kind: str, *, preempt: bool = False) -> None:
+        """Answer `error`, stop parsing, half-close, and close once the client is done or after a moment.
+
+        `preempt`: the refusal is about the request in flight, whose app has not begun to answer; the
+        app then sees a disconnect (its sends are dropped) and the refusal is the answer."""
+        self._disarm()
+        self._refused = True
+        self.table.remove(self)
+        self.limits.on_refusal(kind)
+        transport = self.transport
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if not preempt or cycle.response_started:
+                # Behind a request still being answered: no room for a second answer.
+                transport.close()
+                return
+            cycle.disconnected = True
+            cycle.message_event.set()
+        if transport.is_closing():
+            return
+        if kind not in FLOOD_REFUSALS:
+            log.info("connection_refused", reason=kind, status=error.status)
+        request_id = new_request_id()
+        headers = [*self.server_state.default_headers, (REQUEST_ID_HEADER, request_id.encode("ascii"))]
+        transport.write(error_response(error, request_id=request_id, headers=headers))
+        table = self.table
+        if table.lingering >= self.limits.max_lingering:
+            # A flood of refusals: close at once, at the risk of a reset, rather than hold more
+            # descriptors beyond the cap.
+            transport.close()
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        table.lingering += 1
+        self._lingering = True
+        self._phase = "linger"
+        self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
+
+
+class _PipelineFull(Exception):
+    """Stops the parser at `MAX_QUEUED_REQUESTS`."""
+
+
+def _kind(refusal: WireError | None) -> str:
+    return "headers" if isinstance(refusal, HeadersTooLarge) else "malformed"

@@ -1,0 +1,116 @@
+"""Graceful shutdown for Kubernetes: drain, then stop accepting, then let calls finish.
+
+On SIGTERM `/ready` turns 503 at once while the service keeps serving for `shutdown.drain_seconds`,
+so the endpoints controller takes the pod out of rotation before connections are refused. Then
+uvicorn stops accepting, open GET streams end with a `retry` hint (clients reconnect elsewhere),
+`subscriptions/listen` streams with their response (the modern era's graceful closure: the client
+listens again elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before the
+process exits 0. A call waiting for the client's answer to a server request (elicitation, sampling)
+is the exception: that answer comes as a new POST, which this replica no longer accepts, so it
+would only hold the exit until the grace period ends. It is answered at once instead, in its SSE
+stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also carries
+the `retry` field. A second SIGTERM, or SIGINT (Ctrl-C at a terminal), skips the drain.
+
+Companion servers (the `metrics.port` and `probes.port` listeners) run on the same loop: they start
+after the main server and stop after it, so Prometheus can scrape a replica, and the kubelet probe
+it, through its whole drain. Their sockets are bound before the process serves anything
+(`main.companion`): a port already taken is a configuration error at start, not a failure once the
+service is answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+import structlog
+import uvicorn
+
+from aql_mcp.endpoint.legacy.transport import StreamableHTTPEndpoint
+from aql_mcp.endpoint.modern.listeners import Listeners
+from aql_mcp.observability.probes import Probes
+
+log = structlog.get_logger("aql_mcp.shutdown")
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A server run beside the main one, with its sockets already bound."""
+
+    server: uvicorn.Server
+    sockets: list[socket.socket]
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        probes: Probes,
+        endpoint: StreamableHTTPEndpoint,
+        drain_seconds: float,
+        retry_ms: int,
+        companions: list[Companion] | None = None,
+        listeners: Listeners | None = None,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(config)
+        # Run once every port is bound: what must not happen for a server that never listened
+        # (uvicorn exits from `startup` when the port is taken).
+        self._on_started = on_started
+        self._listeners = listeners
+        self._companions = companions or []
+        self._probes = probes
+        self._endpoint = endpoint
+        self._drain_seconds = drain_seconds
+        self._retry_ms = retry_ms
+        self._draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+        for companion in self._companions:
+            # What `uvicorn.Server._serve` does before `startup`, without taking over the signals.
+            server = companion.server
+            server.config.load()
+            server.lifespan = server.config.lifespan_class(server.config)
+            await server.startup(companion.sockets)
+        if self.started and self._on_started is not None:
+            self._on_started()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        for companion in self._companions:
+            if companion.server.started:
+                await companion.server.shutdown(companion.sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig != signal.SIGTERM or self._draining or self._loop is None:
+            self._stop(sig)
+            return
+        self._draining = True
+        self._probes.draining = True
+        log.info("drain_started", seconds=self._drain_seconds)
+        timer = threading.Timer(self._drain_seconds, self._stop, args=(sig,))
+        timer.daemon = True
+        timer.start()
+
+    def _stop(self, sig: int) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._endpoint.end_streams(self._retry_ms)))
+            if self._listeners is not None:
+                # Each `subscriptions/listen` stream ends with its response
+                # (endpoint/modern/listen.py, Graceful Closure).
+                loop.call_soon_threadsafe(self._listeners.stop_all)
+        # Not `super().handle_exit`: uvicorn would re-raise the signal after its shutdown, and a
+        # drained, completed shutdown is a clean exit (0), not death by SIGTERM.
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
