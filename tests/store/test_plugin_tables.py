@@ -4,6 +4,7 @@ with the core's compatibility rule."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
@@ -17,6 +18,7 @@ from aql_mcp.protocol.primitives import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import SQLITE_FILE, open_store
+from aql_mcp.store.plugin_tables import adopted
 from tests.support.engines import Backend
 from tests.support.notes_tables import NOTES, POSTGRES_2, SQLITE_2, NotesPlugin, notes_tables
 
@@ -66,6 +68,20 @@ async def test_a_plugin_s_table_is_created_when_the_store_opens_and_its_facet_wo
     assert "notes" in await tables_of(backend)
     assert not {"records", "executions", "safety_runs"} & await tables_of(backend)
     assert store.tables(NOTES) is notes
+
+
+async def test_replicas_starting_together_apply_each_plugin_migration_once(backend: Backend) -> None:
+    """The core's lock covers the plugins' migrations: the advisory lock on PostgreSQL, the
+    IMMEDIATE transaction on SQLite."""
+    stores = [open_store(backend.settings) for _ in range(4)]
+    for store in stores:
+        store.tables(notes_tables(SQLITE_2, POSTGRES_2))
+    await asyncio.gather(*(store.open() for store in stores))
+    backend.opened.extend(stores)
+    assert await query(backend, "SELECT plugin, version FROM plugin_schema ORDER BY version") == [
+        ("notes", 1),
+        ("notes", 2),
+    ]
 
 
 async def test_a_new_version_of_a_plugin_applies_only_its_new_migrations(backend: Backend) -> None:
@@ -121,3 +137,13 @@ async def test_a_plugin_gets_its_facet_when_it_registers(backend: Backend) -> No
     assert plugin.notes is not None
     await plugin.notes.add("registered")
     assert await plugin.notes.texts() == ["registered"]
+
+
+def test_a_plugin_new_to_an_old_store_starts_after_the_steps_that_store_already_took() -> None:
+    steps = (
+        Migration("a", additive=False, legacy_core=3),
+        Migration("b", additive=True, legacy_core=4),
+        Migration("c", additive=False, legacy_core=5),
+        Migration("d", additive=True),
+    )
+    assert [adopted(steps, legacy) for legacy in (0, 2, 3, 4, 5, 13)] == [0, 0, 1, 2, 3, 3]
