@@ -50,6 +50,7 @@ from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.plugin_host.loader import AnyPlugin, legacy_dispatcher, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
 from aql_mcp.plugins.safety.console.routes import console_routes
@@ -91,6 +92,7 @@ def create_app(
     for plugin, source in zip(loaded, sources, strict=False):  # objects (tests) come last, unnamed
         log.info("plugin_loaded", plugin=plugin.name, source=source.origin, path=source.path)
     background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
+    hooks = PluginHooks(loaded)
     sessions = SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
@@ -98,6 +100,7 @@ def create_app(
         max_per_owner=settings.limits.max_sessions_per_principal,
         retry_after=settings.sessions.retry_after_seconds,
         on_limit=metrics.limit_event,
+        on_end=hooks.session_end,
     )
     streams = settings.streams
     listeners = Listeners(
@@ -244,7 +247,7 @@ def create_app(
             ),
             Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
         ],
-        lifespan=lifespan(services, store, background),
+        lifespan=lifespan(services, store, background, hooks),
     )
     app.state.services = services
     return app

@@ -29,6 +29,7 @@ from aql_mcp.middleware.refusal import Refusal
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.protocol.primitives import Kind, Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
@@ -62,8 +63,10 @@ class Services:
 
 
 def lifespan(
-    services: Services, store: Store, background: Sequence[BackgroundPlugin] = ()
+    services: Services, store: Store, background: Sequence[BackgroundPlugin] = (), hooks: PluginHooks | None = None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    hooks = hooks or PluginHooks()
+
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         store.bus.listen(services.notifier.on_signal)
@@ -85,7 +88,7 @@ def lifespan(
         async with anyio.create_task_group() as group:
             if jwks is not None:
                 group.start_soon(_refresh_keys, jwks)
-            group.start_soon(_housekeeping, services)
+            group.start_soon(_housekeeping, services, hooks)
             group.start_soon(_heartbeat, services, store)
             group.start_soon(_keepalive, services)
             group.start_soon(_announce_changes, services, changes_out)
@@ -118,7 +121,7 @@ async def _announce_changes(services: Services, changes: MemoryObjectReceiveStre
         await services.notifier.list_changed(method)
 
 
-async def _housekeeping(services: Services) -> None:
+async def _housekeeping(services: Services, hooks: PluginHooks) -> None:
     retention = services.settings.streams.event_retention_seconds
     while True:
         await anyio.sleep(HOUSEKEEPING_SECONDS)
@@ -129,15 +132,15 @@ async def _housekeeping(services: Services) -> None:
             await _forget_spent(services)
         except Exception:
             log.exception("housekeeping_failed")
+        await hooks.housekeeping(time.time())
 
 
 async def _forget_spent(services: Services) -> None:
-    """Confirmation grants past their TTL (kept one more TTL so a late retry hears why),
-    idempotency keys past their retention and signed-out tokens past their expiry."""
+    """Confirmation grants past their TTL (kept one more TTL so a late retry hears why) and
+    signed-out tokens past their expiry; the plugins purge their own (`housekeeping`)."""
     store, settings, now = services.sessions.store, services.settings, time.time()
     await store.confirmations.purge_grants(now - settings.aql.confirmation_ttl_seconds)
     await store.revocations.purge_revocations(now)
-    await store.records.purge_idempotency(now - settings.records.idempotency_retention_seconds)
 
 
 async def _heartbeat(services: Services, store: Store) -> None:

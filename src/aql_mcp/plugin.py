@@ -20,11 +20,21 @@ shows them in use.
   a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
   `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
   without a traceback.
+- A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
+  `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
+  the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
+  `fetch`, `fetchrow`, `fetchval`, `execute`; imported on first use, so a SQLite deployment never
+  loads asyncpg). `SchemaTooNew` is what opening a store refuses with when its tables need a newer
+  release.
+- Hooks: a plugin with `on_session_end(session_ids, now)` (`SessionEndPlugin`) hears of sessions
+  that ended; one with `housekeeping(now)` (`HousekeepingPlugin`) purges with the core every 30 s.
 
 The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testing a plugin").
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import ConfigError, ToolError
@@ -58,11 +68,24 @@ from aql_mcp.operations.results import (
     warning,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugin_host.contracts import BackgroundPlugin, ConfigurablePlugin, OperationsPlugin, Plugin
+from aql_mcp.plugin_host.contracts import (
+    BackgroundPlugin,
+    ConfigurablePlugin,
+    HousekeepingPlugin,
+    OperationsPlugin,
+    Plugin,
+    SessionEndPlugin,
+)
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.primitives import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
 from aql_mcp.settings import Settings
+from aql_mcp.store.migration import Migration, SchemaTooNew
+from aql_mcp.store.plugin_tables import Tables
+from aql_mcp.store.sqlite.engine import SqliteEngine
+
+if TYPE_CHECKING:
+    from aql_mcp.store.postgres.engine import PostgresEngine
 
 __all__ = [
     "CONFLICT_ALREADY_EXISTS",
@@ -83,7 +106,9 @@ __all__ = [
     "Context",
     "DangerLevel",
     "Example",
+    "HousekeepingPlugin",
     "Lifecycle",
+    "Migration",
     "NoParams",
     "Operation",
     "OperationError",
@@ -93,6 +118,7 @@ __all__ = [
     "Params",
     "Plugin",
     "PluginOperations",
+    "PostgresEngine",
     "Principal",
     "Prompt",
     "PromptArgument",
@@ -100,7 +126,11 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Returns",
+    "SchemaTooNew",
+    "SessionEndPlugin",
     "Settings",
+    "SqliteEngine",
+    "Tables",
     "Tool",
     "ToolError",
     "ToolResult",
@@ -116,3 +146,12 @@ __all__ = [
     "text_contents",
     "warning",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresEngine imports asyncpg, which a SQLite deployment never loads: imported on first use.
+    if name == "PostgresEngine":
+        from aql_mcp.store.postgres.engine import PostgresEngine
+
+        return PostgresEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,6 +26,7 @@ from aql_mcp.plugins.records.store import NewRecord, Quota
 from aql_mcp.settings import Settings, StoreSettings
 from aql_mcp.store.factory import open_store
 from tests.support.aql import Session, session
+from tests.support.plugin_store import with_built_ins
 from tests.support.server import ServerProcess, start_server
 
 ATTACKER, VICTIM = "mallory", "alice"
@@ -54,7 +55,9 @@ def seed(state: Path, url: str) -> None:
     """The attacker's large collection and the victim's 3 records, written through the store before start."""
 
     async def write() -> None:
-        store = open_store(Settings(store=StoreSettings(path=state, url=SecretStr(url), pool_min_size=1)))
+        store = with_built_ins(
+            open_store(Settings(store=StoreSettings(path=state, url=SecretStr(url), pool_min_size=1)))
+        )
         await store.open()
         try:
             records, quota = store.records, Quota(10**9, 10**12)

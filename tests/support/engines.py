@@ -22,6 +22,7 @@ from pydantic import SecretStr
 from aql_mcp.settings import Settings, StoreSettings
 from aql_mcp.store.base import SessionRecord, Store
 from aql_mcp.store.factory import SQLITE_FILE, open_store
+from tests.support.plugin_store import with_built_ins
 from tests.support.postgres import create_database, drop_database
 
 ENGINES = ("sqlite", "postgres")
@@ -42,11 +43,13 @@ class Backend:
         return Settings(store=StoreSettings(path=self.path, url=SecretStr(self.url), pool_min_size=1, **store))
 
     async def open(self, **store: Any) -> Store:
-        """A store on this database, as the service builds it; `store` overrides `store.*` settings."""
-        store = open_store(self.settings_with(**store))
-        await store.open()
-        self.opened.append(store)
-        return store
+        """A store on this database, as the service builds it with the built-in plugins loaded
+        (tests/support/plugin_store.py); `store` overrides `store.*` settings."""
+        settings = self.settings_with(**store)
+        opened: Store = with_built_ins(open_store(settings), scan_rows=settings.store.listing_scan_rows)
+        await opened.open()
+        self.opened.append(opened)
+        return opened
 
 
 async def backend_for(engine: str, tmp_path: Path, postgres_server: str | None) -> AsyncIterator[Backend]:

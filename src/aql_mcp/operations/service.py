@@ -26,6 +26,7 @@ from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry, ToolResult
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
+from aql_mcp.store.plugin_tables import F, Tables
 
 CORE = "mcp-aql"
 
@@ -185,6 +186,12 @@ class PluginOperations:
         self.declared = declared
         self.settings = service.settings
         self.store = service.store
+
+    def tables(self, declared: Tables[F]) -> F:
+        """The facet of a plugin's own tables, bound to the service's store engine; their migrations
+        run when the store opens, before the service serves (docs/store.md, "A plugin's own tables").
+        A plugin may name another plugin's declaration to use that plugin's tables."""
+        return self.store.tables(declared)
 
     def add(self, operation: Operation) -> None:
         self.service.operations.add(operation, plugin=self.plugin, trust=self.trust, declared=self.declared)

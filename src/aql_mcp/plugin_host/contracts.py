@@ -1,9 +1,10 @@
 """The plugin contracts: tools, prompts and resources through `register(registry)`; MCP-AQL
-operations through `register_operations(operations)`. A plugin implements one or both."""
+operations through `register_operations(operations)`. A plugin implements one or both, and may
+subscribe to the core's hooks (`on_session_end`, `housekeeping`) by having the method."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -45,6 +46,26 @@ class BackgroundPlugin(Protocol):
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class SessionEndPlugin(Protocol):
+    """Hears that sessions ended: deleted by their client, or expired (idle past `sessions.idle_seconds`).
+
+    Called once per ended session, on the replica that ended it, after the store deleted the session
+    and before the other replicas hear of it; `now` is the time the core ended it at (docs/plugins.md,
+    "Hooks"). What the plugin keeps per session (the executions plugin: runs it cancels) ends here.
+    """
+
+    async def on_session_end(self, session_ids: Sequence[str], now: float) -> None: ...
+
+
+@runtime_checkable
+class HousekeepingPlugin(Protocol):
+    """Runs the plugin's periodic clean-up (purging what outlived its retention) with the core's own,
+    every 30 s on every replica; a failure is logged and tried again next time (docs/plugins.md, "Hooks")."""
+
+    async def housekeeping(self, now: float) -> None: ...
 
 
 @runtime_checkable

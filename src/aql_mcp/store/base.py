@@ -26,10 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from aql_mcp.plugins.executions.store import ExecutionStore
-from aql_mcp.plugins.records.store import RecordStore
-from aql_mcp.plugins.safety.store import SafetyStore
 from aql_mcp.store.confirmations import ConfirmationStore
+from aql_mcp.store.plugin_tables import F, Tables
 from aql_mcp.store.principals import PrincipalDirectory
 from aql_mcp.store.revocations import RevocationStore
 from aql_mcp.store.tasks import TaskStore
@@ -108,12 +106,10 @@ class Bus(Protocol):
 
 
 class Store(Protocol):
-    """Sessions and the SSE event log, and the facets the built-in operations use (records,
-    confirmation tokens, tasks, executions, the safety loop). Every write is atomic; a failed write
-    changes nothing."""
+    """Sessions and the SSE event log, and the facets the core uses (confirmation tokens, revoked
+    tokens, principals, tasks); a plugin's own tables are reached through `tables`. Every write is
+    atomic; a failed write changes nothing."""
 
-    @property
-    def records(self) -> RecordStore: ...
     @property
     def confirmations(self) -> ConfirmationStore: ...
     @property
@@ -123,11 +119,12 @@ class Store(Protocol):
     @property
     def tasks(self) -> TaskStore: ...
     @property
-    def executions(self) -> ExecutionStore: ...
-    @property
-    def safety(self) -> SafetyStore: ...
-    @property
     def bus(self) -> Bus: ...
+
+    def tables(self, declared: Tables[F]) -> F:
+        """The facet of a plugin's own tables on this store's engine (store/plugin_tables.py): declared
+        before `open`, which migrates them; the same object on every call."""
+        ...
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

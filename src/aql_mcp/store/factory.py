@@ -24,7 +24,6 @@ def open_store(settings: Settings) -> Store:
             lock_timeout=store.lock_timeout_seconds,
             wal_limit_bytes=store.sqlite_wal_limit_bytes,
             tenant_share=store.tenant_share,
-            scan_rows=store.listing_scan_rows,
         )
     from aql_mcp.store.postgres.engine import PostgresOptions
     from aql_mcp.store.postgres.store import PostgresStore
@@ -44,7 +43,6 @@ def open_store(settings: Settings) -> Store:
             ssl_mode=store.ssl_mode,
             ssl_root_cert=store.ssl_root_cert,
         ),
-        scan_rows=store.listing_scan_rows,
     )
 
 

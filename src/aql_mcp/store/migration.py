@@ -26,9 +26,9 @@ class SchemaTooNew(ConfigError):
     rather than read and write a schema it does not understand (docs/operations.md).
     """
 
-    def __init__(self, *, found: int, needs: int, known: int) -> None:
+    def __init__(self, *, found: int, needs: int, known: int, part: str = "the store's schema") -> None:
         super().__init__(
-            f"the store's schema is at version {found} and needs a release that knows at least {needs} "
+            f"{part} is at version {found} and needs a release that knows at least {needs} "
             f"migrations; this release knows {known}: it was migrated by a newer release; run that release "
             "(or restore a backup taken before the upgrade)"
         )
@@ -40,10 +40,13 @@ class SchemaTooNew(ConfigError):
 @dataclass(frozen=True, slots=True)
 class Migration:
     """One numbered step of an engine's schema; `additive` when the release before it still runs on
-    the schema it leaves."""
+    the schema it leaves. A plugin's migration sets `legacy_core` to the core migration that did the
+    same step before plugins had tables of their own (0.2.0), so a store written then is adopted, not
+    migrated twice (store/plugin_tables.py, docs/store.md "A plugin's own tables")."""
 
     script: str
     additive: bool
+    legacy_core: int | None = None
 
 
 def compatible_from(migrations: Sequence[Migration], version: int) -> int:
@@ -55,14 +58,15 @@ def compatible_from(migrations: Sequence[Migration], version: int) -> int:
     return oldest
 
 
-def check_compatible(*, found: int, needs: int | None, known: int) -> None:
+def check_compatible(*, found: int, needs: int | None, known: int, part: str = "the store's schema") -> None:
     """Refuse a store this release cannot run on, with `SchemaTooNew`.
 
     `needs` is the store's recorded `compatible_from`; None (a row written before the column existed,
     or by a release that did not say) is read as `found`: only a known schema is taken on trust.
+    `part` names what is versioned in the message: the core schema, or one plugin's tables.
     """
     if found <= known:
         return
     required = found if needs is None else needs
     if required > known:
-        raise SchemaTooNew(found=found, needs=required, known=known)
+        raise SchemaTooNew(found=found, needs=required, known=known, part=part)

@@ -3,7 +3,11 @@ import pytest
 from aql_mcp.endpoint.legacy.events import STANDALONE
 from aql_mcp.endpoint.legacy.sessions import Session, SessionManager
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
+from aql_mcp.plugin_host.hooks import PluginHooks
+from aql_mcp.plugin_host.loader import load_plugins
 from aql_mcp.plugins.executions.store import ExecutionRecord
+from aql_mcp.protocol.primitives import Registry
+from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from tests.support.clock import Clock
 from tests.support.engines import Backend, write_lock
@@ -256,6 +260,11 @@ async def test_a_session_that_expires_or_is_deleted_cancels_its_live_executions(
     manager: SessionManager, store: Store, clock: Clock
 ) -> None:
     """MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md)."""
+    # The executions plugin hears of the ends through its hook, as the service wires it (app.py).
+    loaded = load_plugins(["aql_mcp.plugins.executions:plugin"], Registry(), Settings(), store)
+    manager = SessionManager(
+        store, idle_seconds=IDLE, max_open=10, retry_after=30, clock=clock, on_end=PluginHooks(loaded).session_end
+    )
     idle, deleted = await create(manager), await create(manager)
     now = clock()
     for execution_id, session in (("e-idle", idle), ("e-deleted", deleted)):

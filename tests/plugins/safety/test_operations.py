@@ -15,6 +15,7 @@ from aql_mcp.plugins.safety.operations import identity_of
 from aql_mcp.store.factory import open_store
 from aql_mcp.store.principals import Identity
 from tests.operations.client import RECORDS, Aql, aql_session, records_settings
+from tests.support.plugin_store import with_built_ins
 
 pytestmark = pytest.mark.anyio
 SAFETY = "aql_mcp.plugins.safety:plugin"
@@ -35,7 +36,7 @@ async def _step(aql: Aql, hint: str, **extra: Any) -> dict[str, Any]:
 
 
 async def _code(state: Path, challenge_id: str) -> str:
-    store = open_store(_settings(state))
+    store = with_built_ins(open_store(_settings(state)))
     await store.open()
     try:
         challenge = await store.safety.get_challenge(challenge_id)
@@ -188,7 +189,7 @@ async def test_an_action_denied_on_the_console_is_not_taken_and_the_run_goes_on_
     async with aql_session(settings) as aql:
         await aql.call("mcp_aql_execute", "execute_agent", element_name="builder")
         paused = await _step(aql, "deploy_service api")
-        store = open_store(settings)
+        store = with_built_ins(open_store(settings))
         await store.open()
         try:
             await SafetyDesk(store.safety, settings).deny(paused["approvalId"], "console-operator")

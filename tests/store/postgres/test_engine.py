@@ -23,6 +23,7 @@ from aql_mcp.store.postgres.engine import PostgresOptions
 from aql_mcp.store.postgres.schema import MIGRATIONS
 from aql_mcp.store.postgres.store import PostgresStore
 from tests.support.engines import Backend, backend_for
+from tests.support.plugin_store import with_built_ins
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +73,7 @@ async def stored_versions(url: str) -> list[tuple[int, int | None]]:
 async def test_a_release_runs_on_a_database_a_newer_release_migrated_additively(postgres: Backend) -> None:
     """An old replica in a rolling update, or a `helm rollback`, over an additive migration keeps working."""
     newer = await add_newer_migration(postgres.url, additive=True)
-    older = PostgresStore(PostgresOptions(url=postgres.url, min_size=1))
+    older = with_built_ins(PostgresStore(PostgresOptions(url=postgres.url, min_size=1)))
     await older.open()
     try:
         await older.records.create_collection("t", "c", "", None, "now")
@@ -104,7 +105,7 @@ async def test_every_postgres_migration_so_far_keeps_the_first_release_running(p
 
 
 async def test_the_statement_cache_can_be_off_for_pgbouncer_transaction_mode(postgres: Backend) -> None:
-    store = PostgresStore(PostgresOptions(url=postgres.url, min_size=1, statement_cache_size=0))
+    store = with_built_ins(PostgresStore(PostgresOptions(url=postgres.url, min_size=1, statement_cache_size=0)))
     await store.open()
     try:
         await store.records.create_collection("t", "c", "", None, "now")

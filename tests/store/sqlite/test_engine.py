@@ -14,6 +14,8 @@ from aql_mcp.exceptions import StoreError
 from aql_mcp.store.migration import SchemaTooNew, compatible_from
 from aql_mcp.store.sqlite.schema import MIGRATIONS, migrate
 from aql_mcp.store.sqlite.store import SqliteStore
+from tests.support.plugin_store import with_built_ins
+from tests.support.schema_0_2 import SQLITE as OLD_SQLITE
 from tests.support.store import admit, record, seqs
 
 pytestmark = pytest.mark.anyio
@@ -154,8 +156,8 @@ async def test_a_store_of_the_previous_release_is_upgraded_in_place(db_path: Pat
     db_path.parent.mkdir(parents=True)
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    for version, migration in enumerate(MIGRATIONS[:4], start=1):
-        for statement in (s for s in migration.script.split(";") if s.strip()):
+    for version, (script, _) in enumerate(OLD_SQLITE[:4], start=1):
+        for statement in (s for s in script.split(";") if s.strip()):
             db.execute(statement)
         db.execute("INSERT INTO schema_version VALUES (?)", (version,))
     db.execute("INSERT INTO record_collections VALUES ('t', 'c', '', NULL, 'now')")
@@ -164,7 +166,7 @@ async def test_a_store_of_the_previous_release_is_upgraded_in_place(db_path: Pat
     db.execute("INSERT INTO sessions VALUES ('s1', 'o', 'v', '{}', '{}', 'info', 1, 1)")
     db.execute("INSERT INTO events VALUES ('s1', 'g', 5, 'x', 1)")
     db.close()
-    store = SqliteStore(db_path)
+    store = with_built_ins(SqliteStore(db_path))
     await store.open()
     try:
         collection = await store.records.get_collection("t", "c")

@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -31,6 +31,14 @@ from aql_mcp.jsonrpc.messages import RequestId, encode_notification
 from aql_mcp.store.base import SessionRecord, Signal, Store
 
 log = structlog.get_logger("aql_mcp.sessions")
+
+
+# Told the ids of sessions that ended and when (`SessionEndPlugin.on_session_end`).
+SessionsEnded = Callable[[Sequence[str], float], Awaitable[None]]
+
+
+async def _nothing_ended(session_ids: Sequence[str], now: float) -> None:
+    return
 
 
 class Cancellable(Protocol):
@@ -177,9 +185,12 @@ class SessionManager:
         retry_after: int,
         max_per_owner: int = 100,
         on_limit: Callable[[str], None] | None = None,
+        on_end: SessionsEnded | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        # The plugins' hook (plugin_host/hooks.py): what they keep per session ends with it.
+        self._on_end = on_end or _nothing_ended
         self._idle = idle_seconds
         self._max_open = max_open
         self._max_per_owner = max_per_owner
@@ -275,8 +286,7 @@ class SessionManager:
         self._live.pop(session.id, None)
         await session.close()
         await self.store.delete_session(session.id)
-        # MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md).
-        await self.store.executions.cancel_session(session.id, self._clock())
+        await self._on_end([session.id], self._clock())
         await self.store.bus.publish(Signal("session_ended", session.id))
 
     async def sweep(self) -> int:
@@ -291,7 +301,7 @@ class SessionManager:
         expired = await self.store.expire_sessions(now - self._idle)
         for session_id in expired:
             await self._forget(session_id)
-            await self.store.executions.cancel_session(session_id, now)
+            await self._on_end([session_id], now)
             await self.store.bus.publish(Signal("session_ended", session_id))
         return len(expired)
 

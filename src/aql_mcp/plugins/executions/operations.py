@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +48,12 @@ from aql_mcp.plugins.executions.legacy_tasks import (
 from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
 from aql_mcp.plugins.executions.rows import FORMATS
 from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore, Progress, RetainedBytesExceeded
+from aql_mcp.plugins.executions.tables import TABLES
 from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
 from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.store import Quota, StoredCollection
+from aql_mcp.plugins.records.tables import bound_records
 from aql_mcp.protocol.content import Content
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.primitives import Registry, ResourceTemplate
@@ -360,11 +363,12 @@ class ExecutionsPlugin:
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings = operations.settings
-        store = operations.store
-        records = Records(settings, store.records)
+        # Executions build on records (docs/plugins.md, "A plugin's own tables"): its facet, through
+        # the records plugin's own declaration.
+        records = Records(settings, bound_records(operations))
         worker = ExecutionWorker(
-            store.executions,
-            store.records,
+            operations.tables(TABLES),
+            records.store,
             settings.executions,
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),
             Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
@@ -380,6 +384,12 @@ class ExecutionsPlugin:
         self._task_tools = {surface.tool_name(family_of(op, surface.profile)) for op in tasked if surface.has_families}
         if surface.has_single:
             self._task_tools.add(surface.tool_name(None))
+
+    async def on_session_end(self, session_ids: Sequence[str], now: float) -> None:
+        """MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md)."""
+        if self.executions is not None:
+            for session_id in session_ids:
+                await self.executions.worker.store.cancel_session(session_id, now)
 
     async def start(self) -> None:
         if self.executions is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.executions.sqlite import NEVER_STARTED, ORPHANED, SESSION_ENDED
 from aql_mcp.plugins.executions.store import (
     ABANDONED,
@@ -31,7 +32,6 @@ from aql_mcp.plugins.executions.store import (
     sources_of,
 )
 from aql_mcp.plugins.records.postgres import insert_records
-from aql_mcp.store.postgres.engine import PostgresEngine
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"

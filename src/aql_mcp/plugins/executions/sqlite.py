@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.executions.store import (
     ABANDONED,
     COLUMNS,
@@ -31,7 +32,6 @@ from aql_mcp.plugins.executions.store import (
     sources_of,
 )
 from aql_mcp.plugins.records.sqlite import insert_records
-from aql_mcp.store.sqlite.engine import SqliteEngine
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 INSERT = f"INSERT INTO executions ({COLUMNS}, payload) VALUES ({', '.join('?' * 21)})"  # noqa: S608

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -67,6 +67,7 @@ from aql_mcp.plugins.records.store import (
     VersionMismatch,
     timestamp,
 )
+from aql_mcp.plugins.records.tables import bound_records
 from aql_mcp.settings import Settings
 
 
@@ -343,17 +344,26 @@ def new_etag() -> str:
 
 @dataclass
 class RecordsPlugin:
-    """Registers the records operations (trust level `community_reviewed`, a built-in)."""
+    """Registers the records operations (trust level `community_reviewed`, a built-in); its
+    housekeeping drops idempotency keys past `records.idempotency_retention_seconds`."""
 
     name: str = "records"
     trust: TrustLevel = "community_reviewed"
+    records: Records | None = field(default=None, repr=False)
 
     def register_operations(self, operations: PluginOperations) -> None:
-        records = Records(operations.settings, operations.store.records)
+        self.records = Records(operations.settings, bound_records(operations))
         for type_def in TYPES:
             operations.add_type(type_def)
-        for operation in catalog(records):
+        for operation in catalog(self.records):
             operations.add(operation)
 
+    async def housekeeping(self, now: float) -> None:
+        if self.records is not None:
+            retention = self.records.settings.records.idempotency_retention_seconds
+            await self.records.store.purge_idempotency(now - retention)
 
-plugin = RecordsPlugin()
+
+def plugin(settings: Settings | None = None) -> RecordsPlugin:
+    """A plugin of its own for each service built (its housekeeping purges that service's store)."""
+    return RecordsPlugin()

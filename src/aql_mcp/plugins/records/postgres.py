@@ -11,8 +11,10 @@ from typing import Any
 import asyncpg
 import orjson
 
+from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
 from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
 from aql_mcp.plugins.records.store import (
     SCAN_ROWS,
     AlreadyExists,
@@ -35,8 +37,6 @@ from aql_mcp.plugins.records.store import (
     timestamp,
     window_page,
 )
-from aql_mcp.store.postgres.dialect import PostgresDialect
-from aql_mcp.store.postgres.engine import PostgresEngine
 
 COLUMNS = "collection, id, data::text AS data, etag, created_at, updated_at, pos"
 DIALECT = PostgresDialect()
@@ -47,7 +47,7 @@ class PostgresRecordStore:
 
     def __init__(self, engine: PostgresEngine, *, scan_rows: int = SCAN_ROWS) -> None:
         self._engine = engine
-        self._scan_rows = scan_rows
+        self.scan_rows = scan_rows
 
     async def create_collection(
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
@@ -210,7 +210,7 @@ class PostgresRecordStore:
                 "SELECT record_count FROM record_collections WHERE tenant = $1 AND name = $2", tenant, collection
             )
             count = int(found or 0)
-            check_scan(listing, count, self._scan_rows)
+            check_scan(listing, count, self.scan_rows)
             rows = await db.fetch(page.sql, *page.params)
             behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
             total = count if listing.is_plain else None

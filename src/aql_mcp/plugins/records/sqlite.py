@@ -9,8 +9,10 @@ from typing import Any
 
 import orjson
 
+from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
 from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.sqlite_dialect import SqliteDialect
 from aql_mcp.plugins.records.store import (
     SCAN_ROWS,
     AlreadyExists,
@@ -32,8 +34,6 @@ from aql_mcp.plugins.records.store import (
     timestamp,
     window_page,
 )
-from aql_mcp.store.sqlite.dialect import SqliteDialect
-from aql_mcp.store.sqlite.engine import SqliteEngine
 
 COLUMNS = "collection, id, data, etag, created_at, updated_at, pos"
 DIALECT = SqliteDialect()
@@ -44,7 +44,7 @@ class SqliteRecordStore:
 
     def __init__(self, engine: SqliteEngine, *, scan_rows: int = SCAN_ROWS) -> None:
         self._engine = engine
-        self._scan_rows = scan_rows
+        self.scan_rows = scan_rows
 
     async def create_collection(
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
@@ -199,7 +199,7 @@ class SqliteRecordStore:
                 "SELECT record_count FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
             ).fetchone()
             count = int(found[0]) if found else 0
-            check_scan(listing, count, self._scan_rows)
+            check_scan(listing, count, self.scan_rows)
             rows = db.execute(page.sql, page.params).fetchall()
             behind = bool(db.execute(beyond.sql, beyond.params).fetchone()[0]) if beyond else False
             keyed = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows]

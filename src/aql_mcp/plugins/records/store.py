@@ -1,6 +1,6 @@
 """Records data access: named collections of JSON records per tenant (the `records` plugin).
 
-`RecordStore` is the interface the plugin sees (`store.records`); each engine implements it
+`RecordStore` is the interface the plugin sees (its facet, plugins/records/tables.py); each engine implements it
 (`plugins/records/sqlite.py`, `plugins/records/postgres.py`). Every write is one transaction in which
 the quota check, the `_etag` comparison and the write they guard are atomic against every other
 writer, on any replica. Listings are compiled to SQL (`plugins/records/compiler.py`); none reads a whole
@@ -132,6 +132,9 @@ class Idempotency:
 
 class RecordStore(Protocol):
     """Collections and records of one tenant at a time; a tenant never reaches another's rows."""
+
+    # The scan budget of a listing (`store.listing_scan_rows`), set by `tables.bound_records`.
+    scan_rows: int
 
     async def create_collection(
         self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str

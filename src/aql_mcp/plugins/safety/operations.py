@@ -36,7 +36,8 @@ from aql_mcp.plugins.safety.params import (
     RecordStep,
     VerifyChallenge,
 )
-from aql_mcp.plugins.safety.store import Approval
+from aql_mcp.plugins.safety.store import Approval, SafetyStore
+from aql_mcp.plugins.safety.tables import TABLES
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.principals import Identity
@@ -64,6 +65,7 @@ def identity_of(principal: Principal, tenant_claim: str) -> Identity:
 class SafetyOperations:
     settings: Settings
     store: Store
+    safety: SafetyStore
     loop: ExecutionLoop
 
     async def execute_agent(self, params: ExecuteAgent, call: Call) -> dict[str, Any]:
@@ -95,7 +97,7 @@ class SafetyOperations:
         return {"approved": True, "approval_id": approval.id, "operation": approval.action, "kind": approval.kind}
 
     async def verify_challenge(self, params: VerifyChallenge, call: Call) -> dict[str, Any]:
-        challenge = await self.store.safety.get_challenge(params.challenge_id)
+        challenge = await self.safety.get_challenge(params.challenge_id)
         if challenge is None:
             raise OperationError(NOT_FOUND_RESOURCE, "Resource not found: 'no such challenge'")
         operator = caller(call)
@@ -115,7 +117,7 @@ class SafetyOperations:
 
     async def _approval(self, params: ConfirmOperation) -> Approval:
         if params.approval_id is not None:
-            found = await self.store.safety.get_approval(params.approval_id)
+            found = await self.safety.get_approval(params.approval_id)
             if found is None:
                 raise OperationError(NOT_FOUND_RESOURCE, "Resource not found: 'no such approval'")
             return found
@@ -133,7 +135,7 @@ class SafetyOperations:
         confirms nothing and clears nothing (§8.7.3)."""
         digest = token_digest(token)
         grant = await self.store.confirmations.get_grant(digest)
-        approval = await self.store.safety.approval_by_token(digest)
+        approval = await self.safety.approval_by_token(digest)
         if grant is None or approval is None or not token.startswith(TOKEN_PREFIX):
             raise OperationError(TOKEN_INVALID, "Invalid confirmation token")
         if grant.consumed_at is not None or approval.status != "pending":
@@ -258,10 +260,11 @@ class SafetyPlugin:
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings, store = operations.settings, operations.store
-        loop = ExecutionLoop(store.safety, settings)
-        operations.service.router.gatekeeper.watch(GateWatch(store.safety, enforcing=loop.enforcing))
+        safety = operations.tables(TABLES)
+        loop = ExecutionLoop(safety, settings)
+        operations.service.router.gatekeeper.watch(GateWatch(safety, enforcing=loop.enforcing))
         operations.service.capabilities["execution_safety_loop"] = settings.safety.mode
-        for operation in catalog(SafetyOperations(settings, store, loop)):
+        for operation in catalog(SafetyOperations(settings, store, safety, loop)):
             operations.add(operation)
 
 

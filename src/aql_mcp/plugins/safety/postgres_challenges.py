@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     CHALLENGE_COLUMNS,
@@ -15,7 +16,6 @@ from aql_mcp.plugins.safety.store import (
     Challenge,
     challenge_row,
 )
-from aql_mcp.store.postgres.engine import PostgresEngine
 
 CHALLENGE = CHALLENGE_COLUMNS
 BLOCK = BLOCK_COLUMNS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     CHALLENGE_COLUMNS,
@@ -15,7 +16,6 @@ from aql_mcp.plugins.safety.store import (
     Challenge,
     challenge_row,
 )
-from aql_mcp.store.sqlite.engine import SqliteEngine
 
 CHALLENGE = CHALLENGE_COLUMNS
 BLOCK = BLOCK_COLUMNS

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from typing import Any
 
 import asyncpg
@@ -52,7 +51,7 @@ class PostgresBus:
 
     def __init__(self, engine: PostgresEngine) -> None:
         self._engine = engine
-        self.replica = secrets.token_hex(6)
+        self.replica = engine.replica
         self._handler: SignalHandler | None = None
         self._pending: set[str] = set()
         self._flushing = False

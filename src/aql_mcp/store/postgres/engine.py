@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 import structlog
@@ -38,6 +39,9 @@ from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
 from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
 from aql_mcp.store.migration import SchemaTooNew
 from aql_mcp.store.postgres.schema import migrate
+
+if TYPE_CHECKING:
+    from aql_mcp.store.plugin_tables import Tables
 
 T = TypeVar("T")
 LISTENER = "aql-mcp-listener"
@@ -89,10 +93,14 @@ class PostgresEngine:
 
     def __init__(self, options: PostgresOptions) -> None:
         self.options = options
+        # This replica's name among those sharing the database: its row in `replicas` (the bus's
+        # heartbeat), and what a plugin marks the rows it works on with.
+        self.replica = secrets.token_hex(6)
         self._pool: asyncpg.Pool | None = None
         self._turns = FairShare(options.max_size, tenant_share(options.max_size, options.tenant_share))
 
-    async def open(self) -> None:
+    async def open(self, plugins: Sequence[Tables[Any]] = ()) -> None:
+        """Connect and migrate: the core's schema, then the tables `plugins` declared."""
         options = self.options
         try:
             self._pool = await asyncpg.create_pool(
@@ -105,7 +113,7 @@ class PostgresEngine:
                 **options.connect_arguments(),
             )
             async with self._pool.acquire() as connection:
-                await migrate(connection)
+                await migrate(connection, plugins)
                 await _check_collation(connection)
         except FAILURES as exc:
             await self.close()

@@ -3,14 +3,19 @@
 Every replica runs `migrate` when it starts. The transaction-scoped advisory lock makes replicas
 starting together take turns: the first applies what is missing, the others then find nothing to do.
 Text columns that are compared or sorted use the "C" collation, so they order by code point, as
-SQLite does and as the listing rules say (docs/store.md).
+SQLite does and as the listing rules say (docs/store.md). The plugins' own migrations follow the
+core's in the same transaction (store/plugin_tables.py), each plugin's recorded in `plugin_schema`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 import asyncpg
 
 from aql_mcp.store.migration import Migration, check_compatible, compatible_from
+from aql_mcp.store.plugin_tables import Tables, adopted
 
 # pg_advisory_xact_lock key of the migrations: any constant, the same in every release.
 MIGRATION_LOCK = 0x61716C6D6370  # "aqlmcp"
@@ -18,8 +23,9 @@ MIGRATION_LOCK = 0x61716C6D6370  # "aqlmcp"
 # `additive`: whether the release before a migration still runs on the schema it leaves (store/migration.py).
 MIGRATIONS: tuple[Migration, ...] = (
     # 1 is the base of the schema: no release before it.
-    # 1: sessions, the SSE event log and its per-stream counters, resource subscriptions, records,
-    # confirmation tokens (the SQLite schema at its version 5), and the bus: signals and replicas
+    # 1: sessions, the SSE event log and its per-stream counters, resource subscriptions,
+    # confirmation tokens (the SQLite schema at its version 5), and the bus: signals and replicas.
+    # (Release 0.2.0: also the records plugin's migration 1, plugins/records/tables.py.)
     Migration(
         """
         CREATE TABLE sessions (
@@ -56,44 +62,6 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (uri, session_id)
         );
         CREATE INDEX subscriptions_session ON subscriptions (session_id);
-        CREATE TABLE record_collections (
-            tenant TEXT COLLATE "C" NOT NULL,
-            name TEXT COLLATE "C" NOT NULL,
-            description TEXT NOT NULL,
-            fields JSONB,
-            created_at TEXT COLLATE "C" NOT NULL,
-            next_pos BIGINT NOT NULL DEFAULT 0,
-            record_count BIGINT NOT NULL DEFAULT 0,
-            PRIMARY KEY (tenant, name)
-        );
-        CREATE TABLE records (
-            tenant TEXT COLLATE "C" NOT NULL,
-            collection TEXT COLLATE "C" NOT NULL,
-            pos BIGINT NOT NULL,
-            id TEXT COLLATE "C" NOT NULL,
-            data JSONB NOT NULL,
-            size INTEGER NOT NULL,
-            etag TEXT COLLATE "C" NOT NULL,
-            created_at TEXT COLLATE "C" NOT NULL,
-            updated_at TEXT COLLATE "C" NOT NULL,
-            PRIMARY KEY (tenant, collection, pos),
-            UNIQUE (tenant, collection, id)
-        );
-        CREATE INDEX records_data ON records USING gin (data jsonb_path_ops);
-        CREATE TABLE record_usage (
-            tenant TEXT COLLATE "C" PRIMARY KEY,
-            records BIGINT NOT NULL,
-            bytes BIGINT NOT NULL
-        );
-        CREATE TABLE record_idempotency (
-            tenant TEXT COLLATE "C" NOT NULL,
-            key TEXT COLLATE "C" NOT NULL,
-            request_hash TEXT NOT NULL,
-            response BYTEA NOT NULL,
-            created_at TEXT COLLATE "C" NOT NULL,
-            PRIMARY KEY (tenant, key)
-        );
-        CREATE INDEX record_idempotency_age ON record_idempotency (created_at);
         CREATE TABLE confirmations (
             token_hash TEXT COLLATE "C" PRIMARY KEY,
             operation TEXT NOT NULL,
@@ -146,137 +114,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 3: executions of the `executions` plugin (plugins/executions/store.py, MCP-AQL §8.4): the row is the
-    # truth every replica reads; `payload` is kept only while a retry may need it
-    Migration(
-        """
-        CREATE TABLE executions (
-            id TEXT COLLATE "C" PRIMARY KEY,
-            owner TEXT COLLATE "C" NOT NULL,
-            kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            session_id TEXT,
-            params BYTEA NOT NULL,
-            progress_current BIGINT NOT NULL,
-            progress_total BIGINT,
-            progress_message TEXT,
-            report BYTEA NOT NULL,
-            rejected BIGINT NOT NULL,
-            error BYTEA,
-            result BYTEA,
-            replica TEXT,
-            created_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            started_at DOUBLE PRECISION,
-            finished_at DOUBLE PRECISION,
-            attempts BIGINT NOT NULL,
-            payload BYTEA,
-            output BYTEA
-        );
-        CREATE INDEX executions_owner ON executions (owner, created_at);
-        CREATE INDEX executions_status ON executions (status, replica);
-        CREATE INDEX executions_session ON executions (session_id);
-        CREATE INDEX executions_finished ON executions (finished_at);
-        """,
-        additive=True,
-    ),
-    # 4: the execution safety loop (plugins/safety/store.py, docs/safety.md): monitored runs, out-of-band
-    # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
-    # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
-    Migration(
-        """
-        CREATE TABLE safety_runs (
-            id TEXT COLLATE "C" PRIMARY KEY,
-            agent TEXT NOT NULL,
-            principal TEXT COLLATE "C" NOT NULL,
-            session TEXT,
-            status TEXT NOT NULL,
-            steps BIGINT NOT NULL,
-            started_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            ended_at DOUBLE PRECISION,
-            last_action TEXT,
-            reason TEXT,
-            settings BYTEA NOT NULL
-        );
-        CREATE INDEX safety_runs_status ON safety_runs (status, principal);
-        CREATE TABLE safety_challenges (
-            id TEXT COLLATE "C" PRIMARY KEY,
-            agent TEXT NOT NULL,
-            run_id TEXT NOT NULL,
-            principal TEXT COLLATE "C" NOT NULL,
-            tier TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            code TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            decided_at DOUBLE PRECISION,
-            decided_by TEXT
-        );
-        CREATE INDEX safety_challenges_pending ON safety_challenges (status, principal);
-        CREATE TABLE safety_blocks (
-            principal TEXT COLLATE "C" PRIMARY KEY,
-            agent TEXT NOT NULL,
-            challenge_id TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL
-        );
-        CREATE TABLE safety_approvals (
-            id TEXT COLLATE "C" PRIMARY KEY,
-            agent TEXT NOT NULL,
-            run_id TEXT NOT NULL,
-            principal TEXT COLLATE "C" NOT NULL,
-            kind TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            decided_at DOUBLE PRECISION,
-            decided_by TEXT,
-            token_hash TEXT,
-            used_at DOUBLE PRECISION
-        );
-        CREATE INDEX safety_approvals_principal ON safety_approvals (principal, action);
-        CREATE INDEX safety_approvals_token ON safety_approvals (token_hash);
-        CREATE TABLE safety_notices (
-            id BIGSERIAL PRIMARY KEY,
-            agent TEXT COLLATE "C" NOT NULL,
-            type TEXT NOT NULL,
-            message TEXT NOT NULL,
-            metadata BYTEA NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            cleared_at DOUBLE PRECISION,
-            ref TEXT
-        );
-        CREATE INDEX safety_notices_agent ON safety_notices (agent, cleared_at);
-        CREATE INDEX safety_notices_ref ON safety_notices (ref);
-        CREATE TABLE safety_failures (
-            principal TEXT COLLATE "C" NOT NULL,
-            at DOUBLE PRECISION NOT NULL
-        );
-        CREATE INDEX safety_failures_principal ON safety_failures (principal, at);
-        CREATE TABLE safety_events (
-            id BIGSERIAL PRIMARY KEY,
-            at DOUBLE PRECISION NOT NULL,
-            agent TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            actor TEXT NOT NULL,
-            detail BYTEA NOT NULL
-        );
-        """,
-        additive=True,
-    ),
-    # 5: the principal that started an execution: MCP 2025-11-25 tasks are bound to it (an
-    # execution itself belongs to the records tenant), listed newest first by (created_at, id)
-    Migration(
-        """
-        ALTER TABLE executions ADD COLUMN principal TEXT COLLATE "C";
-        CREATE INDEX executions_principal ON executions (owner, principal, created_at, id);
-        """,
-        additive=True,
-    ),
+    # 3: (release 0.2.0: the executions plugin's migration 1, plugins/executions/tables.py)
+    Migration("", additive=True),
+    # 4: (release 0.2.0: the safety plugin's migration 1, plugins/safety/tables.py)
+    Migration("", additive=True),
+    # 5: (release 0.2.0: the executions plugin's migration 2)
+    Migration("", additive=True),
     # 6: tokens the operator console signed out, by their SHA-256, until they expire (issue 27, N6)
     Migration(
         """
@@ -301,45 +144,91 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 8: an export's NDJSON in parts, each written in a short transaction of its own and read
-    # back one part at a time (docs/executions.md, "Exports"); `executions.output` is read only for
-    # exports completed before this migration
+    # 8: (the executions plugin's migration 3)
+    Migration("", additive=True),
+    # 9: plugins own their tables (store/plugin_tables.py): each plugin's version, and the core
+    # version a database written before this migration was found at, which tells what it already holds
     Migration(
         """
-        CREATE TABLE execution_parts (
-            execution_id TEXT COLLATE "C" NOT NULL,
-            part INTEGER NOT NULL,
-            data BYTEA NOT NULL,
-            PRIMARY KEY (execution_id, part)
+        CREATE TABLE plugin_schema (
+            plugin TEXT COLLATE "C" NOT NULL,
+            version INTEGER NOT NULL,
+            compatible_from INTEGER NOT NULL,
+            PRIMARY KEY (plugin, version)
+        );
+        CREATE TABLE schema_legacy (
+            version INTEGER NOT NULL
         );
         """,
         additive=True,
     ),
 )
+# The first core migration after which the plugins' tables are theirs: a database found below it
+# holds release 0.2.0's schema.
+PLUGIN_SCHEMA = 9
 
 
-async def migrate(connection: asyncpg.Connection) -> int:
-    """Apply the migrations the database lacks; return the schema version it is at.
+async def migrate(connection: asyncpg.Connection, plugins: Sequence[Tables[Any]] = ()) -> int:
+    """Apply the migrations the database lacks, the core's then each plugin's; return the core's
+    schema version.
 
     A database a newer release migrated further is used as it is when every migration this release
     does not know was additive, and refused with `SchemaTooNew`, untouched, otherwise
-    (store/migration.py).
+    (store/migration.py); the same holds for each plugin's tables. One transaction under the
+    advisory lock: replicas starting together apply each migration once.
     """
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
-        await connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        # Added by the release that introduced the compatibility rule; NULL in the rows before it.
-        await connection.execute("ALTER TABLE schema_version ADD COLUMN IF NOT EXISTS compatible_from INTEGER")
-        row = await connection.fetchrow(
-            "SELECT version, compatible_from FROM schema_version ORDER BY version DESC LIMIT 1"
-        )
-        current, needs = (row["version"], row["compatible_from"]) if row is not None else (0, 0)
-        check_compatible(found=current, needs=needs, known=len(MIGRATIONS))
-        for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
-            await connection.execute(migration.script)
-            await connection.execute(
-                "INSERT INTO schema_version (version, compatible_from) VALUES ($1, $2)",
-                version,
-                compatible_from(MIGRATIONS, version),
-            )
+        current = await _migrate_core(connection)
+        for tables in plugins:
+            await _migrate_plugin(connection, tables.name, tables.postgres)
     return max(current, len(MIGRATIONS))
+
+
+async def _migrate_core(connection: asyncpg.Connection) -> int:
+    await connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    # Added by the release that introduced the compatibility rule; NULL in the rows before it.
+    await connection.execute("ALTER TABLE schema_version ADD COLUMN IF NOT EXISTS compatible_from INTEGER")
+    row = await connection.fetchrow("SELECT version, compatible_from FROM schema_version ORDER BY version DESC LIMIT 1")
+    current, needs = (row["version"], row["compatible_from"]) if row is not None else (0, 0)
+    check_compatible(found=current, needs=needs, known=len(MIGRATIONS))
+    for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
+        if migration.script.strip():
+            await connection.execute(migration.script)
+        await connection.execute(
+            "INSERT INTO schema_version (version, compatible_from) VALUES ($1, $2)",
+            version,
+            compatible_from(MIGRATIONS, version),
+        )
+    if 0 < current < PLUGIN_SCHEMA:
+        await connection.execute("INSERT INTO schema_legacy (version) VALUES ($1)", current)
+    return int(current)
+
+
+async def _migrate_plugin(connection: asyncpg.Connection, name: str, migrations: Sequence[Migration]) -> None:
+    """One plugin's migrations from where its tables are; a plugin new to a database of release
+    0.2.0 first records the migrations that release applied as core ones (store/plugin_tables.py)."""
+    row = await connection.fetchrow(
+        "SELECT version, compatible_from FROM plugin_schema WHERE plugin = $1 ORDER BY version DESC LIMIT 1", name
+    )
+    if row is None:
+        legacy = await connection.fetchval("SELECT max(version) FROM schema_legacy") or 0
+        current = adopted(migrations, legacy)
+        await _record_plugin(connection, name, migrations, range(1, current + 1))
+    else:
+        current = row["version"]
+        check_compatible(
+            found=current, needs=row["compatible_from"], known=len(migrations), part=f"plugin {name!r}'s tables"
+        )
+    for version in range(current + 1, len(migrations) + 1):
+        await connection.execute(migrations[version - 1].script)
+        await _record_plugin(connection, name, migrations, [version])
+
+
+async def _record_plugin(
+    connection: asyncpg.Connection, name: str, migrations: Sequence[Migration], versions: Iterable[int]
+) -> None:
+    await connection.executemany(
+        "INSERT INTO plugin_schema (plugin, version, compatible_from) VALUES ($1, $2, $3)",
+        [(name, version, compatible_from(migrations, version)) for version in versions],
+    )

@@ -1,6 +1,6 @@
 """`Store` on PostgreSQL: what several replicas share. Sessions, the event log, subscriptions; the
-facets (`records`, `confirmations`, `tasks`, `executions`, `safety`) and the cross-replica `bus`
-share the engine."""
+core's facets (`confirmations`, `revocations`, `principals`, `tasks`), those of the plugins' own
+tables (`tables`) and the cross-replica `bus` share the engine."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import asyncpg
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.plugins.executions.postgres import PostgresExecutionStore
-from aql_mcp.plugins.records.postgres import PostgresRecordStore
-from aql_mcp.plugins.records.store import SCAN_ROWS
-from aql_mcp.plugins.safety.postgres import PostgresSafetyStore
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
@@ -31,21 +28,22 @@ PROBE = "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET see
 
 
 class PostgresStore:
-    """Sessions and events on PostgreSQL; `records`, `confirmations` and `bus` share its engine."""
+    """Sessions and events on PostgreSQL; the facets and the `bus` share its engine."""
 
-    def __init__(self, options: PostgresOptions, *, scan_rows: int = SCAN_ROWS) -> None:
+    def __init__(self, options: PostgresOptions) -> None:
         self.engine = PostgresEngine(options)
-        self.records = PostgresRecordStore(self.engine, scan_rows=scan_rows)
         self.confirmations = PostgresConfirmationStore(self.engine)
         self.revocations = PostgresRevocationStore(self.engine)
         self.principals = PostgresPrincipalDirectory(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
-        self.safety = PostgresSafetyStore(self.engine)
         self.bus = PostgresBus(self.engine)
-        self.executions = PostgresExecutionStore(self.engine, self.bus.replica)
+        self._plugins = DeclaredTables(lambda tables: tables.on_postgres(self.engine))
+
+    def tables(self, declared: Tables[F]) -> F:
+        return self._plugins.facet(declared)
 
     async def open(self) -> None:
-        await self.engine.open()
+        await self.engine.open(self._plugins.seal())
         await self.bus.open()
 
     async def close(self) -> None:

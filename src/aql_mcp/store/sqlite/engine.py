@@ -29,17 +29,20 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
-from aql_mcp.store.sqlite.dialect import fold, json_equal
+from aql_mcp.store.sqlite.functions import fold, json_equal
 from aql_mcp.store.sqlite.schema import migrate
+
+if TYPE_CHECKING:
+    from aql_mcp.store.plugin_tables import Tables
 
 T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.store")
@@ -82,11 +85,12 @@ class SqliteEngine:
         self._wal_to_truncate = False
         self._writer_stale = False
 
-    async def open(self) -> None:
+    async def open(self, plugins: Sequence[Tables[Any]] = ()) -> None:
+        """Connect and migrate: the core's schema, then the tables `plugins` declared."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
         self._writer_db = await self._on(self._writer, self._open_writer)
-        await self._on(self._writer, lambda: migrate(self._writer_connection()))
+        await self._on(self._writer, lambda: migrate(self._writer_connection(), plugins))
         self._readers = ThreadPoolExecutor(
             self._readers_wanted, thread_name_prefix="sqlite-reader", initializer=self._open_reader
         )

@@ -1,12 +1,19 @@
 """The SQLite schema: numbered migrations, each applied in one transaction and recorded in
-`schema_version`, so a store written by an older release is upgraded in place at startup.
+`schema_version`, so a store written by an older release is upgraded in place at startup; then the
+plugins' own migrations (store/plugin_tables.py), each plugin's recorded in `plugin_schema`.
+
+The core keeps the numbers of release 0.2.0's migrations: those that created a plugin's tables keep
+only their core part (nothing, for some), the plugin's own migrations took over the rest.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from aql_mcp.store.migration import Migration, check_compatible, compatible_from
+from aql_mcp.store.plugin_tables import Tables, adopted
 
 # `additive`: whether the release before a migration still runs on the schema it leaves (store/migration.py).
 MIGRATIONS: tuple[Migration, ...] = (
@@ -44,49 +51,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 3: the `records` plugin: collections and JSON records per tenant, usage for quotas, and the
-    # idempotency keys of create_record (plugins/records/store.py)
-    Migration(
-        """
-        CREATE TABLE record_collections (
-            tenant TEXT NOT NULL,
-            name TEXT NOT NULL,
-            description TEXT NOT NULL,
-            fields BLOB,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (tenant, name)
-        ) WITHOUT ROWID;
-        CREATE TABLE records (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            tenant TEXT NOT NULL,
-            collection TEXT NOT NULL,
-            id TEXT NOT NULL,
-            data BLOB NOT NULL,
-            size INTEGER NOT NULL,
-            etag TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            UNIQUE (tenant, collection, id)
-        );
-        CREATE INDEX records_collection ON records (tenant, collection, seq);
-        CREATE TABLE record_usage (
-            tenant TEXT PRIMARY KEY,
-            records INTEGER NOT NULL,
-            bytes INTEGER NOT NULL
-        ) WITHOUT ROWID;
-        CREATE TABLE record_idempotency (
-            tenant TEXT NOT NULL,
-            key TEXT NOT NULL,
-            request_hash TEXT NOT NULL,
-            response BLOB NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (tenant, key)
-        ) WITHOUT ROWID;
-        """,
-        additive=True,
-    ),
+    # 3: (release 0.2.0: the records plugin's tables, now its own migration 1, plugins/records/tables.py)
+    Migration("", additive=True),
     # 4: confirmation tokens of the MCP-AQL gatekeeper, by the SHA-256 of the token (never the token
-    # itself), and the index that lets housekeeping drop old idempotency keys
+    # itself); (release 0.2.0: also the records plugin's migration 2)
     Migration(
         """
         CREATE TABLE confirmations (
@@ -99,30 +67,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             consumed_at REAL
         ) WITHOUT ROWID;
         CREATE INDEX confirmations_expiry ON confirmations (expires_at);
-        CREATE INDEX record_idempotency_age ON record_idempotency (created_at);
         """,
         additive=True,
     ),
-    # 5: store engines (docs/store.md): a record's position counts within its own collection, so a
-    # cursor says nothing of other tenants' writes; collections keep their record count (a free
-    # `totalCount`); each stream numbers its own events, surviving the purge of old ones; resource
-    # subscriptions are kept with the session
-    # Breaking: it drops an index and positions records by the new `pos` column, which a release
-    # before it would leave at 0 (the unique position index would refuse its second record).
+    # 5: store engines (docs/store.md): each stream numbers its own events, surviving the purge of
+    # old ones; resource subscriptions are kept with the session. (Release 0.2.0: also the records
+    # plugin's breaking migration 3, which made this one breaking; it stays so, as stores recorded it.)
     Migration(
         """
-        ALTER TABLE record_collections ADD COLUMN next_pos INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE record_collections ADD COLUMN record_count INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE records ADD COLUMN pos INTEGER NOT NULL DEFAULT 0;
-        UPDATE records SET pos = seq;
-        UPDATE record_collections SET
-            next_pos = coalesce((SELECT max(r.pos) FROM records r
-                                 WHERE r.tenant = record_collections.tenant
-                                   AND r.collection = record_collections.name), 0),
-            record_count = (SELECT count(*) FROM records r
-                            WHERE r.tenant = record_collections.tenant AND r.collection = record_collections.name);
-        DROP INDEX records_collection;
-        CREATE UNIQUE INDEX records_position ON records (tenant, collection, pos);
         CREATE TABLE streams (
             session_id TEXT NOT NULL,
             stream_id TEXT NOT NULL,
@@ -176,137 +128,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 8: executions of the `executions` plugin (plugins/executions/store.py, MCP-AQL §8.4): the row is the
-    # truth every replica reads; `payload` is kept only while a retry may need it
-    Migration(
-        """
-        CREATE TABLE executions (
-            id TEXT PRIMARY KEY,
-            owner TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            session_id TEXT,
-            params BLOB NOT NULL,
-            progress_current INTEGER NOT NULL,
-            progress_total INTEGER,
-            progress_message TEXT,
-            report BLOB NOT NULL,
-            rejected INTEGER NOT NULL,
-            error BLOB,
-            result BLOB,
-            replica TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            started_at REAL,
-            finished_at REAL,
-            attempts INTEGER NOT NULL,
-            payload BLOB,
-            output BLOB
-        ) WITHOUT ROWID;
-        CREATE INDEX executions_owner ON executions (owner, created_at);
-        CREATE INDEX executions_status ON executions (status, replica);
-        CREATE INDEX executions_session ON executions (session_id);
-        CREATE INDEX executions_finished ON executions (finished_at);
-        """,
-        additive=True,
-    ),
-    # 9: the execution safety loop (plugins/safety/store.py, docs/safety.md): monitored runs, out-of-band
-    # challenges, hard blocks per principal (they outlive a restart, §8.8.3), approvals, pull-based
-    # notices, failed verifications per principal (rate limit, §8.8.5) and the audit trail
-    Migration(
-        """
-        CREATE TABLE safety_runs (
-            id TEXT PRIMARY KEY,
-            agent TEXT NOT NULL,
-            principal TEXT NOT NULL,
-            session TEXT,
-            status TEXT NOT NULL,
-            steps INTEGER NOT NULL,
-            started_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            ended_at REAL,
-            last_action TEXT,
-            reason TEXT,
-            settings BLOB NOT NULL
-        ) WITHOUT ROWID;
-        CREATE INDEX safety_runs_status ON safety_runs (status, principal);
-        CREATE TABLE safety_challenges (
-            id TEXT PRIMARY KEY,
-            agent TEXT NOT NULL,
-            run_id TEXT NOT NULL,
-            principal TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            code TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            expires_at REAL NOT NULL,
-            decided_at REAL,
-            decided_by TEXT
-        ) WITHOUT ROWID;
-        CREATE INDEX safety_challenges_pending ON safety_challenges (status, principal);
-        CREATE TABLE safety_blocks (
-            principal TEXT PRIMARY KEY,
-            agent TEXT NOT NULL,
-            challenge_id TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            created_at REAL NOT NULL
-        ) WITHOUT ROWID;
-        CREATE TABLE safety_approvals (
-            id TEXT PRIMARY KEY,
-            agent TEXT NOT NULL,
-            run_id TEXT NOT NULL,
-            principal TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            decided_at REAL,
-            decided_by TEXT,
-            token_hash TEXT,
-            used_at REAL
-        ) WITHOUT ROWID;
-        CREATE INDEX safety_approvals_principal ON safety_approvals (principal, action);
-        CREATE INDEX safety_approvals_token ON safety_approvals (token_hash);
-        CREATE TABLE safety_notices (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            agent TEXT NOT NULL,
-            type TEXT NOT NULL,
-            message TEXT NOT NULL,
-            metadata BLOB NOT NULL,
-            created_at REAL NOT NULL,
-            cleared_at REAL,
-            ref TEXT
-        );
-        CREATE INDEX safety_notices_agent ON safety_notices (agent, cleared_at);
-        CREATE INDEX safety_notices_ref ON safety_notices (ref);
-        CREATE TABLE safety_failures (
-            principal TEXT NOT NULL,
-            at REAL NOT NULL
-        );
-        CREATE INDEX safety_failures_principal ON safety_failures (principal, at);
-        CREATE TABLE safety_events (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at REAL NOT NULL,
-            agent TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            actor TEXT NOT NULL,
-            detail BLOB NOT NULL
-        );
-        """,
-        additive=True,
-    ),
-    # 10: the principal that started an execution: MCP 2025-11-25 tasks are bound to it (an
-    # execution itself belongs to the records tenant), listed newest first by (created_at, id)
-    Migration(
-        """
-        ALTER TABLE executions ADD COLUMN principal TEXT;
-        CREATE INDEX executions_principal ON executions (owner, principal, created_at, id);
-        """,
-        additive=True,
-    ),
+    # 8: (release 0.2.0: the executions plugin's migration 1, plugins/executions/tables.py)
+    Migration("", additive=True),
+    # 9: (release 0.2.0: the safety plugin's migration 1, plugins/safety/tables.py)
+    Migration("", additive=True),
+    # 10: (release 0.2.0: the executions plugin's migration 2)
+    Migration("", additive=True),
     # 11: tokens the operator console signed out, by their SHA-256, until they expire (issue 27, N6)
     Migration(
         """
@@ -331,29 +158,37 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 13: an export's NDJSON in parts, each written in a short transaction of its own and read
-    # back one part at a time (docs/executions.md, "Exports"); `executions.output` is read only for
-    # exports completed before this migration
+    # 13: (the executions plugin's migration 3)
+    Migration("", additive=True),
+    # 14: plugins own their tables (store/plugin_tables.py): each plugin's version, and the core
+    # version a store written before this migration was found at, which tells what it already holds
     Migration(
         """
-        CREATE TABLE execution_parts (
-            execution_id TEXT NOT NULL,
-            part INTEGER NOT NULL,
-            data BLOB NOT NULL,
-            PRIMARY KEY (execution_id, part)
+        CREATE TABLE plugin_schema (
+            plugin TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            compatible_from INTEGER NOT NULL,
+            PRIMARY KEY (plugin, version)
+        ) WITHOUT ROWID;
+        CREATE TABLE schema_legacy (
+            version INTEGER NOT NULL
         );
         """,
         additive=True,
     ),
 )
+# The first core migration after which the plugins' tables are theirs: a store found below it
+# holds release 0.2.0's schema.
+PLUGIN_SCHEMA = 14
 
 
-def migrate(db: sqlite3.Connection) -> int:
-    """Apply the migrations this file lacks; return the schema version it is at.
+def migrate(db: sqlite3.Connection, plugins: Sequence[Tables[Any]] = ()) -> int:
+    """Apply the migrations this file lacks, the core's then each plugin's; return the core's
+    schema version.
 
     A file a newer release migrated further is used as it is when every migration this release does
     not know was additive, and refused with `SchemaTooNew`, untouched, otherwise
-    (store/migration.py).
+    (store/migration.py); the same holds for each plugin's tables.
 
     Run on the writer connection before any other statement; its IMMEDIATE transaction also keeps a
     second process starting on the same file from applying the same migration twice.
@@ -361,20 +196,58 @@ def migrate(db: sqlite3.Connection) -> int:
     db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
     db.execute("BEGIN IMMEDIATE")
     try:
-        current, needs = _stored_version(db)
-        check_compatible(found=current, needs=needs, known=len(MIGRATIONS))
-        for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
-            for statement in (s for s in migration.script.split(";") if s.strip()):
-                db.execute(statement)
-            db.execute(
-                "INSERT INTO schema_version (version, compatible_from) VALUES (?, ?)",
-                (version, compatible_from(MIGRATIONS, version)),
-            )
+        current = _migrate_core(db)
+        for tables in plugins:
+            _migrate_plugin(db, tables.name, tables.sqlite)
     except BaseException:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
     return max(current, len(MIGRATIONS))
+
+
+def _migrate_core(db: sqlite3.Connection) -> int:
+    current, needs = _stored_version(db)
+    check_compatible(found=current, needs=needs, known=len(MIGRATIONS))
+    for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
+        _run(db, migration.script)
+        db.execute(
+            "INSERT INTO schema_version (version, compatible_from) VALUES (?, ?)",
+            (version, compatible_from(MIGRATIONS, version)),
+        )
+    if 0 < current < PLUGIN_SCHEMA:
+        db.execute("INSERT INTO schema_legacy (version) VALUES (?)", (current,))
+    return current
+
+
+def _migrate_plugin(db: sqlite3.Connection, name: str, migrations: Sequence[Migration]) -> None:
+    """One plugin's migrations from where its tables are; a plugin new to a store of release 0.2.0
+    first records the migrations that release applied as core ones (store/plugin_tables.py)."""
+    row = db.execute(
+        "SELECT version, compatible_from FROM plugin_schema WHERE plugin = ? ORDER BY version DESC LIMIT 1", (name,)
+    ).fetchone()
+    if row is None:
+        legacy = db.execute("SELECT max(version) FROM schema_legacy").fetchone()[0] or 0
+        current = adopted(migrations, legacy)
+        _record_plugin(db, name, migrations, range(1, current + 1))
+    else:
+        current = row[0]
+        check_compatible(found=current, needs=row[1], known=len(migrations), part=f"plugin {name!r}'s tables")
+    for version in range(current + 1, len(migrations) + 1):
+        _run(db, migrations[version - 1].script)
+        _record_plugin(db, name, migrations, [version])
+
+
+def _record_plugin(db: sqlite3.Connection, name: str, migrations: Sequence[Migration], versions: Iterable[int]) -> None:
+    db.executemany(
+        "INSERT INTO plugin_schema (plugin, version, compatible_from) VALUES (?, ?, ?)",
+        [(name, version, compatible_from(migrations, version)) for version in versions],
+    )
+
+
+def _run(db: sqlite3.Connection, script: str) -> None:
+    for statement in (s for s in script.split(";") if s.strip()):
+        db.execute(statement)
 
 
 def _stored_version(db: sqlite3.Connection) -> tuple[int, int | None]:

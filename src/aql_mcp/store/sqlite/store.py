@@ -1,8 +1,8 @@
 """`Store` on a SQLite file in the state directory: the embedded default, one replica.
 
-Sessions and the SSE event log live here, and the facets (`records`, `confirmations`, `tasks`,
-`executions`, `safety`) on the same engine. Each method is one call on the engine's threads
-(engine.py), writes in one transaction.
+Sessions and the SSE event log live here, and the core's facets (`confirmations`, `revocations`,
+`principals`, `tasks`) on the same engine, with those of the plugins' own tables (`tables`). Each
+method is one call on the engine's threads (engine.py), writes in one transaction.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from pathlib import Path
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.plugins.executions.sqlite import SqliteExecutionStore
-from aql_mcp.plugins.records.sqlite import SqliteRecordStore
-from aql_mcp.plugins.records.store import SCAN_ROWS
-from aql_mcp.plugins.safety.sqlite import SqliteSafetyStore
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.fair_share import TENANT_SHARE
+from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
@@ -38,7 +35,7 @@ PROBE = "INSERT INTO replicas VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen_
 
 
 class SqliteStore:
-    """Sessions and events on SQLite; the facets share its engine."""
+    """Sessions and events on SQLite; the facets, the core's and the plugins', share its engine."""
 
     def __init__(
         self,
@@ -48,22 +45,22 @@ class SqliteStore:
         lock_timeout: float = 2.0,
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
         tenant_share: float = TENANT_SHARE,
-        scan_rows: int = SCAN_ROWS,
     ) -> None:
         self.engine = SqliteEngine(
             path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes, share=tenant_share
         )
-        self.records = SqliteRecordStore(self.engine, scan_rows=scan_rows)
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.revocations = SqliteRevocationStore(self.engine)
         self.principals = SqlitePrincipalDirectory(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
-        self.executions = SqliteExecutionStore(self.engine)
-        self.safety = SqliteSafetyStore(self.engine)
         self.bus = LocalBus()
+        self._plugins = DeclaredTables(lambda tables: tables.on_sqlite(self.engine))
+
+    def tables(self, declared: Tables[F]) -> F:
+        return self._plugins.facet(declared)
 
     async def open(self) -> None:
-        await self.engine.open()
+        await self.engine.open(self._plugins.seal())
 
     async def close(self) -> None:
         await self.engine.close()

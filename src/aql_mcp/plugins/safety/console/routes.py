@@ -23,6 +23,7 @@ from aql_mcp.plugins.safety.console.session import LOGIN_PATH
 from aql_mcp.plugins.safety.console.signout import SignOuts
 from aql_mcp.plugins.safety.console.stream import LiveStream
 from aql_mcp.plugins.safety.desk import SafetyDesk
+from aql_mcp.plugins.safety.tables import TABLES
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 
@@ -32,7 +33,7 @@ def console_routes(
 ) -> list[BaseRoute]:
     if not settings.console.enabled:
         return []
-    desk = SafetyDesk(store.safety, settings, principals=store.principals)
+    desk = SafetyDesk(store.tables(TABLES), settings, principals=store.principals)
     sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
     audit = AuditLog()
     host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)

@@ -2,8 +2,8 @@
 `true` as 1), so every test checks the type before the value.
 
 Objects and arrays compare through `aql_json_equal`, a function the engine registers on each of its
-connections; case-insensitive matching uses `aql_fold`, Python's `str.lower`, because SQLite's own
-`lower()` folds ASCII only.
+connections (store/sqlite/functions.py); case-insensitive matching uses `aql_fold`, Python's
+`str.lower`, because SQLite's own `lower()` folds ASCII only.
 """
 
 from __future__ import annotations
@@ -125,34 +125,3 @@ def _escaped_in_json(term: str) -> bool:
 def _number(value: int | float) -> int | float:
     """SQLite integers are 64-bit; a larger JSON integer compares as the real it is closest to."""
     return value if not isinstance(value, int) or value in INT64 else float(value)
-
-
-def json_equal(left: str | bytes | None, right: str | bytes | None) -> bool:
-    """`aql_json_equal`: structural equality of two JSON texts with JSON's types kept apart."""
-    if not isinstance(left, str | bytes) or not isinstance(right, str | bytes):
-        return False
-    try:
-        return _same(orjson.loads(left), orjson.loads(right))
-    except orjson.JSONDecodeError:
-        return False
-
-
-def _same(left: Any, right: Any) -> bool:
-    if isinstance(left, bool) or isinstance(right, bool) or left is None or right is None:
-        return left is right
-    if isinstance(left, dict):
-        return (
-            isinstance(right, dict) and left.keys() == right.keys() and all(_same(v, right[k]) for k, v in left.items())
-        )
-    if isinstance(left, list):
-        return isinstance(right, list) and len(left) == len(right) and all(map(_same, left, right))
-    if isinstance(left, str) or isinstance(right, str):
-        return left == right if type(left) is type(right) else False
-    return bool(left == right)
-
-
-def fold(text: Any) -> str | None:
-    """`aql_fold`: lower-cased text (NULL stays NULL)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")  # `records.data` is JSON stored as a blob
-    return text.lower() if isinstance(text, str) else None

@@ -1,0 +1,90 @@
+"""A plugin's own tables: what a plugin declares, and the store that binds its facet to the engine.
+
+A plugin declares `Tables`: a name (its version counter in `plugin_schema`), its migrations once per
+engine, and a factory per engine that builds its facet (the object its handlers call) on the
+engine's public surface (`SqliteEngine.read`/`write`, `PostgresEngine.run`/`fetch`/...). It hands
+the declaration to the store before the store opens (`PluginOperations.tables`); the engine applies
+the migrations when it opens, in the same transaction and under the same lock as the core's, with
+the core's compatibility rule (store/migration.py). docs/store.md, "A plugin's own tables".
+
+A store written before plugins had tables of their own (release 0.2.0: SQLite at core version 13 or
+below, PostgreSQL at 8 or below) already holds the built-ins' tables: the engine records the core
+version it found (`schema_legacy`), and a plugin seen for the first time on such a store starts at
+`adopted(...)`, its migrations whose `legacy_core` that version already applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.store.migration import Migration
+
+if TYPE_CHECKING:
+    from aql_mcp.store.postgres.engine import PostgresEngine
+    from aql_mcp.store.sqlite.engine import SqliteEngine
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tables(Generic[F]):
+    """A plugin's tables on both engines and the facet that reads and writes them.
+
+    `name` keys the plugin's version counter (use the plugin's name); `sqlite` and `postgres` are its
+    migrations, numbered from 1 per engine like the core's; `on_sqlite` and `on_postgres` build the
+    facet on the engine the service runs (import the PostgreSQL one's module inside the function: a
+    SQLite deployment never loads asyncpg).
+    """
+
+    name: str
+    sqlite: Sequence[Migration]
+    postgres: Sequence[Migration]
+    on_sqlite: Callable[[SqliteEngine], F]
+    on_postgres: Callable[[PostgresEngine], F]
+
+
+def adopted(migrations: Sequence[Migration], legacy: int) -> int:
+    """How many of a plugin's first migrations a store at core version `legacy` of release 0.2.0
+    already applied (their `legacy_core` is at most `legacy`): the plugin starts after them."""
+    count = 0
+    for migration in migrations:
+        if migration.legacy_core is None or migration.legacy_core > legacy:
+            break
+        count += 1
+    return count
+
+
+class DeclaredTables:
+    """The tables plugins declared on one store, each bound once to its engine."""
+
+    def __init__(self, bind: Callable[[Tables[Any]], Any]) -> None:
+        self._bind = bind
+        self._bound: dict[str, tuple[Tables[Any], Any]] = {}
+        self._sealed = False
+
+    def facet(self, tables: Tables[F]) -> F:
+        """The facet of `tables` on this store: built on the first call, the same object after
+        (a plugin may use the tables another plugin declared, with that plugin's declaration)."""
+        found = self._bound.get(tables.name)
+        if found is not None:
+            if found[0] is not tables:
+                raise ConfigError(f"plugin tables {tables.name!r}: declared twice, by two different declarations")
+            return cast(F, found[1])
+        if self._sealed:
+            raise ConfigError(
+                f"plugin tables {tables.name!r}: declared after the store opened; declare them when the plugin "
+                "registers (PluginOperations.tables)"
+            )
+        if not tables.name:
+            raise ConfigError("plugin tables: the declaration needs a name")
+        bound = self._bind(tables)
+        self._bound[tables.name] = (tables, bound)
+        return cast(F, bound)
+
+    def seal(self) -> list[Tables[Any]]:
+        """What the engine migrates as the store opens; nothing may be declared after."""
+        self._sealed = True
+        return [tables for tables, _ in self._bound.values()]
