@@ -1,6 +1,8 @@
-"""A plugin package installed into an environment is served, with no setting naming it (issue 15).
+"""A plugin package installed into an environment is served, with no setting naming it (issue 15),
+and one with a table of its own gets that table on either engine (issue 21).
 
-A fresh virtual environment gets aql-mcp and the example package `examples/greeter-plugin` as pip
+A fresh virtual environment gets aql-mcp and the example packages `examples/greeter-plugin` and
+`examples/notes-plugin` as pip
 installs them, without the network: the project's own environment lends its dependencies and the
 build backend through a `.pth` file, and both packages are installed from copies of their sources
 with `--no-deps --no-build-isolation --no-index`. Then that environment's `aql-mcp` finds the
@@ -9,22 +11,28 @@ plugin through its entry point (`aql_mcp.plugins`) and serves it over HTTP on 12
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import sysconfig
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from aql_mcp.store.factory import SQLITE_FILE
 from tests.support.aql import session
 from tests.support.distribution import fake_distribution
-from tests.support.server import start_server
+from tests.support.server import ServerProcess, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "greeter-plugin"
+NOTES = ROOT / "examples" / "notes-plugin"
 # Installing builds both packages: slower than most tests, well inside this bound.
 INSTALL_SECONDS = 180
 pytestmark = pytest.mark.timeout(300)
@@ -34,6 +42,7 @@ pytestmark = pytest.mark.timeout(300)
 class Environment:
     venv: Path
     example: Path
+    notes: Path
 
     @property
     def aql_mcp(self) -> Path:
@@ -83,13 +92,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Environment:
     (Path(purelib) / "lender.pth").write_text(f"import site; site.addsitedir({lender!r})\n", encoding="utf-8")
     service = copy_sources(ROOT, base / "aql-mcp", "pyproject.toml", "README.md", "src")
     example = copy_sources(EXAMPLE, base / "greeter-plugin", "pyproject.toml", "src", "tests")
+    notes = copy_sources(NOTES, base / "notes-plugin", "pyproject.toml", "src", "tests")
     install = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
     result = subprocess.run(
-        [*install, str(service), str(example)],
+        [*install, str(service), str(example), str(notes)],
         capture_output=True, text=True, env=clean_environ(), timeout=INSTALL_SECONDS,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    return Environment(venv, example)
+    return Environment(venv, example, notes)
 
 
 def test_check_config_lists_the_installed_plugin_and_its_package(installed: Environment, tmp_path: Path) -> None:
@@ -132,10 +142,68 @@ def test_the_installed_plugin_is_served_through_its_entry_point(
 
 
 def test_the_example_packages_own_tests_pass_against_the_installed_package(installed: Environment) -> None:
-    result = installed.run(
-        installed.venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", installed.example / "tests"
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    for example in (installed.example, installed.notes):
+        result = installed.run(
+            installed.venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", example / "tests"
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def add_note(server: ServerProcess, text: str) -> str:
+    with session(server) as agent:
+        envelope = agent.call("mcp_aql_create", "add_note", text=text)
+    assert envelope["success"] is True, envelope
+    return str(envelope["data"]["id"])
+
+
+def listed_notes(server: ServerProcess) -> list[str]:
+    with session(server) as agent:
+        envelope = agent.call("mcp_aql_read", "list_notes")
+    assert envelope["success"] is True, envelope
+    return [note["text"] for note in envelope["data"]["notes"]]
+
+
+def serve_notes(installed: Environment, state: Path, env: dict[str, str]) -> AbstractContextManager[ServerProcess]:
+    state.mkdir(parents=True, exist_ok=True)
+    return start_server(state, env=clean_environ(env), plugins=(), command=(str(installed.aql_mcp),))
+
+
+def test_the_installed_plugin_with_a_table_keeps_its_rows_across_a_restart_on_sqlite(
+    installed: Environment, tmp_path: Path
+) -> None:
+    """The service creates the plugin's table when its store opens and records the plugin's own
+    schema version beside the core's; a restart finds both and migrates nothing again."""
+    with serve_notes(installed, tmp_path, {}) as server:
+        assert "entry point notes of notes-plugin 0.1.0" in server.log_text()
+        add_note(server, "kept on SQLite")
+    with serve_notes(installed, tmp_path, {}) as server:
+        assert listed_notes(server) == ["kept on SQLite"]
+    db = sqlite3.connect(tmp_path / SQLITE_FILE)
+    try:
+        versions = db.execute("SELECT version FROM plugin_schema WHERE plugin = 'notes'").fetchall()
+    finally:
+        db.close()
+    assert versions == [(1,)]
+
+
+def test_the_installed_plugin_with_a_table_keeps_its_rows_across_a_restart_on_postgres(
+    installed: Environment, tmp_path: Path, database: str
+) -> None:
+    env = {"AQL_MCP_STORE__URL": database}
+    with serve_notes(installed, tmp_path / "first", env) as server:
+        add_note(server, "kept on PostgreSQL")
+    with serve_notes(installed, tmp_path / "second", env) as server:
+        assert listed_notes(server) == ["kept on PostgreSQL"]
+    versions = asyncio.run(fetch(database, "SELECT version FROM plugin_schema WHERE plugin = 'notes'"))
+    assert versions == [1]
+
+
+async def fetch(url: str, query: str) -> list[object]:
+    connection = await asyncpg.connect(url)
+    try:
+        return [row[0] for row in await connection.fetch(query)]
+    finally:
+        await connection.close()
 
 
 def test_a_plugin_installed_where_the_suite_runs_stays_out_of_the_servers_it_starts(tmp_path: Path) -> None:
