@@ -1,13 +1,18 @@
 """The operations of the `records` plugin as MCP-AQL declares them: category, danger level, side
-effects, field presets and examples, in the order introspection lists them."""
+effects, field presets and examples, in the order introspection lists them; and the plugin object
+that registers them, bound to a `Records` (operations.py, which knows nothing of this catalog)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from aql_mcp.operations.models import Example, Operation, Params, Returns
+from aql_mcp.operations.models import Example, Operation, Params, Returns, TrustLevel
+from aql_mcp.operations.service import PluginOperations
+from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.params import (
     PRESETS,
+    TYPES,
     CollectionRef,
     CreateCollection,
     CreateRecord,
@@ -18,9 +23,6 @@ from aql_mcp.plugins.records.params import (
     SearchRecords,
     UpdateRecord,
 )
-
-if TYPE_CHECKING:
-    from aql_mcp.plugins.records.operations import Records
 
 RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
 RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
@@ -175,3 +177,21 @@ def catalog(records: Records) -> list[Operation]:
             Returns("Usage", "object"),
         ),
     ]
+
+
+@dataclass
+class RecordsPlugin:
+    """Registers the records operations (trust level `community_reviewed`, a built-in)."""
+
+    name: str = "records"
+    trust: TrustLevel = "community_reviewed"
+
+    def register_operations(self, operations: PluginOperations) -> None:
+        records = Records(operations.settings, operations.store.records)
+        for type_def in TYPES:
+            operations.add_type(type_def)
+        for operation in catalog(records):
+            operations.add(operation)
+
+
+plugin = RecordsPlugin()

@@ -18,7 +18,7 @@ import orjson
 
 from aql_mcp.auth.principal import Principal
 from aql_mcp.operations.merge import deep_merge
-from aql_mcp.operations.models import Call, Outcome, Page, Params, TrustLevel
+from aql_mcp.operations.models import Call, Outcome, Page, Params
 from aql_mcp.operations.results import (
     CONFLICT_ALREADY_EXISTS,
     CONFLICT_VERSION_MISMATCH,
@@ -29,11 +29,8 @@ from aql_mcp.operations.results import (
     VALIDATION_UNKNOWN_FIELD,
     OperationError,
 )
-from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.records.catalog import catalog
 from aql_mcp.plugins.records.params import (
     SYSTEM_FIELDS,
-    TYPES,
     CollectionRef,
     CreateCollection,
     CreateRecord,
@@ -339,21 +336,3 @@ def new_id() -> str:
 
 def new_etag() -> str:
     return f'W/"{secrets.token_hex(8)}"'
-
-
-@dataclass
-class RecordsPlugin:
-    """Registers the records operations (trust level `community_reviewed`, a built-in)."""
-
-    name: str = "records"
-    trust: TrustLevel = "community_reviewed"
-
-    def register_operations(self, operations: PluginOperations) -> None:
-        records = Records(operations.settings, operations.store.records)
-        for type_def in TYPES:
-            operations.add_type(type_def)
-        for operation in catalog(records):
-            operations.add(operation)
-
-
-plugin = RecordsPlugin()
