@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from aql_mcp.protocol.primitives import Registry, Tool
+from aql_mcp.plugin import Registry, Tool
 
 BRIEF_LIMIT = 2048  # bytes of UTF-8 (corporate §10.3)
 SUMMARY_LENGTHS = (160, 100, 60, 30, 0)  # tried in turn until the brief fits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aql_mcp.operations.models import Example, Lifecycle, Operation, Returns
+from aql_mcp.plugin import Example, Lifecycle, Operation, Returns
 from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aql_mcp.operations.models import Example, Operation, Params, Returns, TrustLevel
-from aql_mcp.operations.service import PluginOperations
+from aql_mcp.plugin import Example, Operation, Params, PluginOperations, Returns, TrustLevel
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.params import (
     PRESETS,

@@ -16,10 +16,7 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.operations.merge import deep_merge
-from aql_mcp.operations.models import Call, Outcome, Page, Params
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     CONFLICT_ALREADY_EXISTS,
     CONFLICT_VERSION_MISMATCH,
     NOT_FOUND_RESOURCE,
@@ -27,7 +24,14 @@ from aql_mcp.operations.results import (
     RATE_LIMIT_QUOTA_EXHAUSTED,
     VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_UNKNOWN_FIELD,
+    Call,
     OperationError,
+    Outcome,
+    Page,
+    Params,
+    Principal,
+    Settings,
+    deep_merge,
 )
 from aql_mcp.plugins.records.params import (
     SYSTEM_FIELDS,
@@ -64,7 +68,6 @@ from aql_mcp.plugins.records.store import (
     VersionMismatch,
     timestamp,
 )
-from aql_mcp.settings import Settings
 
 
 @dataclass
