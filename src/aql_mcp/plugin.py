@@ -3,21 +3,26 @@
 A plugin needs nothing else from `aql_mcp`; the modules these names live in are internal and may
 change between releases, this module's names may not without a CHANGELOG entry. docs/plugins.md is
 the guide ("Writing", "Typed tools", "Testing a plugin"); the README's "Writing a plugin" section
-shows them in use.
+shows them in use. The built-in plugins import from here too (docs/architecture.md, "Contracts").
 
 - MCP-AQL operations (the primary style): `Operation`, `Params`, `Call`, `OperationError` and the
   error codes a handler raises it with (`NOT_FOUND_RESOURCE`, ...), with `Page`, `Outcome` (and
   `warning` for its warnings), `Example`, `Lifecycle`, `Returns` and `TypeDef` for richer
-  operations, and `deep_merge` for UPDATE operations (MCP-AQL §4.5). `Principal` is who calls.
+  operations, and `deep_merge` for UPDATE operations (MCP-AQL §4.5). `Principal` is who calls
+  (`subject_digest` names a subject in logs). `Limits` and `check_payload` hold a value a plugin
+  accepts to the service's payload limits; `AuditLog` records a privileged action; `TOKEN_PREFIX`
+  and `token_digest` are the gatekeeper's confirmation tokens, for a plugin that confirms them.
 - Plain MCP tools, prompts and resources: `Tool` (`Tool.from_function` builds a typed one from an
   `async def`), `ToolResult`, `ToolError`, `Prompt`, `PromptArgument`, `Resource`,
-  `ResourceTemplate`, and the handler context `Context`.
+  `ResourceTemplate` (its reader raises `ResourceNotFound` or `InvalidParams`), `with_deprecation`
+  for a deprecated one's description, and the handler context `Context`.
 - Content helpers: `text`, `image`, `audio`, `text_contents`, `blob_contents`, `embedded`, `message`.
 - What a plugin is: `Plugin` (tools, prompts, resources) and `OperationsPlugin` (operations),
   `ConfigurablePlugin` for one with settings of its own (`settings_model` and `configure`, the
   `plugins.<name>` section), and `BackgroundPlugin` for one that runs work of its own while the
-  service runs; the objects they are given, `Registry` and `PluginOperations`; and `Settings`, what
-  a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
+  service runs (`StoreError` is what a failing store raises to it); the objects they are given,
+  `Registry` and `PluginOperations`; and `Settings` (with `LimitSettings`, its `limits` section),
+  what a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
   `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
   without a traceback.
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
@@ -28,6 +33,12 @@ shows them in use.
   release.
 - Hooks: a plugin with `on_session_end(session_ids, now)` (`SessionEndPlugin`) hears of sessions
   that ended; one with `housekeeping(now)` (`HousekeepingPlugin`) purges with the core every 30 s.
+- HTTP routes of a plugin's own behind the service's authentication (the safety console): the
+  verifiers (`TokenVerifier`, `BearerVerifier` with `SigningKey`, `DevIssuer` in development,
+  `bearer_credential`, `credential_digest`), `HostMiddleware`, the errors a route raises
+  (`WireError` and `AuthError`, `MissingToken`, `InvalidToken`, `InsufficientScope`, `Forbidden`,
+  `InvalidRequest`, `PayloadTooLarge`, `UnsupportedMediaType`), `error_object` that answers them, and
+  the request's scope keys (`PRINCIPAL_KEY`, `request_id_of`).
 
 The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testing a plugin").
 """
@@ -36,8 +47,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import ConfigError, ToolError
+from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.auth.jwks import SigningKey
+from aql_mcp.auth.opaque import digest as credential_digest
+from aql_mcp.auth.principal import Principal, subject_digest
+from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier, bearer_credential
+from aql_mcp.exceptions import (
+    AuthError,
+    ConfigError,
+    Forbidden,
+    InsufficientScope,
+    InvalidParams,
+    InvalidRequest,
+    InvalidToken,
+    MissingToken,
+    PayloadTooLarge,
+    ResourceNotFound,
+    StoreError,
+    ToolError,
+    UnsupportedMediaType,
+    WireError,
+)
+from aql_mcp.middleware.host import HostMiddleware
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
 from aql_mcp.operations.merge import deep_merge
 from aql_mcp.operations.models import (
     Call,
@@ -54,15 +87,22 @@ from aql_mcp.operations.models import (
     TrustLevel,
     TypeDef,
 )
+from aql_mcp.operations.payload import Limits, check_payload
 from aql_mcp.operations.results import (
     CONFLICT_ALREADY_EXISTS,
     CONFLICT_VERSION_MISMATCH,
     INTERNAL_ERROR,
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
+    RATE_LIMIT_EXCEEDED,
     RATE_LIMIT_QUOTA_EXHAUSTED,
+    TOKEN_ALREADY_USED,
+    TOKEN_EXPIRED,
+    TOKEN_INVALID,
+    VALIDATION_INVALID_ENCODING,
     VALIDATION_INVALID_TYPE,
     VALIDATION_MISSING_PARAM,
+    VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_UNKNOWN_FIELD,
     OperationError,
     warning,
@@ -78,8 +118,6 @@ from aql_mcp.plugin_host.contracts import (
 )
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.primitives import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
-from aql_mcp.settings import Settings
 from aql_mcp.store.migration import Migration, SchemaTooNew
 from aql_mcp.store.plugin_tables import Tables
 from aql_mcp.store.sqlite.engine import SqliteEngine
@@ -87,17 +125,42 @@ from aql_mcp.store.sqlite.engine import SqliteEngine
 if TYPE_CHECKING:
     from aql_mcp.store.postgres.engine import PostgresEngine
 
+from aql_mcp.protocol.primitives import (
+    Prompt,
+    PromptArgument,
+    Registry,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    ToolResult,
+    with_deprecation,
+)
+from aql_mcp.responses import error_object
+from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
+from aql_mcp.settings import LimitSettings, Settings
+
 __all__ = [
     "CONFLICT_ALREADY_EXISTS",
     "CONFLICT_VERSION_MISMATCH",
     "INTERNAL_ERROR",
     "NOT_FOUND_RESOURCE",
     "PERMISSION_DENIED",
+    "PRINCIPAL_KEY",
+    "RATE_LIMIT_EXCEEDED",
     "RATE_LIMIT_QUOTA_EXHAUSTED",
+    "TOKEN_ALREADY_USED",
+    "TOKEN_EXPIRED",
+    "TOKEN_INVALID",
+    "TOKEN_PREFIX",
+    "VALIDATION_INVALID_ENCODING",
     "VALIDATION_INVALID_TYPE",
     "VALIDATION_MISSING_PARAM",
+    "VALIDATION_PAYLOAD_TOO_LARGE",
     "VALIDATION_UNKNOWN_FIELD",
+    "AuditLog",
+    "AuthError",
     "BackgroundPlugin",
+    "BearerVerifier",
     "Call",
     "Category",
     "ConfigError",
@@ -105,10 +168,20 @@ __all__ = [
     "Content",
     "Context",
     "DangerLevel",
+    "DevIssuer",
     "Example",
+    "Forbidden",
+    "HostMiddleware",
     "HousekeepingPlugin",
+    "InsufficientScope",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidToken",
     "Lifecycle",
+    "LimitSettings",
+    "Limits",
     "Migration",
+    "MissingToken",
     "NoParams",
     "Operation",
     "OperationError",
@@ -116,6 +189,7 @@ __all__ = [
     "Outcome",
     "Page",
     "Params",
+    "PayloadTooLarge",
     "Plugin",
     "PluginOperations",
     "PostgresEngine",
@@ -124,27 +198,41 @@ __all__ = [
     "PromptArgument",
     "Registry",
     "Resource",
+    "ResourceNotFound",
     "ResourceTemplate",
     "Returns",
     "SchemaTooNew",
     "SessionEndPlugin",
     "Settings",
+    "SigningKey",
     "SqliteEngine",
+    "StoreError",
     "Tables",
+    "TokenVerifier",
     "Tool",
     "ToolError",
     "ToolResult",
     "TrustLevel",
     "TypeDef",
+    "UnsupportedMediaType",
+    "WireError",
     "audio",
+    "bearer_credential",
     "blob_contents",
+    "check_payload",
+    "credential_digest",
     "deep_merge",
     "embedded",
+    "error_object",
     "image",
     "message",
+    "request_id_of",
+    "subject_digest",
     "text",
     "text_contents",
+    "token_digest",
     "warning",
+    "with_deprecation",
 ]
 
 

@@ -3,23 +3,46 @@
 Production: the corporate JWKS (RS256/ES256) and, when configured, opaque tokens (allow-list,
 introspection). Development mode adds the development issuer's key and, if configured, an HS256
 secret; `safeguards.check_safety` has already refused both outside development mode.
+
+The settings it reads are declared below as `AuthInputs` rather than imported: auth sits below the
+settings that gather its section (docs/architecture.md, "Layers"), and aql_mcp.settings.Settings
+is what the application passes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import JwksKeySource, SigningKey
 from aql_mcp.auth.opaque import OpaqueTokens, read_allow_list
+from aql_mcp.auth.settings import AuthSettings
 from aql_mcp.auth.token_introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.tokens import BearerVerifier
-from aql_mcp.settings import Settings
 
 HTTP_TIMEOUT = httpx.Timeout(5.0)
+
+
+class _DevMode(Protocol):
+    @property
+    def dev(self) -> bool: ...
+
+
+class AuthInputs(Protocol):
+    """What the verifier is built from: the `auth` section, development mode and the expected claims."""
+
+    @property
+    def auth(self) -> AuthSettings: ...
+    @property
+    def server(self) -> _DevMode: ...
+    @property
+    def issuer(self) -> str: ...
+    @property
+    def audience(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +53,7 @@ class Authentication:
 
 
 def build_authentication(
-    settings: Settings,
+    settings: AuthInputs,
     dev_issuer: DevIssuer | None,
     *,
     on_refresh: Callable[..., None] | None = None,
@@ -69,7 +92,7 @@ def build_authentication(
     return Authentication(verifier, jwks, client)
 
 
-def _opaque(settings: Settings) -> OpaqueTokens | None:
+def _opaque(settings: AuthInputs) -> OpaqueTokens | None:
     entries = {d: (t.sub, t.scopes) for d, t in settings.auth.opaque_tokens.items()}
     if settings.auth.opaque_tokens_file is not None:
         entries.update(read_allow_list(settings.auth.opaque_tokens_file))
@@ -77,7 +100,7 @@ def _opaque(settings: Settings) -> OpaqueTokens | None:
 
 
 def _introspector(
-    settings: Settings,
+    settings: AuthInputs,
     client: httpx.AsyncClient,
     *,
     on_call: Callable[[str], None] | None,

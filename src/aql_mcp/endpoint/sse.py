@@ -4,10 +4,16 @@ Every SSE byte the MCP transport sends (2025-11-25 POST and GET streams, the 202
 `subscriptions/listen`) is framed here: an event is its `id`, `retry` and `data` fields followed by a
 blank line, a comment line starts with a colon (HTML Living Standard, "Server-sent events", event
 stream interpretation). The operator console's stream is framed by sse-starlette instead, and
-docs/eras.md ("Why the MCP streams do not use sse-starlette") says why these are not.
+docs/eras.md ("Why the MCP streams do not use sse-starlette") says why these are not. `Connection`
+is the open SSE response both eras write these bytes to.
 """
 
 from __future__ import annotations
+
+import time
+
+import anyio
+from starlette.types import Send
 
 HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -38,3 +44,34 @@ def format_retry(retry_ms: int, *, comment: str | None = None) -> bytes:
     (an event here would carry an id the client then resumes from, or an empty message)."""
     prefix = b": " + comment.encode("ascii") + b"\n" if comment is not None else b""
     return prefix + b"retry: " + str(retry_ms).encode("ascii") + b"\n\n"
+
+
+class Connection:
+    """An open SSE response on one HTTP exchange; a `Sink` for an `EventStream`."""
+
+    __slots__ = ("_send", "ended", "last_write", "standing")
+
+    def __init__(self, send: Send, *, standing: bool = False) -> None:
+        self._send = send
+        self.standing = standing  # a GET stream, not the answer to one request
+        self.ended = anyio.Event()
+        self.last_write = time.monotonic()
+
+    async def start(self, headers: list[tuple[bytes, bytes]]) -> None:
+        await self._send({"type": "http.response.start", "status": 200, "headers": HEADERS + headers})
+
+    async def write(self, chunk: bytes) -> None:
+        if self.ended.is_set():
+            return
+        self.last_write = time.monotonic()
+        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def end(self) -> None:
+        if self.ended.is_set():
+            return
+        self.ended.set()
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def keepalive(self, idle: float) -> None:
+        if not self.ended.is_set() and time.monotonic() - self.last_write >= idle:
+            await self.write(KEEPALIVE)

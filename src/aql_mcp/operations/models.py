@@ -6,9 +6,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from aql_mcp.auth.principal import Principal
+
+# The parameter models' base is the protocol layer's (typed tools use it too); offered here, where
+# plugins and operations look for it.
+from aql_mcp.protocol.parameter_models import Params as Params
 
 # The trust levels are a setting (`aql.max_trust`) before they are an operation's: defined with the
 # settings, and offered here too, where plugins look for the names of the MCP-AQL layer.
@@ -39,12 +41,6 @@ RISK_WORDS: Mapping[DangerLevel, str] = {
     "dangerous": "high",
     "forbidden": "critical",
 }
-
-
-class Params(BaseModel):
-    """Base of every operation's parameter model: strict types, no unknown fields."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
 class NoParams(Params):

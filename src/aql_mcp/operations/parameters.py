@@ -14,12 +14,10 @@ confirmation, and introspection documents exactly what is accepted (docs/aql.md)
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar, get_args
+from typing import Any
 
-import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
-from pydantic_core.core_schema import ErrorType
 
 from aql_mcp.operations.models import Operation, Params
 from aql_mcp.operations.results import (
@@ -28,10 +26,8 @@ from aql_mcp.operations.results import (
     VALIDATION_UNKNOWN_PARAM,
     OperationError,
 )
+from aql_mcp.protocol.parameter_models import BUILTIN_ERRORS, validate_json_values
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
-# Pydantic's own error messages never quote the input; a validator's own (and a custom error type) may.
-BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_error"}
 PROTOCOL_FIELDS = frozenset({"operation", "params", "operations"})
 CONFIRMATION_TOKEN = "confirmation_token"  # noqa: S105 (a parameter name, not a secret)
 CONFIRMATION_PARAMS = ("_confirmation", CONFIRMATION_TOKEN)
@@ -83,17 +79,6 @@ def validate(operation: Operation, values: dict[str, Any], *, confirmable: bool 
         return validate_json_values(operation.params, values)
     except ValidationError as exc:
         raise _translate(operation, exc.errors(include_url=False)[0]) from None
-
-
-def validate_json_values(model: type[ModelT], values: Any) -> ModelT:
-    """`values` (decoded from a JSON request) validated as the JSON text they came from.
-
-    Pydantic's JSON mode is what strict models mean for JSON input: a date, datetime, UUID or enum
-    given as its JSON string, a tuple as an array, is accepted, while a number in a string or a float
-    for an integer is still refused. Python mode would refuse `"2026-02-03"` for a `date` ("should be
-    an instance of ...", naming a Python class) although a JSON caller has no other way to send it.
-    """
-    return model.model_validate_json(orjson.dumps(values))
 
 
 def _translate(operation: Operation, error: ErrorDetails) -> OperationError:

@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 
 from aql_mcp.exceptions import ToolError
-from aql_mcp.protocol.content import text
-from aql_mcp.protocol.primitives import ToolResult
+from aql_mcp.protocol.content import ToolResult, text
 
 VALIDATION_MISSING_PARAM = "VALIDATION_MISSING_PARAM"
 VALIDATION_INVALID_TYPE = "VALIDATION_INVALID_TYPE"

@@ -2,11 +2,13 @@
 
 Handlers return these dicts directly: they are what goes on the wire, so no model is built and
 dumped again on the hot path (MCP 2025-11-25 schema: ContentBlock, TextResourceContents, ...).
+`ToolResult`, a tool's answer, carries them (MCP tools, CallToolResult).
 """
 
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 Content = dict[str, Any]
@@ -40,3 +42,20 @@ def embedded(contents: Content) -> Content:
 def message(role: str, content: Content) -> Content:
     """A prompt message."""
     return {"role": role, "content": content}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's answer; `is_error` marks a failure the model can act on (MCP tools, Error Handling)."""
+
+    content: list[Content]
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"content": self.content}
+        if self.structured is not None:
+            out["structuredContent"] = self.structured
+        if self.is_error:
+            out["isError"] = True
+        return out

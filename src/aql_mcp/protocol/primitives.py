@@ -21,6 +21,7 @@ from jsonschema.protocols import Validator
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.protocol.arguments import ArgumentCheck, compile_check
 from aql_mcp.protocol.content import Content
+from aql_mcp.protocol.content import ToolResult as ToolResult
 from aql_mcp.protocol.param_headers import ParamHeader, declared_headers
 
 if TYPE_CHECKING:
@@ -36,23 +37,6 @@ EMPTY_OBJECT_SCHEMA: Mapping[str, Any] = {
 }
 
 Kind = Literal["tool", "prompt", "resource", "template"]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    """A tool's answer; `is_error` marks a failure the model can act on (MCP tools, Error Handling)."""
-
-    content: list[Content]
-    structured: dict[str, Any] | None = None
-    is_error: bool = False
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"content": self.content}
-        if self.structured is not None:
-            out["structuredContent"] = self.structured
-        if self.is_error:
-            out["isError"] = True
-        return out
 
 
 ToolOutput = ToolResult | list[Content] | str

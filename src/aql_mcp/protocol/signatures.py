@@ -38,11 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapte
 from pydantic_core import ErrorDetails, to_jsonable_python
 
 from aql_mcp.exceptions import ConfigError, ToolError
-from aql_mcp.operations.models import Params
-from aql_mcp.operations.parameters import BUILTIN_ERRORS, validate_json_values
-from aql_mcp.protocol.content import text
+from aql_mcp.protocol.content import ToolResult, text
 from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.primitives import ToolResult
+from aql_mcp.protocol.parameter_models import BUILTIN_ERRORS, Params, validate_json_values
 
 ToolFunction = Callable[..., Awaitable[Any]]
 ARGUMENTS_CONFIG = ConfigDict(extra="forbid")

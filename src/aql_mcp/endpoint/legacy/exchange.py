@@ -8,15 +8,13 @@ the event log.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import anyio
 from starlette.types import Send
 
 from aql_mcp.endpoint.legacy.events import EventStream, new_stream_id
 from aql_mcp.endpoint.legacy.sessions import PendingRequest, Session
-from aql_mcp.endpoint.sse import HEADERS, KEEPALIVE
+from aql_mcp.endpoint.sse import Connection
 from aql_mcp.exceptions import CapabilityNotDeclared, InvalidRequest, ShuttingDown, ToolError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result
 from aql_mcp.responses import send_body
@@ -24,37 +22,6 @@ from aql_mcp.responses import send_body
 
 class ClientRequestFailed(ToolError):
     """The client answered a server-to-client request (sampling, elicitation) with an error."""
-
-
-class Connection:
-    """An open SSE response on one HTTP exchange; a `Sink` for an `EventStream`."""
-
-    __slots__ = ("_send", "ended", "last_write", "standing")
-
-    def __init__(self, send: Send, *, standing: bool = False) -> None:
-        self._send = send
-        self.standing = standing  # a GET stream, not the answer to one request
-        self.ended = anyio.Event()
-        self.last_write = time.monotonic()
-
-    async def start(self, headers: list[tuple[bytes, bytes]]) -> None:
-        await self._send({"type": "http.response.start", "status": 200, "headers": HEADERS + headers})
-
-    async def write(self, chunk: bytes) -> None:
-        if self.ended.is_set():
-            return
-        self.last_write = time.monotonic()
-        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    async def end(self) -> None:
-        if self.ended.is_set():
-            return
-        self.ended.set()
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def keepalive(self, idle: float) -> None:
-        if not self.ended.is_set() and time.monotonic() - self.last_write >= idle:
-            await self.write(KEEPALIVE)
 
 
 class PostExchange:

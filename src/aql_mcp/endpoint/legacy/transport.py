@@ -18,10 +18,10 @@ from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
 from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream, parse_event_id
-from aql_mcp.endpoint.legacy.exchange import Connection, NoOutbound, PostExchange
+from aql_mcp.endpoint.legacy.exchange import NoOutbound, PostExchange
 from aql_mcp.endpoint.legacy.sessions import Cancellable, Session, SessionManager
 from aql_mcp.endpoint.media import check_accept, check_content_type, read_body
-from aql_mcp.endpoint.sse import format_retry
+from aql_mcp.endpoint.sse import Connection, format_retry
 from aql_mcp.endpoint.statuses import dispatched_status
 from aql_mcp.exceptions import (
     AuthError,

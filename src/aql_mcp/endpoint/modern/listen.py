@@ -31,10 +31,9 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
-from aql_mcp.endpoint.legacy.exchange import Connection
 from aql_mcp.endpoint.modern.listeners import Listener, Listeners
 from aql_mcp.endpoint.modern.subscription import ACKNOWLEDGED, META_SUBSCRIPTION_ID, Change, parse_filter
-from aql_mcp.endpoint.sse import KEEPALIVE, format_event
+from aql_mcp.endpoint.sse import KEEPALIVE, Connection, format_event
 from aql_mcp.exceptions import MissingToken
 from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
 from aql_mcp.observability.logging import bind_log_context

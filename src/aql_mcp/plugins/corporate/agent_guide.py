@@ -9,22 +9,39 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from aql_mcp.protocol.primitives import Registry, Tool
-
-if TYPE_CHECKING:
-    from aql_mcp.plugins.corporate.profile import CorporateProfile
+from aql_mcp.plugin import Registry, Tool
 
 BRIEF_LIMIT = 2048  # bytes of UTF-8 (corporate §10.3)
 SUMMARY_LENGTHS = (160, 100, 60, 30, 0)  # tried in turn until the brief fits
 DEPRECATED = re.compile(r"^\s*\[DEPRECATED(?: until ([^\]]+))?\]\s*")  # what deprecated() writes
 
 
+class GuideFacts(Protocol):
+    """What the guide says of the deployment: profile.py's `CorporateProfile`, declared here so that
+    the guide does not import the plugin that uses it."""
+
+    @property
+    def service(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def issuer(self) -> str: ...
+    @property
+    def audience(self) -> str: ...
+    @property
+    def scopes_used(self) -> tuple[str, ...]: ...
+    @property
+    def brief_override(self) -> str | None: ...
+    @property
+    def prompt_override(self) -> str | None: ...
+
+
 class AgentGuide:
     """Writes the brief and the prompt from the registry's current contents."""
 
-    def __init__(self, registry: Registry, profile: CorporateProfile) -> None:
+    def __init__(self, registry: Registry, profile: GuideFacts) -> None:
         self._registry = registry
         self._profile = profile
 

@@ -15,11 +15,19 @@ from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any
 
 from aql_mcp import __version__
+from aql_mcp.plugin import (
+    Content,
+    Context,
+    Prompt,
+    Registry,
+    Resource,
+    Settings,
+    message,
+    text,
+    text_contents,
+    with_deprecation,
+)
 from aql_mcp.plugins.corporate.agent_guide import AgentGuide
-from aql_mcp.protocol.content import Content, message, text, text_contents
-from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.primitives import Prompt, Registry, Resource, with_deprecation
-from aql_mcp.settings import Settings
 
 JSON_TYPE = "application/json"
 MARKDOWN_TYPE = "text/markdown"

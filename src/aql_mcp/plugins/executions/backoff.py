@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import structlog
 
-from aql_mcp.exceptions import StoreError
+from aql_mcp.plugin import StoreError
 
 T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.executions")

@@ -1,14 +1,25 @@
-"""The operations of the `executions` plugin as MCP-AQL declares them (§8.4.5 `lifecycle`)."""
+"""The operations of the `executions` plugin as MCP-AQL declares them (§8.4.5 `lifecycle`).
+
+The handlers they are bound to are declared below as `ExecutionHandlers` (operations.py's
+`Executions` is the one), so that this catalog does not import the module that imports it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from aql_mcp.operations.models import Example, Lifecycle, Operation, Returns
+from aql_mcp.plugin import Call, Example, Lifecycle, Operation, Returns
 from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
 
-if TYPE_CHECKING:
-    from aql_mcp.plugins.executions.operations import Executions
+
+class ExecutionHandlers(Protocol):
+    async def execute_import(self, params: ImportParams, call: Call) -> dict[str, Any]: ...
+    async def execute_export(self, params: ExportParams, call: Call) -> dict[str, Any]: ...
+    async def get_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]: ...
+    async def list_executions(self, params: ListExecutions, call: Call) -> dict[str, Any]: ...
+    async def cancel_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]: ...
+    async def retry_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]: ...
+
 
 EXECUTION = Returns(
     "Execution",
@@ -20,7 +31,7 @@ EXECUTION = Returns(
 LIFECYCLE = Lifecycle(supports_cancel=True, supports_retry=True, progress_reporting=True)
 
 
-def catalog(executions: Executions) -> list[Operation]:
+def catalog(executions: ExecutionHandlers) -> list[Operation]:
     ref = {"execution_id": "exec_0123456789abcdef01234567"}
     return [
         Operation(

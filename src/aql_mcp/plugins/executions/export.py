@@ -21,13 +21,12 @@ from typing import Any, TypeVar
 import orjson
 
 from aql_mcp.builtin_sections import ExecutionSettings
-from aql_mcp.exceptions import InvalidParams, ResourceNotFound
+from aql_mcp.plugin import Content, InvalidParams, ResourceNotFound, text_contents
 from aql_mcp.plugins.executions.backoff import retrying
 from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore, Progress
 from aql_mcp.plugins.records.listing import Listing
 from aql_mcp.plugins.records.operations import record_wire
 from aql_mcp.plugins.records.store import RecordStore
-from aql_mcp.protocol.content import Content, text_contents
 
 T = TypeVar("T")
 EXPORT_TEMPLATE = "records://exports/{execution_id}"

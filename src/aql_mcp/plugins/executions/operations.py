@@ -22,19 +22,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import ResourceNotFound
 from aql_mcp.operations.endpoints import family_of
-from aql_mcp.operations.models import Call, Operation, TrustLevel
-from aql_mcp.operations.payload import Limits
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     RATE_LIMIT_QUOTA_EXHAUSTED,
     VALIDATION_INVALID_ENCODING,
     VALIDATION_PAYLOAD_TOO_LARGE,
+    Call,
+    Content,
+    Context,
+    Limits,
+    Operation,
     OperationError,
+    PluginOperations,
+    Principal,
+    Registry,
+    ResourceNotFound,
+    ResourceTemplate,
+    Settings,
+    TrustLevel,
 )
-from aql_mcp.operations.service import PluginOperations
 from aql_mcp.plugins.executions.catalog import catalog
 from aql_mcp.plugins.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE, has_part, read_export, read_part
 from aql_mcp.plugins.executions.legacy_tasks import (
@@ -54,10 +61,6 @@ from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.store import Quota, StoredCollection
 from aql_mcp.plugins.records.tables import bound_records
-from aql_mcp.protocol.content import Content
-from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.primitives import Registry, ResourceTemplate
-from aql_mcp.settings import Settings
 
 # A following call answers this long before the tool timeout, with the state it has reached.
 FOLLOW_MARGIN_SECONDS = 2.0

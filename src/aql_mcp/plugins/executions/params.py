@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from aql_mcp.operations.models import Params
+from aql_mcp.plugin import Params
 from aql_mcp.plugins.records.params import NAME_PATTERN
 
 EXECUTION_ID_PATTERN = r"^exec_[0-9a-f]{24}$"

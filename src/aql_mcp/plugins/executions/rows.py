@@ -15,8 +15,7 @@ from typing import Any, Literal
 
 import orjson
 
-from aql_mcp.operations.payload import Limits, check_payload
-from aql_mcp.operations.results import OperationError
+from aql_mcp.plugin import Limits, OperationError, check_payload
 from aql_mcp.plugins.records.params import SYSTEM_FIELDS
 
 Format = Literal["ndjson", "csv"]

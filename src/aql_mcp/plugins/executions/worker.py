@@ -30,13 +30,14 @@ from typing import Any, TypeVar
 import structlog
 
 from aql_mcp.builtin_sections import ExecutionSettings
-from aql_mcp.operations.payload import Limits
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     INTERNAL_ERROR,
     NOT_FOUND_RESOURCE,
     RATE_LIMIT_QUOTA_EXHAUSTED,
     VALIDATION_INVALID_ENCODING,
     VALIDATION_PAYLOAD_TOO_LARGE,
+    Limits,
+    LimitSettings,
 )
 from aql_mcp.plugins.executions.backoff import retrying
 from aql_mcp.plugins.executions.export import Exporter, ExportTooLarge
@@ -44,7 +45,6 @@ from aql_mcp.plugins.executions.rows import Format, PayloadError, Rows
 from aql_mcp.plugins.executions.store import Batch, ExecutionRecord, ExecutionStore, Progress
 from aql_mcp.plugins.records.operations import new_etag, new_id
 from aql_mcp.plugins.records.store import Missing, NewRecord, Quota, QuotaExceeded, RecordStore, timestamp
-from aql_mcp.settings import LimitSettings
 
 T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.executions")

@@ -1,13 +1,17 @@
 """The operations of the `records` plugin as MCP-AQL declares them: category, danger level, side
-effects, field presets and examples, in the order introspection lists them."""
+effects, field presets and examples, in the order introspection lists them; and the plugin object
+that registers them, bound to a `Records` (operations.py, which knows nothing of this catalog)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from aql_mcp.operations.models import Example, Operation, Params, Returns
+from aql_mcp.plugin import Example, Operation, Params, PluginOperations, Returns, Settings, TrustLevel
+from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.params import (
     PRESETS,
+    TYPES,
     CollectionRef,
     CreateCollection,
     CreateRecord,
@@ -18,9 +22,7 @@ from aql_mcp.plugins.records.params import (
     SearchRecords,
     UpdateRecord,
 )
-
-if TYPE_CHECKING:
-    from aql_mcp.plugins.records.operations import Records
+from aql_mcp.plugins.records.tables import bound_records
 
 RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
 RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
@@ -175,3 +177,30 @@ def catalog(records: Records) -> list[Operation]:
             Returns("Usage", "object"),
         ),
     ]
+
+
+@dataclass
+class RecordsPlugin:
+    """Registers the records operations (trust level `community_reviewed`, a built-in); its
+    housekeeping drops idempotency keys past `records.idempotency_retention_seconds`."""
+
+    name: str = "records"
+    trust: TrustLevel = "community_reviewed"
+    records: Records | None = field(default=None, repr=False)
+
+    def register_operations(self, operations: PluginOperations) -> None:
+        self.records = Records(operations.settings, bound_records(operations))
+        for type_def in TYPES:
+            operations.add_type(type_def)
+        for operation in catalog(self.records):
+            operations.add(operation)
+
+    async def housekeeping(self, now: float) -> None:
+        if self.records is not None:
+            retention = self.records.settings.records.idempotency_retention_seconds
+            await self.records.store.purge_idempotency(now - retention)
+
+
+def plugin(settings: Settings | None = None) -> RecordsPlugin:
+    """A plugin of its own for each service built (its housekeeping purges that service's store)."""
+    return RecordsPlugin()

@@ -11,15 +11,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.operations.merge import deep_merge
-from aql_mcp.operations.models import Call, Outcome, Page, Params, TrustLevel
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     CONFLICT_ALREADY_EXISTS,
     CONFLICT_VERSION_MISMATCH,
     NOT_FOUND_RESOURCE,
@@ -27,13 +24,17 @@ from aql_mcp.operations.results import (
     RATE_LIMIT_QUOTA_EXHAUSTED,
     VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_UNKNOWN_FIELD,
+    Call,
     OperationError,
+    Outcome,
+    Page,
+    Params,
+    Principal,
+    Settings,
+    deep_merge,
 )
-from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugins.records.catalog import catalog
 from aql_mcp.plugins.records.params import (
     SYSTEM_FIELDS,
-    TYPES,
     CollectionRef,
     CreateCollection,
     CreateRecord,
@@ -67,8 +68,6 @@ from aql_mcp.plugins.records.store import (
     VersionMismatch,
     timestamp,
 )
-from aql_mcp.plugins.records.tables import bound_records
-from aql_mcp.settings import Settings
 
 
 @dataclass
@@ -340,30 +339,3 @@ def new_id() -> str:
 
 def new_etag() -> str:
     return f'W/"{secrets.token_hex(8)}"'
-
-
-@dataclass
-class RecordsPlugin:
-    """Registers the records operations (trust level `community_reviewed`, a built-in); its
-    housekeeping drops idempotency keys past `records.idempotency_retention_seconds`."""
-
-    name: str = "records"
-    trust: TrustLevel = "community_reviewed"
-    records: Records | None = field(default=None, repr=False)
-
-    def register_operations(self, operations: PluginOperations) -> None:
-        self.records = Records(operations.settings, bound_records(operations))
-        for type_def in TYPES:
-            operations.add_type(type_def)
-        for operation in catalog(self.records):
-            operations.add(operation)
-
-    async def housekeeping(self, now: float) -> None:
-        if self.records is not None:
-            retention = self.records.settings.records.idempotency_retention_seconds
-            await self.records.store.purge_idempotency(now - retention)
-
-
-def plugin(settings: Settings | None = None) -> RecordsPlugin:
-    """A plugin of its own for each service built (its housekeeping purges that service's store)."""
-    return RecordsPlugin()

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aql_mcp.operations.models import Params, TypeDef
+from aql_mcp.plugin import Params, TypeDef
 
 SYSTEM_FIELDS = ("id", "collection", "_etag", "created_at", "updated_at")
 PRESETS: dict[str, tuple[str, ...] | None] = {"minimal": ("id", "_etag"), "standard": None, "full": None}

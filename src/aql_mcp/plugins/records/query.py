@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import orjson
 
-from aql_mcp.operations.results import VALIDATION_INVALID_TYPE, OperationError
+from aql_mcp.plugin import VALIDATION_INVALID_TYPE, OperationError
 from aql_mcp.plugins.records.listing import ORDERING, Condition, Key, Listing, Operator, key_from_json
 from aql_mcp.plugins.records.params import NAME_PATTERN
 

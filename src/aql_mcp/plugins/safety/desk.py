@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
     RATE_LIMIT_EXCEEDED,
@@ -37,11 +37,11 @@ from aql_mcp.operations.results import (
     TOKEN_EXPIRED,
     TOKEN_INVALID,
     OperationError,
+    Settings,
 )
 from aql_mcp.plugins.safety.journal import Journal
 from aql_mcp.plugins.safety.store import Approval, ApprovalStatus, Challenge, SafetyOverview, SafetyStore
 from aql_mcp.plugins.safety.verification import Verification, codes_match, holds_agent
-from aql_mcp.settings import Settings
 from aql_mcp.store.principals import PrincipalDirectory
 
 SELF_APPROVAL = "self_approval"

@@ -25,8 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from aql_mcp.operations.models import Operation
-from aql_mcp.operations.results import PERMISSION_DENIED, OperationError
+from aql_mcp.plugin import PERMISSION_DENIED, Operation, OperationError
 from aql_mcp.plugins.safety.store import Approval, SafetyStore
 
 

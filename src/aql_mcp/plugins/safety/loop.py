@@ -22,17 +22,11 @@ import anyio
 import anyio.to_thread
 
 from aql_mcp.builtin_sections import SafetySettings
-from aql_mcp.operations.results import (
-    NOT_FOUND_RESOURCE,
-    PERMISSION_DENIED,
-    RATE_LIMIT_QUOTA_EXHAUSTED,
-    OperationError,
-)
+from aql_mcp.plugin import NOT_FOUND_RESOURCE, PERMISSION_DENIED, RATE_LIMIT_QUOTA_EXHAUSTED, OperationError, Settings
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.directive import directive, iso
 from aql_mcp.plugins.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
 from aql_mcp.plugins.safety.store import AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
-from aql_mcp.settings import Settings
 
 STEP_LIMIT_ACTION = "step limit of execution {}"
 

@@ -12,20 +12,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
-from aql_mcp.operations.models import Call, Example, Lifecycle, Operation, Returns, TrustLevel
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
     TOKEN_ALREADY_USED,
     TOKEN_EXPIRED,
     TOKEN_INVALID,
+    TOKEN_PREFIX,
     VALIDATION_MISSING_PARAM,
     VALIDATION_PAYLOAD_TOO_LARGE,
+    Call,
+    Example,
+    Lifecycle,
+    Operation,
     OperationError,
+    PluginOperations,
+    Principal,
+    Returns,
+    Settings,
+    TrustLevel,
+    token_digest,
 )
-from aql_mcp.operations.service import PluginOperations
 from aql_mcp.plugins.safety.gate import GateWatch
 from aql_mcp.plugins.safety.loop import ExecutionLoop
 from aql_mcp.plugins.safety.params import (
@@ -38,7 +45,6 @@ from aql_mcp.plugins.safety.params import (
 )
 from aql_mcp.plugins.safety.store import Approval, SafetyStore
 from aql_mcp.plugins.safety.tables import TABLES
-from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.principals import Identity
 

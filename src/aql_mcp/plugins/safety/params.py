@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from aql_mcp.builtin_sections import Pattern
-from aql_mcp.operations.models import Params
+from aql_mcp.plugin import Params
 
 ElementName = Field(
     min_length=1, max_length=200, description="The agent's name (display only; the agent is its principal)."

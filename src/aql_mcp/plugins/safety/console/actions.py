@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from aql_mcp.exceptions import WireError
-from aql_mcp.operations.audit import AuditLog
-from aql_mcp.operations.results import OperationError
+from aql_mcp.plugin import AuditLog, OperationError, WireError
 from aql_mcp.plugins.safety.console.csrf import FIELD, check_csrf, csrf_token
 from aql_mcp.plugins.safety.console.form import read_form, required
 from aql_mcp.plugins.safety.console.guard import operator_of

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
-from aql_mcp.exceptions import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from aql_mcp.plugin import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 MAX_FORM_BYTES = 4096
 MAX_FIELD_CHARS = 512

@@ -22,13 +22,21 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
-from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, MissingToken, WireError
+from aql_mcp.plugin import (
+    PRINCIPAL_KEY,
+    AuthError,
+    InsufficientScope,
+    InvalidToken,
+    MissingToken,
+    Principal,
+    TokenVerifier,
+    WireError,
+    bearer_credential,
+    request_id_of,
+)
 from aql_mcp.plugins.safety.console.refusal import refusal
 from aql_mcp.plugins.safety.console.session import LOGIN_PATH, session_token
 from aql_mcp.plugins.safety.console.signout import SignOuts
-from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 
 OPERATOR_KEY = "aql_mcp.console.operator"
 log = structlog.get_logger("aql_mcp.console")

@@ -19,10 +19,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.principal import subject_digest
-from aql_mcp.exceptions import InvalidRequest, WireError
-from aql_mcp.operations.audit import AuditLog
+from aql_mcp.plugin import AuditLog, DevIssuer, InvalidRequest, WireError, subject_digest
 from aql_mcp.plugins.safety.console.csrf import FIELD, check_csrf, csrf_token
 from aql_mcp.plugins.safety.console.document import page_response
 from aql_mcp.plugins.safety.console.form import read_form, required

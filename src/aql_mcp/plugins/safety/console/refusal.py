@@ -16,19 +16,20 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aql_mcp.exceptions import Forbidden, WireError
-from aql_mcp.operations.results import (
+from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
     RATE_LIMIT_EXCEEDED,
     TOKEN_ALREADY_USED,
     TOKEN_EXPIRED,
     TOKEN_INVALID,
+    Forbidden,
     OperationError,
+    WireError,
+    error_object,
+    request_id_of,
 )
 from aql_mcp.plugins.safety.console.document import page_response
-from aql_mcp.responses import error_object
-from aql_mcp.scope import request_id_of
 
 # The HTTP status of each operator-desk refusal; any other code is a 400.
 DESK_STATUS = {

@@ -10,11 +10,7 @@ from __future__ import annotations
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.jwks import SigningKey
-from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier
-from aql_mcp.middleware.host import HostMiddleware
-from aql_mcp.operations.audit import AuditLog
+from aql_mcp.plugin import AuditLog, BearerVerifier, DevIssuer, HostMiddleware, Settings, SigningKey, TokenVerifier
 from aql_mcp.plugins.safety.console.actions import ACTIONS, Actions
 from aql_mcp.plugins.safety.console.guard import ConsoleGuard
 from aql_mcp.plugins.safety.console.login import DevLogin, console_audience
@@ -24,7 +20,6 @@ from aql_mcp.plugins.safety.console.signout import SignOuts
 from aql_mcp.plugins.safety.console.stream import LiveStream
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.tables import TABLES
-from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 
 

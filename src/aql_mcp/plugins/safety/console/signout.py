@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from aql_mcp.auth.opaque import digest
+from aql_mcp.plugin import credential_digest
 from aql_mcp.store.revocations import RevocationStore
 
 
@@ -24,7 +24,7 @@ class SignOuts:
 
     async def sign_out(self, credential: str, expires_at: float | None) -> None:
         until = expires_at if expires_at is not None else time.time() + self.fallback_seconds
-        await self.store.revoke(digest(credential), until)
+        await self.store.revoke(credential_digest(credential), until)
 
     async def is_signed_out(self, credential: str) -> bool:
-        return await self.store.is_revoked(digest(credential))
+        return await self.store.is_revoked(credential_digest(credential))

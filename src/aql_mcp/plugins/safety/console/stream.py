@@ -25,7 +25,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aql_mcp.exceptions import AuthError, WireError
+from aql_mcp.plugin import AuthError, WireError
 from aql_mcp.plugins.safety.console.csrf import csrf_token
 from aql_mcp.plugins.safety.console.guard import Operator, operator_of
 from aql_mcp.plugins.safety.console.signout import SignOuts
