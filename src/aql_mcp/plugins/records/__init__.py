@@ -2,7 +2,8 @@
 
 `aql_mcp.plugins.records:plugin` is the name deployments load it by (`server.builtin_plugins`). The
 plugin is imported on first use of that name, not with the package, so that importing one module of
-the package (its storage facet, its parameter models) does not load the whole plugin.
+the package (its storage facet, its parameter models) does not load the whole plugin. `plugin` is
+a factory: each service gets a plugin of its own, whose housekeeping purges that service's store.
 """
 
 from __future__ import annotations
