@@ -31,6 +31,9 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `fetch`, `fetchrow`, `fetchval`, `execute`; imported on first use, so a SQLite deployment never
   loads asyncpg). `SchemaTooNew` is what opening a store refuses with when its tables need a newer
   release.
+- The core's store (`Store`), for a plugin that reads the core's own facets: who a principal key
+  stands for (`principals`, a `PrincipalDirectory` of `Identity`) and the tokens the console signed
+  out (`revocations`, a `RevocationStore`). A plugin's own rows go in its own tables (above).
 - Hooks: a plugin with `on_session_end(session_ids, now)` (`SessionEndPlugin`) hears of sessions
   that ended; one with `housekeeping(now)` (`HousekeepingPlugin`) purges with the core every 30 s.
 - HTTP routes of a plugin's own behind the service's authentication (the safety console): the
@@ -118,8 +121,11 @@ from aql_mcp.plugin_host.contracts import (
 )
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
+from aql_mcp.store.base import Store
 from aql_mcp.store.migration import Migration, SchemaTooNew
 from aql_mcp.store.plugin_tables import Tables
+from aql_mcp.store.principals import Identity, PrincipalDirectory
+from aql_mcp.store.revocations import RevocationStore
 from aql_mcp.store.sqlite.engine import SqliteEngine
 
 if TYPE_CHECKING:
@@ -173,6 +179,7 @@ __all__ = [
     "Forbidden",
     "HostMiddleware",
     "HousekeepingPlugin",
+    "Identity",
     "InsufficientScope",
     "InvalidParams",
     "InvalidRequest",
@@ -194,6 +201,7 @@ __all__ = [
     "PluginOperations",
     "PostgresEngine",
     "Principal",
+    "PrincipalDirectory",
     "Prompt",
     "PromptArgument",
     "Registry",
@@ -201,11 +209,13 @@ __all__ = [
     "ResourceNotFound",
     "ResourceTemplate",
     "Returns",
+    "RevocationStore",
     "SchemaTooNew",
     "SessionEndPlugin",
     "Settings",
     "SigningKey",
     "SqliteEngine",
+    "Store",
     "StoreError",
     "Tables",
     "TokenVerifier",

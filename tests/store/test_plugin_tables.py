@@ -18,7 +18,7 @@ from aql_mcp.protocol.primitives import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import SQLITE_FILE, open_store
-from aql_mcp.store.plugin_tables import adopted
+from aql_mcp.store.migration import adopted
 from tests.support.engines import Backend
 from tests.support.notes_tables import NOTES, POSTGRES_2, SQLITE_2, NotesPlugin, notes_tables
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from aql_mcp.exceptions import ConfigError
 
@@ -70,3 +71,27 @@ def check_compatible(*, found: int, needs: int | None, known: int, part: str = "
     required = found if needs is None else needs
     if required > known:
         raise SchemaTooNew(found=found, needs=required, known=known, part=part)
+
+
+class PluginSchema(Protocol):
+    """What an engine migrates of a plugin's tables (`Tables` in store/plugin_tables.py, which the
+    plugin declares): its name and its migrations per engine. Declared here so the engines need
+    nothing above this module."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sqlite(self) -> Sequence[Migration]: ...
+    @property
+    def postgres(self) -> Sequence[Migration]: ...
+
+
+def adopted(migrations: Sequence[Migration], legacy: int) -> int:
+    """How many of a plugin's first migrations a store at core version `legacy` of release 0.2.0
+    already applied (their `legacy_core` is at most `legacy`): the plugin starts after them."""
+    count = 0
+    for migration in migrations:
+        if migration.legacy_core is None or migration.legacy_core > legacy:
+            break
+        count += 1
+    return count

@@ -46,17 +46,6 @@ class Tables(Generic[F]):
     on_postgres: Callable[[PostgresEngine], F]
 
 
-def adopted(migrations: Sequence[Migration], legacy: int) -> int:
-    """How many of a plugin's first migrations a store at core version `legacy` of release 0.2.0
-    already applied (their `legacy_core` is at most `legacy`): the plugin starts after them."""
-    count = 0
-    for migration in migrations:
-        if migration.legacy_core is None or migration.legacy_core > legacy:
-            break
-        count += 1
-    return count
-
-
 class DeclaredTables:
     """The tables plugins declared on one store, each bound once to its engine."""
 

@@ -37,12 +37,12 @@ from aql_mcp.plugin import (
     TOKEN_EXPIRED,
     TOKEN_INVALID,
     OperationError,
+    PrincipalDirectory,
     Settings,
 )
 from aql_mcp.plugins.safety.journal import Journal
 from aql_mcp.plugins.safety.store import Approval, ApprovalStatus, Challenge, SafetyOverview, SafetyStore
 from aql_mcp.plugins.safety.verification import Verification, codes_match, holds_agent
-from aql_mcp.store.principals import PrincipalDirectory
 
 SELF_APPROVAL = "self_approval"
 

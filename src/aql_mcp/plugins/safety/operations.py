@@ -23,6 +23,7 @@ from aql_mcp.plugin import (
     VALIDATION_PAYLOAD_TOO_LARGE,
     Call,
     Example,
+    Identity,
     Lifecycle,
     Operation,
     OperationError,
@@ -30,6 +31,7 @@ from aql_mcp.plugin import (
     Principal,
     Returns,
     Settings,
+    Store,
     TrustLevel,
     token_digest,
 )
@@ -45,8 +47,6 @@ from aql_mcp.plugins.safety.params import (
 )
 from aql_mcp.plugins.safety.store import Approval, SafetyStore
 from aql_mcp.plugins.safety.tables import TABLES
-from aql_mcp.store.base import Store
-from aql_mcp.store.principals import Identity
 
 DIRECTIVE = Returns(
     "AutonomyDirective",

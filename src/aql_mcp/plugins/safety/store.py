@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from aql_mcp.store.principals import Identity
+from aql_mcp.plugin import Identity
 
 BROADCAST = "*"
 # Runs still inside the loop: what a danger_zone broadcast reaches and what the console lists.

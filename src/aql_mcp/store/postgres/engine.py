@@ -30,18 +30,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 import structlog
 
 from aql_mcp.exceptions import ConfigError, StoreError, UpstreamUnavailable
 from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
-from aql_mcp.store.migration import SchemaTooNew
+from aql_mcp.store.migration import PluginSchema, SchemaTooNew
 from aql_mcp.store.postgres.schema import migrate
-
-if TYPE_CHECKING:
-    from aql_mcp.store.plugin_tables import Tables
 
 T = TypeVar("T")
 LISTENER = "aql-mcp-listener"
@@ -99,7 +96,7 @@ class PostgresEngine:
         self._pool: asyncpg.Pool | None = None
         self._turns = FairShare(options.max_size, tenant_share(options.max_size, options.tenant_share))
 
-    async def open(self, plugins: Sequence[Tables[Any]] = ()) -> None:
+    async def open(self, plugins: Sequence[PluginSchema] = ()) -> None:
         """Connect and migrate: the core's schema, then the tables `plugins` declared."""
         options = self.options
         try:

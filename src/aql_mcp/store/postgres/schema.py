@@ -10,12 +10,10 @@ core's in the same transaction (store/plugin_tables.py), each plugin's recorded 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import asyncpg
 
-from aql_mcp.store.migration import Migration, check_compatible, compatible_from
-from aql_mcp.store.plugin_tables import Tables, adopted
+from aql_mcp.store.migration import Migration, PluginSchema, adopted, check_compatible, compatible_from
 
 # pg_advisory_xact_lock key of the migrations: any constant, the same in every release.
 MIGRATION_LOCK = 0x61716C6D6370  # "aqlmcp"
@@ -168,7 +166,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 PLUGIN_SCHEMA = 9
 
 
-async def migrate(connection: asyncpg.Connection, plugins: Sequence[Tables[Any]] = ()) -> int:
+async def migrate(connection: asyncpg.Connection, plugins: Sequence[PluginSchema] = ()) -> int:
     """Apply the migrations the database lacks, the core's then each plugin's; return the core's
     schema version.
 

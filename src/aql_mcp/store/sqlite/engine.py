@@ -32,17 +32,15 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
 from aql_mcp.exceptions import StoreError, UpstreamUnavailable
 from aql_mcp.store.fair_share import SHARED, TENANT_SHARE, FairShare, tenant_share
+from aql_mcp.store.migration import PluginSchema
 from aql_mcp.store.sqlite.functions import fold, json_equal
 from aql_mcp.store.sqlite.schema import migrate
-
-if TYPE_CHECKING:
-    from aql_mcp.store.plugin_tables import Tables
 
 T = TypeVar("T")
 log = structlog.get_logger("aql_mcp.store")
@@ -85,7 +83,7 @@ class SqliteEngine:
         self._wal_to_truncate = False
         self._writer_stale = False
 
-    async def open(self, plugins: Sequence[Tables[Any]] = ()) -> None:
+    async def open(self, plugins: Sequence[PluginSchema] = ()) -> None:
         """Connect and migrate: the core's schema, then the tables `plugins` declared."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")

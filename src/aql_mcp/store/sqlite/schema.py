@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from aql_mcp.store.migration import Migration, check_compatible, compatible_from
-from aql_mcp.store.plugin_tables import Tables, adopted
+from aql_mcp.store.migration import Migration, PluginSchema, adopted, check_compatible, compatible_from
 
 # `additive`: whether the release before a migration still runs on the schema it leaves (store/migration.py).
 MIGRATIONS: tuple[Migration, ...] = (
@@ -182,7 +180,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 PLUGIN_SCHEMA = 14
 
 
-def migrate(db: sqlite3.Connection, plugins: Sequence[Tables[Any]] = ()) -> int:
+def migrate(db: sqlite3.Connection, plugins: Sequence[PluginSchema] = ()) -> int:
     """Apply the migrations this file lacks, the core's then each plugin's; return the core's
     schema version.
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from aql_mcp.plugin import AuditLog, BearerVerifier, DevIssuer, HostMiddleware, Settings, SigningKey, TokenVerifier
+from aql_mcp.plugin import (
+    AuditLog,
+    BearerVerifier,
+    DevIssuer,
+    HostMiddleware,
+    Settings,
+    SigningKey,
+    Store,
+    TokenVerifier,
+)
 from aql_mcp.plugins.safety.console.actions import ACTIONS, Actions
 from aql_mcp.plugins.safety.console.guard import ConsoleGuard
 from aql_mcp.plugins.safety.console.login import DevLogin, console_audience
@@ -20,7 +29,6 @@ from aql_mcp.plugins.safety.console.signout import SignOuts
 from aql_mcp.plugins.safety.console.stream import LiveStream
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.tables import TABLES
-from aql_mcp.store.base import Store
 
 
 def console_routes(

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 
-from aql_mcp.plugin import credential_digest
-from aql_mcp.store.revocations import RevocationStore
+from aql_mcp.plugin import RevocationStore, credential_digest
 
 
 class SignOuts:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any, TypeVar
 
+from aql_mcp.plugin import Identity
 from aql_mcp.plugins.safety.console.csrf import FIELD
 from aql_mcp.plugins.safety.store import AgentRun, Approval, Block, Challenge, SafetyEvent, SafetyOverview
-from aql_mcp.store.principals import Identity
 
 Row = TypeVar("Row")
 
