@@ -18,10 +18,15 @@ EXECUTION = Returns(
 )
 # Imports and exports: cancellable between batches, retried from where they stopped, with progress.
 LIFECYCLE = Lifecycle(supports_cancel=True, supports_retry=True, progress_reporting=True)
+REF = {"execution_id": "exec_0123456789abcdef01234567"}
 
 
 def catalog(executions: Executions) -> list[Operation]:
-    ref = {"execution_id": "exec_0123456789abcdef01234567"}
+    """Starting an execution, reading executions, then steering one (introspection keeps this order)."""
+    return [*_starting(executions), *_reading(executions), *_steering(executions)]
+
+
+def _starting(executions: Executions) -> list[Operation]:
     return [
         Operation(
             "execute_import",
@@ -63,6 +68,11 @@ def catalog(executions: Executions) -> list[Operation]:
             lifecycle=LIFECYCLE,
             examples=(Example({"operation": "execute_export", "params": {"collection": "notes"}}),),
         ),
+    ]
+
+
+def _reading(executions: Executions) -> list[Operation]:
+    return [
         Operation(
             "get_execution",
             "READ",
@@ -70,7 +80,7 @@ def catalog(executions: Executions) -> list[Operation]:
             executions.get_execution,
             ExecutionRef,
             EXECUTION,
-            examples=(Example({"operation": "get_execution", "params": ref}),),
+            examples=(Example({"operation": "get_execution", "params": REF}),),
         ),
         Operation(
             "list_executions",
@@ -81,6 +91,11 @@ def catalog(executions: Executions) -> list[Operation]:
             Returns("ExecutionList", "object", "{items: [Execution], count}"),
             discovery=True,
         ),
+    ]
+
+
+def _steering(executions: Executions) -> list[Operation]:
+    return [
         Operation(
             "cancel_execution",
             "EXECUTE",
@@ -93,7 +108,7 @@ def catalog(executions: Executions) -> list[Operation]:
             side_effects="The execution becomes cancelled (terminal).",
             lifecycle=LIFECYCLE,
             idempotent=True,
-            examples=(Example({"operation": "cancel_execution", "params": ref}),),
+            examples=(Example({"operation": "cancel_execution", "params": REF}),),
         ),
         Operation(
             "retry_execution",
@@ -105,6 +120,6 @@ def catalog(executions: Executions) -> list[Operation]:
             danger="reversible",
             side_effects="The failed execution becomes running again.",
             lifecycle=LIFECYCLE,
-            examples=(Example({"operation": "retry_execution", "params": ref}),),
+            examples=(Example({"operation": "retry_execution", "params": REF}),),
         ),
     ]

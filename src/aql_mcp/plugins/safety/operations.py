@@ -166,6 +166,11 @@ def check_pattern_characters(params: ExecuteAgent) -> None:
 
 
 def catalog(ops: SafetyOperations) -> list[Operation]:
+    """The agent's operations (run, then end), then the operator's (introspection keeps this order)."""
+    return [*_agent_running(ops), *_agent_ending(ops), *_operator(ops)]
+
+
+def _agent_running(ops: SafetyOperations) -> list[Operation]:
     s = ops.settings.safety
     defaults = (
         f"Mode {s.mode}; maxAutonomousSteps {s.max_autonomous_steps}; riskTolerance {s.risk_tolerance}; "
@@ -208,6 +213,11 @@ def catalog(ops: SafetyOperations) -> list[Operation]:
                 ),
             ),
         ),
+    ]
+
+
+def _agent_ending(ops: SafetyOperations) -> list[Operation]:
+    return [
         Operation(
             "complete_execution",
             "EXECUTE",
@@ -226,6 +236,12 @@ def catalog(ops: SafetyOperations) -> list[Operation]:
             reserved=True,
             side_effects="Ends the execution (aborted).",
         ),
+    ]
+
+
+def _operator(ops: SafetyOperations) -> list[Operation]:
+    s = ops.settings.safety
+    return [
         Operation(
             "confirm_operation",
             "EXECUTE",
