@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aql_mcp.auth.principal import Principal
+from aql_mcp.auth.principal import Principal, principal_key
 from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
 from aql_mcp.operations.models import Call, Example, Lifecycle, Operation, Returns, TrustLevel
 from aql_mcp.operations.results import (
@@ -50,7 +50,7 @@ STATES = ("running", "paused", "blocked", "completed", "aborted")
 
 
 def caller(call: Call) -> str:
-    return call.principal.digest if call.principal is not None else "anonymous"
+    return principal_key(call.principal)
 
 
 def identity_of(principal: Principal, tenant_claim: str) -> Identity:
