@@ -17,9 +17,11 @@ shows them in use.
   `ConfigurablePlugin` for one with settings of its own (`settings_model` and `configure`, the
   `plugins.<name>` section), and `BackgroundPlugin` for one that runs work of its own while the
   service runs; the objects they are given, `Registry` and `PluginOperations`; and `Settings`, what
-  a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
-  `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
-  without a traceback.
+  a plugin factory (`module:function`) is called with. A plugin may also serve HTTP routes of its own
+  (`RoutesPlugin`, handed `RouteServices`), add lines to the development banner (`BannerPlugin`),
+  and run task-augmented MCP 2025-11-25 calls as tasks (`TaskMapperPlugin` returning a `TaskMapper`).
+  `ConfigError` is what a factory or `configure` raises to stop startup (and `aql-mcp check-config`)
+  with its message and exit code 2, without a traceback.
 
 The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testing a plugin").
 """
@@ -58,10 +60,20 @@ from aql_mcp.operations.results import (
     warning,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugin_host.contracts import BackgroundPlugin, ConfigurablePlugin, OperationsPlugin, Plugin
+from aql_mcp.plugin_host.contracts import (
+    BackgroundPlugin,
+    BannerPlugin,
+    ConfigurablePlugin,
+    OperationsPlugin,
+    Plugin,
+    RouteServices,
+    RoutesPlugin,
+    TaskMapperPlugin,
+)
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.primitives import Prompt, PromptArgument, Registry, Resource, ResourceTemplate, Tool, ToolResult
+from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.settings import Settings
 
 __all__ = [
@@ -75,6 +87,7 @@ __all__ = [
     "VALIDATION_MISSING_PARAM",
     "VALIDATION_UNKNOWN_FIELD",
     "BackgroundPlugin",
+    "BannerPlugin",
     "Call",
     "Category",
     "ConfigError",
@@ -100,7 +113,11 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Returns",
+    "RouteServices",
+    "RoutesPlugin",
     "Settings",
+    "TaskMapper",
+    "TaskMapperPlugin",
     "Tool",
     "ToolError",
     "ToolResult",

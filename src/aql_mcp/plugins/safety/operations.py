@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.routing import BaseRoute
+
 from aql_mcp.auth.principal import Principal, principal_key
 from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
 from aql_mcp.operations.models import Call, Example, Lifecycle, Operation, Returns, TrustLevel
@@ -26,6 +28,9 @@ from aql_mcp.operations.results import (
     OperationError,
 )
 from aql_mcp.operations.service import PluginOperations
+from aql_mcp.plugin_host.contracts import RouteServices
+from aql_mcp.plugins.safety.console.banner import console_banner
+from aql_mcp.plugins.safety.console.routes import console_routes
 from aql_mcp.plugins.safety.gate import GateWatch
 from aql_mcp.plugins.safety.loop import ExecutionLoop
 from aql_mcp.plugins.safety.params import (
@@ -269,8 +274,17 @@ def _operator(ops: SafetyOperations) -> list[Operation]:
 
 @dataclass
 class SafetyPlugin:
+    """The safety loop's operations, and the operator console: its routes and its banner line."""
+
     name: str = "safety"
     trust: TrustLevel = "community_reviewed"
+
+    def routes(self, settings: Settings, services: RouteServices) -> list[BaseRoute]:
+        """The operator console (docs/console.md): its own guard, operator scope required."""
+        return console_routes(settings, store=services.store, verifier=services.verifier, issuer=services.dev_issuer)
+
+    def banner(self, settings: Settings, *, terminal: bool) -> str:
+        return console_banner(settings, terminal=terminal)
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings, store = operations.settings, operations.store
