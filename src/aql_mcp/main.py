@@ -28,7 +28,8 @@ from aql_mcp.plugin_host.contracts import BannerPlugin
 from aql_mcp.plugin_host.loader import check_trust, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
 from aql_mcp.protocol.primitives import Registry
-from aql_mcp.server.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
+from aql_mcp.server.connection import protocol_for
+from aql_mcp.server.connection_limits import LINGERING_REFUSALS, ConnectionLimits, message_bound
 from aql_mcp.server.file_limit import fit_connections, raise_file_limit
 from aql_mcp.server.shutdown import Companion, DrainingServer
 from aql_mcp.settings import Settings

@@ -41,9 +41,6 @@ A request in flight (a long tool call, an SSE stream) is never cut by these time
 from __future__ import annotations
 
 import asyncio
-from asyncio import TimerHandle
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
@@ -61,52 +58,17 @@ from aql_mcp.exceptions import (
 from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
 from aql_mcp.responses import error_response
 from aql_mcp.scope import PRINCIPAL_KEY
+from aql_mcp.server.connection_limits import (
+    FLOOD_REFUSALS,
+    HEADER_OVERHEAD,
+    LINGER_SECONDS,
+    MAX_QUEUED_REQUESTS,
+    ConnectionLimits,
+)
 from aql_mcp.server.connection_table import ConnectionTable, Standing
+from aql_mcp.server.deadline import Deadline
 
 log = structlog.get_logger("aql_mcp.connection")
-# How long a refused connection keeps reading (and dropping) before it closes: enough for a client
-# to read the answer and stop sending, short enough that refusals hold few file descriptors.
-LINGER_SECONDS = 2.0
-# Refused connections of a port that may linger at once, outside the connection cap: a connect
-# flood would otherwise hold twice the connect rate in descriptors (two seconds of refusals).
-LINGERING_REFUSALS = 32
-# What each header costs on the wire besides its name and value: ": " and CRLF.
-HEADER_OVERHEAD = 4
-# Requests parsed and waiting behind the one being answered: a pipelining client gets this many
-# answers, then the connection closes (RFC 9112 §9.3.2 lets it retry the rest). Without a bound, one
-# read of thousands of pipelined heads queued thousands of requests in memory.
-MAX_QUEUED_REQUESTS = 8
-# A served connection with a request started or ended this recently is never evicted: a client
-# between two requests of a burst keeps its connection. Never-served connections have no floor
-# (issue 27, N3): with one, a flood kept every slot younger than it and new connections got 503.
-MIN_EVICTABLE_SECONDS = 1.0
-# Refusals a connect flood causes by the thousand: counted, never logged one by one.
-FLOOD_REFUSALS = frozenset({"connections", "connections_per_source"})
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """The limits of one listening port; `on_refusal` counts each refusal by kind (metrics)."""
-
-    max_connections: int
-    max_header_bytes: int
-    max_headers: int
-    header_timeout: float
-    body_timeout: float
-    idle_timeout: float
-    # Every byte of one request (head, body, chunk framing, trailers) as it comes off the socket.
-    max_message_bytes: int
-    on_refusal: Callable[[str], None] = lambda kind: None
-    max_lingering: int = LINGERING_REFUSALS
-    min_evictable: float = MIN_EVICTABLE_SECONDS
-    # Open connections from one source address (`http.max_connections_per_source`); None: no cap.
-    max_per_source: int | None = None
-
-
-def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
-    """What one request may take on the wire: its head, twice the body for chunk framing (chunks of
-    8 bytes or more; framing costs the hex size and two CRLFs), and room for trailer fields."""
-    return 2 * max_body_bytes + 2 * max_header_bytes
 
 
 def source_address(transport: asyncio.BaseTransport) -> str | None:
@@ -134,8 +96,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._timer: TimerHandle | None = None
-        self._phase = ""
+        self._deadline = Deadline(self.loop)
         self._refused = False
         self._refusal: WireError | None = None
         self._head_open = True  # waiting for, or reading, a request head
@@ -147,7 +108,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._in_message = False
         self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
         self._lingering = False
-        self._stall_timer: TimerHandle | None = None
+        self._stall = Deadline(self.loop)
         self._pipeline_full = False
 
     # Connection -------------------------------------------------------------------------------
@@ -162,7 +123,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self.table.add(self, source)
         self.table.ripen_later(self.loop.call_soon)
-        self._arm("idle", self.limits.idle_timeout, self._close)
+        self._deadline.arm("idle", self.limits.idle_timeout, self._close)
 
     def _make_room(self, source: str | None) -> ConnectionLimitReached | None:
         """None when a new connection from `source` may open, evicting one if need be; else its refusal."""
@@ -182,8 +143,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._stop_stall_timer()
+        self._deadline.disarm()
+        self._stall.disarm()
         self.table.remove(self)
         if self._lingering:
             self._lingering = False
@@ -201,22 +162,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         or the connection is aborted (otherwise a request whose answer never drains stays in flight
         for ever, beyond every other deadline)."""
         super().pause_writing()
-        if self._stall_timer is None:
-            self._stall_timer = self.loop.call_later(self.limits.body_timeout, self._write_stalled)
+        self._stall.arm("stall", self.limits.body_timeout, self._write_stalled, keep=True)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self._stop_stall_timer()
-
-    def _stop_stall_timer(self) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-        self._stall_timer = None
+        self._stall.disarm()
 
     def _write_stalled(self) -> None:
-        self._stall_timer = None
+        self._stall.disarm()
         self.limits.on_refusal("write_timeout")
-        self._disarm()
+        self._deadline.disarm()
         self.table.remove(self)
         self.transport.abort()
 
@@ -303,7 +258,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_open = False
         self._heads_completed += 1
-        self._disarm()
+        self._deadline.disarm()
         if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
             self._stop_pipelining()
         super().on_headers_complete()
@@ -362,38 +317,25 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         waits its turn; the head deadline starts when the answer in flight is complete."""
         self._head_begun = True
         if not self._in_flight():
-            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+            self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
 
     def _settle(self) -> None:
         """Arm the deadline the connection's state calls for; a deadline already running keeps its
         time, so trickled bytes never extend it."""
         cycle = self.cycle
         if self._in_flight():
-            self._disarm()  # a request in flight: the app and the body middleware own its time
+            self._deadline.disarm()  # a request in flight: the app and the body middleware own its time
         elif self._head_open and self._head_begun:
-            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+            self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
         elif self._head_open:
-            self._arm("idle", self.limits.idle_timeout, self._close, keep=True)
+            self._deadline.arm("idle", self.limits.idle_timeout, self._close, keep=True)
         elif cycle is not None and cycle.response_complete:
-            self._arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
+            self._deadline.arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
         else:
-            self._disarm()
-
-    def _arm(self, phase: str, seconds: float, callback: Callable[[], None], *, keep: bool = False) -> None:
-        if keep and self._phase == phase:
-            return
-        self._disarm()
-        self._phase = phase
-        self._timer = self.loop.call_later(seconds, callback)
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._phase = ""
+            self._deadline.disarm()
 
     def _close(self) -> None:
-        self._disarm()
+        self._deadline.disarm()
         self.table.remove(self)  # out of the count now, not when the loop reports it lost
         transport = self.transport
         if transport.get_write_buffer_size() > 0:
@@ -404,7 +346,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             transport.close()
 
     def _head_timed_out(self) -> None:
-        self._timer = None
+        self._deadline.fired()
         if self._in_flight():
             return  # never cut a request in flight; `_settle` re-arms once its answer is complete
         seconds = self.limits.header_timeout
@@ -421,7 +363,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
         `preempt`: the refusal is about the request in flight, whose app has not begun to answer; the
         app then sees a disconnect (its sends are dropped) and the refusal is the answer."""
-        self._disarm()
+        self._deadline.disarm()
         self._refused = True
         self.table.remove(self)
         self.limits.on_refusal(kind)
@@ -451,8 +393,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             transport.write_eof()
         table.lingering += 1
         self._lingering = True
-        self._phase = "linger"
-        self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
+        self._deadline.arm("linger", LINGER_SECONDS, transport.close)
 
 
 class _PipelineFull(Exception):
