@@ -60,13 +60,13 @@ from aql_mcp.responses import error_response
 from aql_mcp.scope import PRINCIPAL_KEY
 from aql_mcp.server.connection_limits import (
     FLOOD_REFUSALS,
-    HEADER_OVERHEAD,
     LINGER_SECONDS,
     MAX_QUEUED_REQUESTS,
     ConnectionLimits,
 )
 from aql_mcp.server.connection_table import ConnectionTable, Standing
 from aql_mcp.server.deadline import Deadline
+from aql_mcp.server.request_count import RequestCount
 
 log = structlog.get_logger("aql_mcp.connection")
 
@@ -99,14 +99,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._deadline = Deadline(self.loop)
         self._refused = False
         self._refusal: WireError | None = None
-        self._head_open = True  # waiting for, or reading, a request head
-        self._head_begun = False
-        self._head_bytes = 0  # raw bytes of the head being read, counted per read
-        self._field_bytes = 0  # request target and header fields, counted by the parser callbacks
-        self._fields = 0
-        self._heads_completed = 0
-        self._in_message = False
-        self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
+        self._count = RequestCount(self.limits)
         self._lingering = False
         self._stall = Deadline(self.loop)
         self._pipeline_full = False
@@ -178,10 +171,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused or self._pipeline_full:
             return  # lingering, or past the pipelining bound: dropped unread
-        in_head = self._head_open
+        in_head = self._count.head_open
         if in_head:
             self._begin_head()
-        self._heads_completed = 0
+        self._count.heads_completed = 0
         self._feed(data)
         if self._refused or self._pipeline_full or self.transport.is_closing():
             return  # a refusal, or the rest of this read dropped at the pipelining bound
@@ -189,22 +182,13 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._settle()
 
     def _over_limits(self, size: int, *, in_head: bool) -> bool:
-        """Count a read against the unfinished head, then against the open message; refuse past either."""
-        if in_head and self._head_open and not self._heads_completed:
-            # The whole read belongs to the unfinished head; counted after the parser took it, as a
-            # read that completes a head may carry body bytes too.
-            self._head_bytes += size
-            if self._head_bytes > self.limits.max_header_bytes:
-                self._refuse(self._too_large(), "headers")
-                return True
-        if self._in_message:
-            # The whole read is charged to the message still open after it (a read that ended one
-            # pipelined request and began the next is charged to the next: at most a read too many).
-            self._message_bytes += size
-            if self._message_bytes > self.limits.max_message_bytes:
-                self._message_too_large()
-                return True
-        return False
+        """Count a read (request_count.py); refuse past the head or the message limit."""
+        over = self._count.read(size, in_head=in_head)
+        if over == "headers":
+            self._refuse(self._too_large(), "headers")
+        elif over == "body":
+            self._message_too_large()
+        return over is not None
 
     def _feed(self, data: bytes) -> None:
         # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
@@ -242,22 +226,20 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._begin_head()
-        self._field_bytes = 0
-        self._fields = 0
-        self._in_message = True
-        self._message_bytes = 0
+        self._count.message_begun()
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
-        self._count_field(len(url), fields=0)
+        if self._count.field(len(url), fields=0):
+            self._refuse_head()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_field(len(name) + len(value) + HEADER_OVERHEAD, fields=1)
+        if self._count.header(name, value):
+            self._refuse_head()
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._head_open = False
-        self._heads_completed += 1
+        self._count.head_complete()
         self._deadline.disarm()
         if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
             self._stop_pipelining()
@@ -275,18 +257,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_message = False
-        self._head_open = True
-        self._head_begun = False
-        self._head_bytes = 0
+        self._count.message_complete()
 
-    def _count_field(self, size: int, *, fields: int) -> None:
-        self._field_bytes += size
-        self._fields += fields
-        if self._field_bytes > self.limits.max_header_bytes or self._fields > self.limits.max_headers:
-            self._refusal = self._too_large()
-            # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
-            raise self._refusal
+    def _refuse_head(self) -> None:
+        self._refusal = self._too_large()
+        # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
+        raise self._refusal
 
     def _message_too_large(self) -> None:
         cycle = self.cycle
@@ -315,7 +291,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """Head bytes arrived. With a request in flight (an SSE stream, a long call) they are only
         noted: empty lines before a request line are allowed (RFC 9112 §2.2) and a pipelined head
         waits its turn; the head deadline starts when the answer in flight is complete."""
-        self._head_begun = True
+        self._count.head_begun = True
         if not self._in_flight():
             self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
 
@@ -325,9 +301,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if self._in_flight():
             self._deadline.disarm()  # a request in flight: the app and the body middleware own its time
-        elif self._head_open and self._head_begun:
+        elif self._count.head_open and self._count.head_begun:
             self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
-        elif self._head_open:
+        elif self._count.head_open:
             self._deadline.arm("idle", self.limits.idle_timeout, self._close, keep=True)
         elif cycle is not None and cycle.response_complete:
             self._deadline.arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
