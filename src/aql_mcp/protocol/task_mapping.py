@@ -1,6 +1,6 @@
 """MCP 2025-11-25 tasks, the core's side: the extension point a plugin fills to run task-augmented
 `tools/call`s as work of its own (the executions plugin maps them onto executions, docs/executions.md
-"MCP tasks"; docs/plugins.md "Legacy tasks").
+"MCP tasks"; docs/plugins.md "HTTP routes, banner lines and legacy tasks").
 
 Only in the legacy era, and only for a session whose client declared `tasks` in `initialize`
 (2025-11-25 tasks, "Capabilities"): the core's `tools/list` marks the mapper's tools with
