@@ -28,7 +28,7 @@ from aql_mcp.operations.results import (
     OperationError,
 )
 from aql_mcp.operations.service import PluginOperations
-from aql_mcp.plugin_host.contracts import RouteServices
+from aql_mcp.plugin import RouteServices
 from aql_mcp.plugins.safety.console.banner import console_banner
 from aql_mcp.plugins.safety.console.routes import console_routes
 from aql_mcp.plugins.safety.gate import GateWatch
