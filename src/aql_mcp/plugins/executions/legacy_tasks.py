@@ -134,7 +134,7 @@ class LegacyTasks:
         owner = self._owner(ctx)
         before = _cursor(params.get("cursor"))
         found = await self._executions.store.list_executions(
-            owner, status=None, limit=LIST_PAGE + 1, principal=principal_key(ctx.principal), before=before
+            owner, status=None, limit=LIST_PAGE + 1, principal=principal_digest(ctx.principal), before=before
         )
         page = found[:LIST_PAGE]
         out: dict[str, Any] = {"tasks": [self.task(record) for record in page]}
@@ -190,13 +190,14 @@ class LegacyTasks:
             raise InvalidParams(data={"field": "taskId", "reason": "required"})
         record = await self._executions.store.get(task_id, owner)
         # Another principal's execution is not its task, even within one tenant.
-        if record is None or record.principal != principal_key(ctx.principal):
+        if record is None or record.principal != principal_digest(ctx.principal):
             raise _unknown()
         return record
 
 
-def principal_key(principal: Principal | None) -> str | None:
-    """What binds a task to its principal: the digest of its subject, never the subject itself."""
+def principal_digest(principal: Principal | None) -> str | None:
+    """What binds a task to its principal: the digest of its subject, never the subject itself; an
+    anonymous caller's executions are nobody's task (None, unlike `auth.principal.principal_key`)."""
     return None if principal is None else principal.digest
 
 

@@ -40,7 +40,7 @@ from aql_mcp.plugins.executions.legacy_tasks import (
     AS_TASK,
     TASK_OPERATIONS,
     LegacyTasks,
-    principal_key,
+    principal_digest,
 )
 from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
 from aql_mcp.plugins.executions.rows import FORMATS
@@ -191,7 +191,7 @@ class Executions:
             session_id=call.session_id,
             params=details,
             progress=Progress(0, None, "pending"),
-            principal=principal_key(call.principal),
+            principal=principal_digest(call.principal),
         )
         cap = self.settings.executions.max_live_per_principal
         kept = self.settings.executions.max_retained_bytes_per_tenant
