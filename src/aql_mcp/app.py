@@ -1,9 +1,10 @@
-"""`create_app(settings)`: the ASGI application, assembled top to bottom.
+"""`create_app(settings)`: the ASGI application, assembled top to bottom by named builders.
 
 Global middleware, outermost first: request id -> tracing -> access log/metrics -> errors ->
 body limit -> Origin/CORS (the request id is outermost so that even a 500 carries it).
-The MCP endpoint adds route middleware: Host -> auth -> protocol version. Probes, the service
-page and the discovery documents stay outside MCP auth.
+The MCP endpoint adds route middleware: Host -> auth -> rate limit -> protocol version. Probes,
+the service page and the discovery documents stay outside MCP auth; plugins' routes (the
+safety plugin's operator console) come last and bring their own guards (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -16,21 +17,20 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from aql_mcp import __version__
 from aql_mcp.auth.dev_issuer import DevIssuer
-from aql_mcp.auth.verifier import build_authentication
+from aql_mcp.auth.verifier import Authentication, build_authentication
+from aql_mcp.endpoint.edges import Edges
 from aql_mcp.endpoint.eras import EraRouter
 from aql_mcp.endpoint.legacy.sessions import SessionManager
-from aql_mcp.endpoint.legacy.transport import StreamableHTTPEndpoint
-from aql_mcp.endpoint.modern.endpoint import ModernEndpoint
-from aql_mcp.endpoint.modern.listen import ListenEndpoint
 from aql_mcp.endpoint.modern.listeners import Listeners
-from aql_mcp.endpoint.modern.request_state import RequestStateSealer
 from aql_mcp.endpoint.modern.task_methods import TaskMethods
 from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
 from aql_mcp.endpoint.notifier import Notifier
+from aql_mcp.exceptions import ConfigError
 from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
 from aql_mcp.middleware.access import AccessMiddleware
@@ -48,26 +48,19 @@ from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
-from aql_mcp.operations.endpoints import Surface
-from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.plugin_host.contracts import BackgroundPlugin, RouteServices, RoutesPlugin, TaskMapperPlugin
 from aql_mcp.plugin_host.hooks import PluginHooks
-from aql_mcp.plugin_host.loader import AnyPlugin, legacy_dispatcher, load_plugins
+from aql_mcp.plugin_host.loader import AnyPlugin, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
-from aql_mcp.plugins.safety.console.routes import console_routes
-from aql_mcp.protocol.lifecycle import HandshakeLimits
-from aql_mcp.protocol.methods import build_dispatcher
-from aql_mcp.protocol.policy import ScopeRules
+from aql_mcp.protocol.methods import build_dispatcher, legacy_table
 from aql_mcp.protocol.primitives import Registry
+from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.settings import Settings
+from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 
 log = structlog.get_logger("aql_mcp.plugins")
 Endpoint = Callable[[Request], Awaitable[Response]]
-# What a caller without a token may do when `auth.anonymous_listing` is on (corporate §7.1 MAY).
-# `server/discover` is the modern era's counterpart of `initialize` (docs/eras.md).
-ANONYMOUS_METHODS = frozenset(
-    {"initialize", "notifications/initialized", "ping", "tools/list", "prompts/list", "server/discover"}
-)
 
 
 def create_app(
@@ -75,6 +68,27 @@ def create_app(
 ) -> Starlette:
     """The app; `span_exporter` lets tests collect spans in memory; `plugins` are plugin objects
     loaded after those the settings name (aql_mcp.testing.client)."""
+    telemetry = build_telemetry(settings, span_exporter)
+    registry, store = Registry(), open_store(settings)
+    loaded = loaded_plugins(settings, registry, store, telemetry, plugins)
+    hooks = PluginHooks(loaded)
+    services, router = assemble(settings, telemetry, registry, store, loaded, hooks)
+    verifier = services.authentication.verifier
+    extra = plugin_routes(
+        settings, loaded, RouteServices(store=store, verifier=verifier, dev_issuer=services.dev_issuer)
+    )
+    background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
+    app = Starlette(
+        routes=service_routes(services, router, extra),
+        middleware=global_middleware(services),
+        lifespan=lifespan(services, store, background, hooks),
+    )
+    app.state.services = services
+    return app
+
+
+def build_telemetry(settings: Settings, span_exporter: SpanExporter | None) -> Telemetry:
+    """Metrics and tracing of this app (docs/monitoring.md)."""
     metrics = Metrics(service=settings.server.name, version=__version__)
     tracing = Tracing(
         service=settings.tracing.service_name or settings.server.name,
@@ -83,17 +97,72 @@ def create_app(
         sample_ratio=settings.tracing.sample_ratio,
         exporter=span_exporter,
     )
-    telemetry = Telemetry(metrics=metrics, tracing=tracing)
-    registry = Registry()
-    store = open_store(settings)
-    share = ReplicaShare()
+    return Telemetry(metrics=metrics, tracing=tracing)
+
+
+def loaded_plugins(
+    settings: Settings, registry: Registry, store: Store, telemetry: Telemetry, objects: Sequence[AnyPlugin]
+) -> list[AnyPlugin]:
+    """The plugins the settings name, then `objects`, each registered (plugin_host/loader.py)."""
     sources = plugin_sources(settings)
-    loaded = load_plugins(sources, registry, settings, store, telemetry, plugins)
+    loaded = load_plugins(sources, registry, settings, store, telemetry, objects)
     for plugin, source in zip(loaded, sources, strict=False):  # objects (tests) come last, unnamed
         log.info("plugin_loaded", plugin=plugin.name, source=source.origin, path=source.path)
-    background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
-    hooks = PluginHooks(loaded)
-    sessions = SessionManager(
+    return loaded
+
+
+def assemble(
+    settings: Settings,
+    telemetry: Telemetry,
+    registry: Registry,
+    store: Store,
+    loaded: Sequence[AnyPlugin],
+    hooks: PluginHooks,
+) -> tuple[Services, EraRouter]:
+    """What the app is made of, and `/mcp`: both eras' edges over one dispatcher (docs/eras.md)."""
+    metrics, share = telemetry.metrics, ReplicaShare()
+    sessions = session_manager(settings, store, metrics, hooks)
+    streams = settings.streams
+    listeners = Listeners(
+        max_open=streams.max_listens, max_per_owner=streams.max_listens_per_principal, on_limit=metrics.limit_event
+    )
+    # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
+    notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
+    tasks = task_runner(settings, store, notifier)
+    mapper = task_mapper(loaded)
+    dispatcher = build_dispatcher(registry, settings, telemetry, tasks, mapper)
+    edges = Edges(settings=settings, registry=registry, telemetry=telemetry, notifier=notifier)
+    endpoint = edges.legacy(sessions, legacy_table(dispatcher, mapper), mapper)
+    # The Tasks extension's methods exist in the modern era only (endpoint/modern/tasks_extension.py).
+    modern = edges.modern(dispatcher.extended(TaskMethods(store.tasks, tasks).table()), store, listeners)
+    issuer = dev_issuer(settings)
+    authentication = authentication_of(settings, issuer, metrics)
+    metrics.track(
+        sessions=sessions.live_count,
+        streams=lambda: len(endpoint.connections) + len(listeners),
+        replicas=lambda: share.replicas,
+        session_cap=settings.sessions.max_open,
+    )
+    services = Services(
+        settings=settings,
+        registry=registry,
+        sessions=sessions,
+        endpoint=endpoint,
+        probes=Probes(store, authentication.jwks, on_store_check=metrics.store_check),
+        dev_issuer=issuer,
+        authentication=authentication,
+        telemetry=telemetry,
+        share=share,
+        listeners=listeners,
+        notifier=notifier,
+        tasks=tasks,
+        plugins=tuple(loaded),
+    )
+    return services, EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
+
+
+def session_manager(settings: Settings, store: Store, metrics: Metrics, hooks: PluginHooks) -> SessionManager:
+    return SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
         max_open=settings.sessions.max_open,
@@ -102,101 +171,52 @@ def create_app(
         on_limit=metrics.limit_event,
         on_end=hooks.session_end,
     )
-    streams = settings.streams
-    listeners = Listeners(
-        max_open=streams.max_listens, max_per_owner=streams.max_listens_per_principal, on_limit=metrics.limit_event
-    )
-    # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
-    notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
-    tasks = TaskRunner(
+
+
+def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRunner:
+    return TaskRunner(
         store.tasks,
         hub=notifier,
         ttl_seconds=settings.mcp.task_ttl_seconds,
         max_per_owner=settings.mcp.max_tasks_per_principal,
         max_result_bytes=settings.limits.max_result_bytes,
     )
-    dispatcher = build_dispatcher(registry, settings, telemetry, tasks)
-    legacy, task_capability = legacy_dispatcher(dispatcher, loaded)
-    handshake_limits = HandshakeLimits(
-        max_bytes=settings.sessions.max_client_info_bytes, max_depth=settings.sessions.max_client_info_depth
-    )
-    anonymous_methods = ANONYMOUS_METHODS if settings.auth.anonymous_listing else frozenset()
-    endpoint = StreamableHTTPEndpoint(
-        sessions=sessions,
-        dispatcher=legacy,
-        telemetry=telemetry,
-        hub=notifier,
-        server_name=settings.server.name,
-        instructions=instructions(settings, registry),
-        retry_ms=settings.streams.retry_ms,
-        log_level=settings.logging.level,
-        anonymous_methods=anonymous_methods,
-        # A request runs at most the tool timeout; a follower waits that long and a little more.
-        follow_seconds=settings.limits.tool_timeout_seconds + 5.0,
-        handshake_limits=handshake_limits,
-        task_capability=task_capability,
-    )
-    # The same dispatcher, handlers and plugins serve the modern era (docs/eras.md).
-    listen = ListenEndpoint(
-        listeners=listeners,
-        registry=registry,
-        rules=ScopeRules(resources=settings.auth.policy.resources),
-        server_info={"name": settings.server.name, "title": settings.server.name, "version": __version__},
-        keepalive_seconds=streams.keepalive_seconds,
-        max_uris=streams.max_listen_resources,
-    )
-    modern = ModernEndpoint(
-        # The Tasks extension's methods exist in the modern era only (endpoint/modern/tasks_extension.py).
-        dispatcher=dispatcher.extended(TaskMethods(store.tasks, tasks).table()),
-        hub=notifier,
-        server_name=settings.server.name,
-        instructions=instructions(settings, registry),
-        telemetry=telemetry,
-        sealer=RequestStateSealer.for_settings(settings, store),
-        keepalive_seconds=settings.streams.keepalive_seconds,
-        anonymous_methods=anonymous_methods,
-        handshake_limits=handshake_limits,
-        param_headers=registry.param_headers,
-        listen=listen,
-    )
-    router = EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
-    issuer = (
-        DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
-        if settings.server.dev
-        else None
-    )
-    authentication = build_authentication(
+
+
+def task_mapper(plugins: Sequence[AnyPlugin]) -> TaskMapper | None:
+    """The legacy task mapper a plugin offers (protocol/task_mapping.py); at most one plugin may."""
+    mappers = [(plugin.name, plugin.task_mapper()) for plugin in plugins if isinstance(plugin, TaskMapperPlugin)]
+    offered = [(name, mapper) for name, mapper in mappers if mapper is not None]
+    if len(offered) > 1:
+        names = ", ".join(name for name, _ in offered)
+        raise ConfigError(f"plugins {names}: each maps MCP 2025-11-25 tasks; at most one plugin may")
+    return offered[0][1] if offered else None
+
+
+def dev_issuer(settings: Settings) -> DevIssuer | None:
+    if not settings.server.dev:
+        return None
+    return DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+
+
+def authentication_of(settings: Settings, issuer: DevIssuer | None, metrics: Metrics) -> Authentication:
+    return build_authentication(
         settings,
         issuer,
         on_refresh=metrics.jwks_refresh,
         on_introspection=metrics.introspection_call,
         on_limit=metrics.limit_event,
     )
-    metrics.track(
-        sessions=sessions.live_count,
-        streams=lambda: len(endpoint.connections) + len(listeners),
-        replicas=lambda: share.replicas,
-        session_cap=settings.sessions.max_open,
-    )
-    services = Services(
-        settings,
-        registry,
-        sessions,
-        endpoint,
-        Probes(store, authentication.jwks, on_store_check=metrics.store_check),
-        issuer,
-        authentication,
-        telemetry,
-        share,
-        listeners,
-        notifier,
-        tasks,
-    )
-    mcp_middleware = [
+
+
+def mcp_middleware(services: Services) -> list[Middleware]:
+    """`/mcp`'s own guards, outermost first: Host, authentication, rate limit, protocol version."""
+    settings, metrics = services.settings, services.telemetry.metrics
+    return [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
         Middleware(
             AuthMiddleware,
-            verifier=authentication.verifier,
+            verifier=services.authentication.verifier,
             realm=settings.server.name,
             resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
             required_scopes=settings.auth.required_scopes,
@@ -208,13 +228,19 @@ def create_app(
             rate_per_second=settings.limits.rate_per_second,
             burst=settings.limits.rate_burst,
             max_concurrent=settings.limits.max_concurrent_calls,
-            share=share,
+            share=services.share,
             on_refusal=metrics.limit_event,
         ),
         Middleware(ProtocolVersionMiddleware, modern_enabled=settings.mcp.modern_era),
     ]
-    routes = [
-        Route("/mcp", router, middleware=mcp_middleware),
+
+
+def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:
+    """`/mcp`, the probes, the service page and discovery documents, then the plugins' routes (`extra`),
+    then the development JWKS and `/metrics` when they are served here."""
+    settings = services.settings
+    routes: list[BaseRoute] = [
+        Route("/mcp", router, middleware=mcp_middleware(services)),
         Route("/health", services.probes.health, methods=["GET"]),
         Route("/ready", services.probes.ready, methods=["GET"]),
         Route(
@@ -224,33 +250,40 @@ def create_app(
             middleware=[Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)],
         ),
         Route("/.well-known/oauth-protected-resource", protected_resource(settings), methods=["GET"]),
-        # The operator console (docs/console.md): its own guard, operator scope required.
-        *console_routes(settings, store=store, verifier=authentication.verifier, issuer=issuer),
+        *extra,
     ]
-    if issuer is not None:
-        routes.append(Route("/.well-known/jwks.json", jwks(issuer), methods=["GET"]))
+    if services.dev_issuer is not None:
+        routes.append(Route("/.well-known/jwks.json", jwks(services.dev_issuer), methods=["GET"]))
     if settings.metrics.enabled and settings.metrics.port is None:
+        metrics = services.telemetry.metrics
         routes.append(Route("/metrics", MetricsEndpoint(metrics, allowed=settings.metrics.allowed_clients)))
-    app = Starlette(
-        routes=routes,
-        middleware=[
-            Middleware(StartupRefusalMiddleware, refusal=services.refusal),
-            Middleware(RequestIdMiddleware),
-            Middleware(TracingMiddleware, tracing=tracing),
-            Middleware(AccessMiddleware, metrics=metrics),
-            Middleware(ServerErrorMiddleware),
-            Middleware(
-                BodyLimitMiddleware,
-                max_bytes=settings.http.max_body_bytes,
-                timeout_seconds=settings.http.body_timeout_seconds,
-                on_refusal=metrics.limit_event,
-            ),
-            Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
-        ],
-        lifespan=lifespan(services, store, background, hooks),
-    )
-    app.state.services = services
-    return app
+    return routes
+
+
+def plugin_routes(settings: Settings, plugins: Sequence[AnyPlugin], services: RouteServices) -> list[BaseRoute]:
+    """The HTTP routes plugins serve (plugin_host/contracts.py `RoutesPlugin`), in load order."""
+    return [
+        route for plugin in plugins if isinstance(plugin, RoutesPlugin) for route in plugin.routes(settings, services)
+    ]
+
+
+def global_middleware(services: Services) -> list[Middleware]:
+    """Around every route, outermost first (the module docstring says why in this order)."""
+    settings, telemetry = services.settings, services.telemetry
+    return [
+        Middleware(StartupRefusalMiddleware, refusal=services.refusal),
+        Middleware(RequestIdMiddleware),
+        Middleware(TracingMiddleware, tracing=telemetry.tracing),
+        Middleware(AccessMiddleware, metrics=telemetry.metrics),
+        Middleware(ServerErrorMiddleware),
+        Middleware(
+            BodyLimitMiddleware,
+            max_bytes=settings.http.max_body_bytes,
+            timeout_seconds=settings.http.body_timeout_seconds,
+            on_refusal=telemetry.metrics.limit_event,
+        ),
+        Middleware(OriginMiddleware, allowed_origins=settings.allowed_origins),
+    ]
 
 
 def create_metrics_app(settings: Settings, metrics: Metrics) -> Starlette:
@@ -272,21 +305,6 @@ def create_probes_app(probes: Probes) -> Starlette:
         ],
         middleware=[Middleware(RequestIdMiddleware), Middleware(ServerErrorMiddleware)],
     )
-
-
-def instructions(settings: Settings, registry: Registry) -> str:
-    text = (
-        f"{settings.server.name} serves tools, prompts and resources registered by its plugins. "
-        "Call tools/list to see the tools; every tool states its side effects and risk level."
-    )
-    aql = settings.aql
-    introspecting = Surface(aql.mode, aql.profile, aql.tool_prefix).introspect_tool
-    if registry.tool(introspecting) is not None:
-        text += (
-            f" Its operations are served through MCP-AQL: call {introspecting} with "
-            '{"operation": "introspect", "params": {"query": "operations"}} to list them.'
-        )
-    return text
 
 
 def protected_resource(settings: Settings) -> Endpoint:

@@ -28,7 +28,7 @@ from aql_mcp.middleware.rate_limit import ReplicaShare
 from aql_mcp.middleware.refusal import Refusal
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
-from aql_mcp.plugin_host.contracts import BackgroundPlugin
+from aql_mcp.plugin_host.contracts import BackgroundPlugin, OperationsPlugin, Plugin
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.protocol.primitives import Kind, Registry
 from aql_mcp.settings import Settings
@@ -42,7 +42,7 @@ HEARTBEAT_SECONDS = 5.0
 LIST_CHANGED = {"tool": "notifications/tools/list_changed", "prompt": "notifications/prompts/list_changed"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Services:
     """What the app is made of, reachable from tests and the CLI as `app.state.services`."""
 
@@ -58,6 +58,8 @@ class Services:
     listeners: Listeners
     notifier: Notifier
     tasks: TaskRunner
+    # The loaded plugins, in load order: the CLI asks them for banner lines (plugin_host/contracts.py).
+    plugins: tuple[Plugin | OperationsPlugin, ...] = ()
     # Set when the start was refused for its configuration (a store a newer release migrated).
     refusal: Refusal = field(default_factory=Refusal)
 

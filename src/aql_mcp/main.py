@@ -24,11 +24,12 @@ from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_rec
 from aql_mcp.configuration import load_settings, records_dir
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.observability.logging import configure_logging
+from aql_mcp.plugin_host.contracts import BannerPlugin
 from aql_mcp.plugin_host.loader import check_trust, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
-from aql_mcp.plugins.safety.console.passcode import code_path, current_code
 from aql_mcp.protocol.primitives import Registry
-from aql_mcp.server.connection import LINGERING_REFUSALS, ConnectionLimits, message_bound, protocol_for
+from aql_mcp.server.connection import protocol_for
+from aql_mcp.server.connection_limits import LINGERING_REFUSALS, ConnectionLimits, message_bound
 from aql_mcp.server.file_limit import fit_connections, raise_file_limit
 from aql_mcp.server.shutdown import Companion, DrainingServer
 from aql_mcp.settings import Settings
@@ -116,7 +117,7 @@ def serve(args: argparse.Namespace) -> int:
     configure_logging(level=settings.logging.level, console=log_format == "console")
     app = create_app(settings)
     if settings.server.dev:
-        _print_banner(settings, args.config)
+        _print_banner(settings, args.config, app.state.services.plugins)
     limits = connection_limits(settings, on_refusal=app.state.services.telemetry.metrics.limit_event)
     # Bound before anything is served: a taken metrics or probes port is a configuration error, not
     # a failure after the service port is already answering.
@@ -313,7 +314,7 @@ def token_command(settings: Settings, config: Path | None) -> str:
     return shlex.join(parts)
 
 
-def _print_banner(settings: Settings, config: Path | None) -> None:
+def _print_banner(settings: Settings, config: Path | None, plugins: Sequence[object]) -> None:
     url = f"{settings.base_url}/mcp"
     command = token_command(settings, config)
     # Printed once, on purpose, in development mode only; never through the logger. The token only
@@ -336,7 +337,7 @@ def _print_banner(settings: Settings, config: Path | None) -> None:
         f"{how}"
         "Example call (MCP 2026-07-28, no session: which operations are there):\n\n"
         f"{_example_call(url)}\n"
-        f"{_console_line(settings)}",
+        f"{_plugin_lines(settings, plugins)}",
         file=sys.stderr,
         flush=True,
     )
@@ -358,15 +359,11 @@ def _example_call(url: str) -> str:
     )
 
 
-def _console_line(settings: Settings) -> str:
-    """The console's address and the development login's sign-in code (plugins/safety/console/passcode.py): the
-    code, like the token, only to a terminal; otherwise where to read it."""
-    if not settings.console.enabled:
-        return ""
-    path = code_path(settings.store.path).absolute()
-    code = current_code(settings.store.path) if sys.stderr.isatty() else None
-    how = f"sign-in code: {code}" if code else f"sign-in code: run `cat {shlex.quote(str(path))}`"
-    return f"\nOperator console: {settings.base_url}/console (development login; {how})\n"
+def _plugin_lines(settings: Settings, plugins: Sequence[object]) -> str:
+    """What plugins add to the banner (the safety plugin: the operator console's address and
+    sign-in code); a secret only when stderr is a terminal, as the token above."""
+    terminal = sys.stderr.isatty()
+    return "".join(plugin.banner(settings, terminal=terminal) for plugin in plugins if isinstance(plugin, BannerPlugin))
 
 
 if __name__ == "__main__":

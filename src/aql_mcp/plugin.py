@@ -24,7 +24,9 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `Registry` and `PluginOperations`; and `Settings` (with `LimitSettings`, its `limits` section),
   what a plugin factory (`module:function`) is called with. `ConfigError` is what a factory or
   `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
-  without a traceback.
+  without a traceback. A plugin may also serve HTTP routes of its own (`RoutesPlugin`, handed
+  `RouteServices`), add lines to the development banner (`BannerPlugin`), and run task-augmented
+  MCP 2025-11-25 calls as tasks (`TaskMapperPlugin` returning a `TaskMapper`).
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
   `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
   the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
@@ -53,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.opaque import digest as credential_digest
-from aql_mcp.auth.principal import Principal, subject_digest
+from aql_mcp.auth.principal import Principal, principal_key, subject_digest
 from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier, bearer_credential
 from aql_mcp.exceptions import (
     AuthError,
@@ -113,11 +115,15 @@ from aql_mcp.operations.results import (
 from aql_mcp.operations.service import PluginOperations
 from aql_mcp.plugin_host.contracts import (
     BackgroundPlugin,
+    BannerPlugin,
     ConfigurablePlugin,
     HousekeepingPlugin,
     OperationsPlugin,
     Plugin,
+    RouteServices,
+    RoutesPlugin,
     SessionEndPlugin,
+    TaskMapperPlugin,
 )
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
@@ -141,6 +147,7 @@ from aql_mcp.protocol.primitives import (
     ToolResult,
     with_deprecation,
 )
+from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
@@ -166,6 +173,7 @@ __all__ = [
     "AuditLog",
     "AuthError",
     "BackgroundPlugin",
+    "BannerPlugin",
     "BearerVerifier",
     "Call",
     "Category",
@@ -210,6 +218,8 @@ __all__ = [
     "ResourceTemplate",
     "Returns",
     "RevocationStore",
+    "RouteServices",
+    "RoutesPlugin",
     "SchemaTooNew",
     "SessionEndPlugin",
     "Settings",
@@ -218,6 +228,8 @@ __all__ = [
     "Store",
     "StoreError",
     "Tables",
+    "TaskMapper",
+    "TaskMapperPlugin",
     "TokenVerifier",
     "Tool",
     "ToolError",
@@ -236,6 +248,7 @@ __all__ = [
     "error_object",
     "image",
     "message",
+    "principal_key",
     "request_id_of",
     "subject_digest",
     "text",

@@ -7,18 +7,39 @@ tied to the request id (corporate §13.3, §15.2).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
 import orjson
 import structlog
-from starlette.types import Send
+from starlette.types import Message, Send
 
 from aql_mcp.exceptions import InternalError, WireError
 from aql_mcp.jsonrpc.messages import RequestId, encode_error
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 log = structlog.get_logger("aql_mcp.errors")
+
+
+class ResponseWatch:
+    """`send`, remembering whether the response has started: until then a middleware may still
+    answer an error of its own; after, it can only let the exception go on."""
+
+    __slots__ = ("_send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
+
+
+def header_fields(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """`headers` as ASGI header fields (Latin-1, as HTTP/1.1 carries them)."""
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
 
 
 def error_object(exc: BaseException, request_id: str) -> tuple[WireError, dict[str, Any]]:
@@ -37,8 +58,7 @@ def error_object(exc: BaseException, request_id: str) -> tuple[WireError, dict[s
 async def send_error(send: Send, exc: BaseException, *, request_id: str, message_id: RequestId | None = None) -> None:
     """Answer the HTTP exchange with the error's status and a JSON-RPC error body."""
     wire, error = error_object(exc, request_id)
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
-    await send_body(send, wire.status, encode_error(message_id, error), headers)
+    await send_body(send, wire.status, encode_error(message_id, error), header_fields(wire.headers))
 
 
 async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -77,7 +97,7 @@ def error_response(error: WireError, *, request_id: str, headers: list[tuple[byt
         *headers,
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode("ascii")),
-        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items() if k != "connection"),
+        *header_fields({k: v for k, v in wire.headers.items() if k != "connection"}),
         (b"connection", b"close"),
     ]
     status = f"HTTP/1.1 {wire.status} {HTTPStatus(wire.status).phrase}\r\n".encode("ascii")

@@ -21,6 +21,18 @@ def check_safety(settings: Settings) -> None:
             "http.allowed_origins (AQL_MCP_HTTP__ALLOWED_ORIGINS): '*' is refused outside development mode; "
             "list the exact origins"
         )
+    _check_token_sources(settings)
+    _check_idp_transport(settings)
+    _check_store(settings)
+    _check_ports(settings)
+    if settings.server.dev and not _is_loopback(settings.server.host):
+        raise ConfigError(
+            f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
+        )
+
+
+def _check_token_sources(settings: Settings) -> None:
+    """Where tokens are checked against: real keys outside development, and what each source needs."""
     auth = settings.auth
     if not settings.server.dev and ("HS256" in auth.algorithms or auth.hs256_secret is not None):
         raise ConfigError(
@@ -45,7 +57,10 @@ def check_safety(settings: Settings) -> None:
             "auth.introspection_client_id / auth.introspection_client_secret (AQL_MCP_AUTH__INTROSPECTION_CLIENT_ID, "
             "AQL_MCP_AUTH__INTROSPECTION_CLIENT_SECRET): required with auth.introspection_url"
         )
-    _check_idp_transport(settings)
+
+
+def _check_store(settings: Settings) -> None:
+    """The store's pool and password, and the key replicas sharing a PostgreSQL store sign with."""
     store = settings.store
     if store.is_postgres and store.pool_min_size > store.pool_max_size:
         raise ConfigError(
@@ -66,6 +81,10 @@ def check_safety(settings: Settings) -> None:
             "PostgreSQL store; every replica must sign and verify input_required request state with the same "
             "key (mount it from a Secret), or set mcp.modern_era false"
         )
+
+
+def _check_ports(settings: Settings) -> None:
+    """The side ports (metrics, probes) each take a port of their own."""
     if settings.metrics.port is not None and settings.metrics.port == settings.server.port:
         raise ConfigError(
             "metrics.port (AQL_MCP_METRICS__PORT): must differ from server.port; leave it null to serve "
@@ -76,10 +95,6 @@ def check_safety(settings: Settings) -> None:
         raise ConfigError(
             "probes.port (AQL_MCP_PROBES__PORT): must differ from server.port and metrics.port; leave it null "
             "to serve /health and /ready on the service port only"
-        )
-    if settings.server.dev and not _is_loopback(settings.server.host):
-        raise ConfigError(
-            f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"
         )
 
 

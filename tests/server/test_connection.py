@@ -12,12 +12,8 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from aql_mcp.server.connection import (
-    MAX_QUEUED_REQUESTS,
-    ConnectionLimits,
-    message_bound,
-    protocol_for,
-)
+from aql_mcp.server.connection import protocol_for
+from aql_mcp.server.connection_limits import MAX_QUEUED_REQUESTS, ConnectionLimits, message_bound
 from aql_mcp.server.connection_table import ConnectionTable
 from tests.support.wait import eventually
 

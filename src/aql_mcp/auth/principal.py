@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+ANONYMOUS = "anonymous"
+
 
 def subject_digest(subject: str) -> str:
     """A stable, non-reversible id of a subject for logs and session ownership."""
@@ -29,3 +31,9 @@ class Principal:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "digest", subject_digest(self.subject))
+
+
+def principal_key(principal: Principal | None) -> str:
+    """Whose something is (a rate bucket, a task, a request state, a safety run): the principal's
+    digest, never its subject; every caller without a token shares the key `anonymous`."""
+    return principal.digest if principal is not None else ANONYMOUS

@@ -32,10 +32,6 @@ class Dispatcher(Generic[C]):
         """A dispatcher with these methods as well (an era that serves more than another)."""
         return Dispatcher({**self._methods, **methods}, self._notifications)
 
-    def handler(self, method: str) -> Handler[C] | None:
-        """The method's handler, for a table that wraps it."""
-        return self._methods.get(method)
-
     def has_method(self, method: str) -> bool:
         return method in self._methods
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import structlog
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
 from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, WireError
-from aql_mcp.responses import send_error
+from aql_mcp.responses import ResponseWatch, send_error
 from aql_mcp.scope import PRINCIPAL_KEY, header, request_id_of
 
 log = structlog.get_logger("aql_mcp.auth")
@@ -52,17 +52,11 @@ class AuthMiddleware:
         except WireError as exc:
             await self._refuse(scope, send, exc)
             return
-        started = False
-
-        async def watch(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        watch = ResponseWatch(send)
         try:
             await self.app(scope, receive, watch)
         except AuthError as exc:
-            if started:
+            if watch.started:
                 raise
             await self._refuse(scope, send, exc)
 

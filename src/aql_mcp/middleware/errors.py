@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import structlog
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.exceptions import InternalError
-from aql_mcp.responses import send_error
+from aql_mcp.responses import ResponseWatch, send_error
 from aql_mcp.scope import request_id_of
 
 log = structlog.get_logger("aql_mcp.errors")
@@ -20,17 +20,11 @@ class ServerErrorMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def watch(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        watch = ResponseWatch(send)
         try:
             await self.app(scope, receive, watch)
         except Exception as exc:
             # Full context goes to the internal log only, tied to the request id (corporate §15.2).
             log.error("unhandled_exception", request_id=request_id_of(scope), path=scope["path"], exc_info=exc)
-            if not started:
+            if not watch.started:
                 await send_error(send, InternalError(), request_id=request_id_of(scope))

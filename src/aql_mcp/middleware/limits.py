@@ -17,7 +17,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import PayloadTooLarge, RequestTimeout
-from aql_mcp.responses import send_error
+from aql_mcp.responses import ResponseWatch, send_error
 from aql_mcp.scope import header, request_id_of
 
 
@@ -58,7 +58,6 @@ class BodyLimitMiddleware:
         received = 0
         deadline: float | None = None
         complete = False
-        started = False
 
         async def policed_receive() -> Message:
             nonlocal received, deadline, complete
@@ -75,14 +74,10 @@ class BodyLimitMiddleware:
                 return message
             raise self._too_slow()
 
-        async def watch(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        watch = ResponseWatch(send)
         try:
             await self.app(scope, policed_receive, watch)
         except (PayloadTooLarge, RequestTimeout) as exc:
-            if started:
+            if watch.started:
                 raise
             await send_error(send, exc, request_id=request_id_of(scope))

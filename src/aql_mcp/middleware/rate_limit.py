@@ -25,13 +25,13 @@ from collections.abc import Callable
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aql_mcp.auth.principal import principal_key
 from aql_mcp.bucket import TokenBucket
 from aql_mcp.exceptions import RateLimited
 from aql_mcp.protocol.versions import Era, era_of
 from aql_mcp.responses import send_error
 from aql_mcp.scope import principal_of, request_id_of
 
-ANONYMOUS = "anonymous"
 METHOD_HEADER = b"mcp-method"
 VERSION_HEADER = b"mcp-protocol-version"
 LISTEN = b"subscriptions/listen"
@@ -80,8 +80,7 @@ class RateLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        principal = principal_of(scope)
-        key = principal.digest if principal is not None else ANONYMOUS
+        key = principal_key(principal_of(scope))
         now = self.clock()
         wait = self._bucket(key, now).take(now)
         if wait > 0:

@@ -134,6 +134,18 @@ class Metrics:
         # Labelled children by the raw label values: `.labels()` costs more than the update it serves.
         self._http_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._call_children: dict[tuple[str, str, str], tuple[Counter, Histogram, bool]] = {}
+        # Registration order is exposition order: traffic, refusals, state, build.
+        self._traffic_series()
+        self._refusal_series()
+        self._state_gauges()
+        build = Gauge(
+            "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
+        )
+        build.labels(version=version, service=service).set(1)
+        self._zero_known_labels()
+
+    def _traffic_series(self) -> None:
+        """Calls and HTTP requests: counts by outcome and durations."""
         self._calls = Counter(
             "aql_mcp_calls",
             "MCP calls (tools/call and other methods) by tool, MCP-AQL operation and outcome.",
@@ -160,6 +172,9 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+
+    def _refusal_series(self) -> None:
+        """What was refused or failed: authentications, limits, JWKS refreshes, introspection calls."""
         self._auth_failures = Counter(
             "aql_mcp_auth_failures", "Refused authentications by reason.", ("reason",), registry=self.registry
         )
@@ -176,6 +191,9 @@ class Metrics:
             ("result",),
             registry=self.registry,
         )
+
+    def _state_gauges(self) -> None:
+        """What this replica holds now: sessions, streams, replicas, caps, key and store health."""
         self._sessions = Gauge("aql_mcp_open_sessions", "Open MCP sessions this replica holds.", registry=self.registry)
         # The cap (sessions.max_open) is enforced on the store's rows, shared by every replica.
         self._store_sessions = Gauge(
@@ -200,10 +218,8 @@ class Metrics:
             "1 when the store read and committed a write at its last readiness check (or opened at start), else 0.",
             registry=self.registry,
         )
-        build = Gauge(
-            "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
-        )
-        build.labels(version=version, service=service).set(1)
+
+    def _zero_known_labels(self) -> None:
         # Known label values start at 0, so a rate() sees the first event (Prometheus naming practices).
         for reason in AUTH_REASONS:
             self._auth_failures.labels(reason=reason)

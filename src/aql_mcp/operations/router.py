@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import structlog
 
+from aql_mcp.auth.principal import principal_key
 from aql_mcp.exceptions import (
     CapabilityNotDeclared,
     InputRequired,
@@ -147,7 +148,7 @@ class Router:
             )
 
     async def _audited(self, operation: Operation, item: dict[str, Any], call: Call) -> Envelope:
-        principal = digest(call)
+        principal = principal_key(call.principal)
         try:
             return await self._execute(operation, item, call, principal)
         except OperationError as exc:
@@ -366,10 +367,6 @@ def _trimmed(operation: Operation, envelope: Envelope) -> Envelope:
         error = envelope["error"]
         return {"success": False, "error": {"code": error["code"], "message": error["message"]}}
     return envelope
-
-
-def digest(call: Call) -> str:
-    return call.principal.digest if call.principal is not None else "anonymous"
 
 
 def _id(envelope: Envelope) -> str | None:

@@ -1,10 +1,15 @@
 """The plugin contracts: tools, prompts and resources through `register(registry)`; MCP-AQL
 operations through `register_operations(operations)`. A plugin implements one or both, and may
-subscribe to the core's hooks (`on_session_end`, `housekeeping`) by having the method."""
+offer more: work of its own while the service runs, settings of its own, HTTP routes and banner
+text (the safety plugin's operator console), legacy tasks (the executions plugin), and hear of the
+core's events: sessions that ended (`on_session_end`) and periodic clean-up (`housekeeping`). The
+app looks for each with `isinstance` on the loaded plugins (docs/plugins.md).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -12,11 +17,15 @@ from pydantic import BaseModel
 from aql_mcp.protocol.primitives import Registry
 
 if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from aql_mcp.auth.dev_issuer import DevIssuer
+    from aql_mcp.auth.tokens import TokenVerifier
     from aql_mcp.operations.models import TrustLevel
     from aql_mcp.operations.service import PluginOperations
-    from aql_mcp.protocol.context import Context
-
-LegacyHandler = Callable[[dict[str, Any], "Context"], Awaitable[dict[str, Any]]]
+    from aql_mcp.protocol.task_mapping import TaskMapper
+    from aql_mcp.settings import Settings
+    from aql_mcp.store.base import Store
 
 
 @runtime_checkable
@@ -69,13 +78,12 @@ class HousekeepingPlugin(Protocol):
 
 
 @runtime_checkable
-class LegacyMethodsPlugin(Protocol):
-    """Adds or wraps methods of the 2025-11-25 era (MCP tasks over executions), and declares
-    `task_capability` to clients that declare `tasks`. The handlers it wraps are given to it."""
+class TaskMapperPlugin(Protocol):
+    """Runs task-augmented 2025-11-25 `tools/call`s as tasks of its own (the executions plugin maps
+    them onto executions): the core's `tools/list` and `tools/call` consult the mapper it returns,
+    called once its operations are registered; None: no mapper (protocol/task_mapping.py)."""
 
-    @property
-    def task_capability(self) -> dict[str, Any]: ...
-    def legacy_methods(self, tools_call: LegacyHandler, tools_list: LegacyHandler) -> dict[str, LegacyHandler]: ...
+    def task_mapper(self) -> TaskMapper | None: ...
 
 
 @runtime_checkable
@@ -88,3 +96,35 @@ class ConfigurablePlugin(Protocol):
     settings_model: type[BaseModel]
 
     def configure(self, settings: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteServices:
+    """What the app hands `RoutesPlugin.routes`: the store, the verifier of the service's bearer
+    tokens, and the development issuer (development mode only, else None)."""
+
+    store: Store
+    verifier: TokenVerifier
+    dev_issuer: DevIssuer | None
+
+
+@runtime_checkable
+class RoutesPlugin(Protocol):
+    """Serves HTTP routes of its own beside `/mcp` (the safety plugin's operator console). The app
+    mounts them once, after its own routes and behind the same global middleware (request id,
+    tracing, access log, errors, body limit, Origin); each route brings its own guard (Host
+    allow-list, authentication) as route middleware, as `/mcp` does."""
+
+    name: str
+
+    def routes(self, settings: Settings, services: RouteServices) -> list[BaseRoute]: ...
+
+
+@runtime_checkable
+class BannerPlugin(Protocol):
+    """Adds lines to the banner `aql-mcp serve --dev` prints on stderr (development mode only).
+    `terminal` says whether stderr is a terminal: a secret may be shown only then."""
+
+    name: str
+
+    def banner(self, settings: Settings, *, terminal: bool) -> str: ...

@@ -5,20 +5,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
 
 import structlog
 
 from aql_mcp.exceptions import ConfigError
-from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.operations.models import TRUST_LEVELS, TrustLevel
 from aql_mcp.operations.service import AqlService
 from aql_mcp.operations.trust import effective_trust
-from aql_mcp.plugin_host.contracts import LegacyMethodsPlugin, OperationsPlugin, Plugin
+from aql_mcp.plugin_host.contracts import OperationsPlugin, Plugin
 from aql_mcp.plugin_host.sections import configure_plugin, refuse_unknown_sections
 from aql_mcp.plugin_host.sources import PluginSource
-from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
@@ -194,19 +191,3 @@ def _check_overrides(plugins: list[AnyPlugin], settings: Settings) -> None:
             f"aql.plugin_trust (AQL_MCP_AQL__PLUGIN_TRUST): no loaded plugin with operations is named "
             f"{', '.join(unknown)}; loaded: {', '.join(sorted(loaded)) or 'none'}"
         )
-
-
-def legacy_dispatcher(
-    dispatcher: Dispatcher[Context], plugins: Sequence[object]
-) -> tuple[Dispatcher[Context], dict[str, Any] | None]:
-    """The 2025-11-25 dispatcher with the methods plugins add or wrap there (MCP tasks over
-    executions, docs/executions.md), and the `tasks` capability they declare."""
-    capability: dict[str, Any] | None = None
-    for plugin in plugins:
-        if isinstance(plugin, LegacyMethodsPlugin):
-            call, listing = dispatcher.handler("tools/call"), dispatcher.handler("tools/list")
-            methods = plugin.legacy_methods(call, listing) if call and listing else {}
-            if methods:
-                dispatcher = dispatcher.extended(methods)
-                capability = plugin.task_capability
-    return dispatcher, capability

@@ -11,9 +11,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from aql_mcp.auth.principal import Principal
+from aql_mcp.jsonrpc.messages import RequestId
 from aql_mcp.protocol.versions import has_elicitation_mode
-
-RequestId = str | int
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}

@@ -13,6 +13,7 @@ from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
+from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.protocol.tools import TaskLauncher, ToolMethods
 from aql_mcp.settings import Settings
 
@@ -35,10 +36,15 @@ async def initialized(params: dict[str, Any], ctx: Context) -> None:
 
 
 def build_dispatcher(
-    registry: Registry, settings: Settings, telemetry: Telemetry, tasks: TaskLauncher | None = None
+    registry: Registry,
+    settings: Settings,
+    telemetry: Telemetry,
+    tasks: TaskLauncher | None = None,
+    task_mapper: TaskMapper | None = None,
 ) -> Dispatcher[Context]:
     """Every MCP method the server declares in its capabilities, and nothing else; `tasks` turns
-    calls of task-supporting tools into tasks where the request allows (endpoint/modern/tasks_extension.py)."""
+    calls of task-supporting tools into tasks where the request allows (endpoint/modern/tasks_extension.py),
+    `task_mapper` task-augmented calls of legacy sessions (protocol/task_mapping.py)."""
     policy = settings.auth.policy
     rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
     page_size = settings.streams.page_size
@@ -50,6 +56,7 @@ def build_dispatcher(
         rules=rules,
         telemetry=telemetry,
         tasks=tasks,
+        task_mapper=task_mapper,
     )
     prompts = PromptMethods(registry, page_size=page_size, rules=rules)
     resources = ResourceMethods(registry, page_size=page_size, rules=rules)
@@ -72,3 +79,9 @@ def build_dispatcher(
         # notifications/cancelled is handled by the transport, which owns the requests in flight.
         {"notifications/initialized": initialized},
     )
+
+
+def legacy_table(dispatcher: Dispatcher[Context], task_mapper: TaskMapper | None) -> Dispatcher[Context]:
+    """The 2025-11-25 era's table: the core's methods, and the `tasks/*` methods of the plugin that
+    maps legacy tasks (they answer -32601 to a session that did not negotiate tasks)."""
+    return dispatcher if task_mapper is None else dispatcher.extended(task_mapper.methods())

@@ -16,6 +16,7 @@ from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import RegisteredTool, Registry, ToolOutput, ToolResult
 from aql_mcp.protocol.result_limit import limit_result
+from aql_mcp.protocol.task_mapping import TaskMapper, check_task_request, mark_task_tools, tasks_negotiated
 
 log = structlog.get_logger("aql_mcp.tools")
 
@@ -40,9 +41,11 @@ class ToolMethods:
         rules: ScopeRules,
         telemetry: Telemetry,
         tasks: TaskLauncher | None = None,
+        task_mapper: TaskMapper | None = None,
     ) -> None:
         self._registry = registry
         self._tasks = tasks
+        self._task_mapper = task_mapper
         self._page_size = page_size
         self._timeout = timeout
         self._max_result_bytes = max_result_bytes
@@ -62,9 +65,21 @@ class ToolMethods:
         result: dict[str, Any] = {"tools": page}
         if next_cursor:
             result["nextCursor"] = next_cursor
+        if self._task_mapper is not None and tasks_negotiated(ctx):
+            return mark_task_tools(result, self._task_mapper.task_tools())
         return result
 
     async def call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """A plain call, or (a legacy session that negotiated tasks, `params.task` set) one the
+        task mapper turns into a task around the plain call (protocol/task_mapping.py)."""
+        mapper = self._task_mapper
+        if mapper is None or params.get("task") is None or not tasks_negotiated(ctx):
+            return await self._plain_call(params, ctx)
+        check_task_request(params, mapper.task_tools())
+        mapper.begin(params, ctx)
+        return await mapper.finish(await self._plain_call(params, ctx), ctx)
+
+    async def _plain_call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         name = params.get("name")
         arguments = params.get("arguments")
         if arguments is None:

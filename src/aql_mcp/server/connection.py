@@ -41,9 +41,6 @@ A request in flight (a long tool call, an SSE stream) is never cut by these time
 from __future__ import annotations
 
 import asyncio
-from asyncio import TimerHandle
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
@@ -61,52 +58,17 @@ from aql_mcp.exceptions import (
 from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
 from aql_mcp.responses import error_response
 from aql_mcp.scope import PRINCIPAL_KEY
+from aql_mcp.server.connection_limits import (
+    FLOOD_REFUSALS,
+    LINGER_SECONDS,
+    MAX_QUEUED_REQUESTS,
+    ConnectionLimits,
+)
 from aql_mcp.server.connection_table import ConnectionTable, Standing
+from aql_mcp.server.deadline import Deadline
+from aql_mcp.server.request_count import RequestCount
 
 log = structlog.get_logger("aql_mcp.connection")
-# How long a refused connection keeps reading (and dropping) before it closes: enough for a client
-# to read the answer and stop sending, short enough that refusals hold few file descriptors.
-LINGER_SECONDS = 2.0
-# Refused connections of a port that may linger at once, outside the connection cap: a connect
-# flood would otherwise hold twice the connect rate in descriptors (two seconds of refusals).
-LINGERING_REFUSALS = 32
-# What each header costs on the wire besides its name and value: ": " and CRLF.
-HEADER_OVERHEAD = 4
-# Requests parsed and waiting behind the one being answered: a pipelining client gets this many
-# answers, then the connection closes (RFC 9112 §9.3.2 lets it retry the rest). Without a bound, one
-# read of thousands of pipelined heads queued thousands of requests in memory.
-MAX_QUEUED_REQUESTS = 8
-# A served connection with a request started or ended this recently is never evicted: a client
-# between two requests of a burst keeps its connection. Never-served connections have no floor
-# (issue 27, N3): with one, a flood kept every slot younger than it and new connections got 503.
-MIN_EVICTABLE_SECONDS = 1.0
-# Refusals a connect flood causes by the thousand: counted, never logged one by one.
-FLOOD_REFUSALS = frozenset({"connections", "connections_per_source"})
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """The limits of one listening port; `on_refusal` counts each refusal by kind (metrics)."""
-
-    max_connections: int
-    max_header_bytes: int
-    max_headers: int
-    header_timeout: float
-    body_timeout: float
-    idle_timeout: float
-    # Every byte of one request (head, body, chunk framing, trailers) as it comes off the socket.
-    max_message_bytes: int
-    on_refusal: Callable[[str], None] = lambda kind: None
-    max_lingering: int = LINGERING_REFUSALS
-    min_evictable: float = MIN_EVICTABLE_SECONDS
-    # Open connections from one source address (`http.max_connections_per_source`); None: no cap.
-    max_per_source: int | None = None
-
-
-def message_bound(*, max_body_bytes: int, max_header_bytes: int) -> int:
-    """What one request may take on the wire: its head, twice the body for chunk framing (chunks of
-    8 bytes or more; framing costs the hex size and two CRLFs), and room for trailer fields."""
-    return 2 * max_body_bytes + 2 * max_header_bytes
 
 
 def source_address(transport: asyncio.BaseTransport) -> str | None:
@@ -134,20 +96,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._timer: TimerHandle | None = None
-        self._phase = ""
+        self._deadline = Deadline(self.loop)
         self._refused = False
         self._refusal: WireError | None = None
-        self._head_open = True  # waiting for, or reading, a request head
-        self._head_begun = False
-        self._head_bytes = 0  # raw bytes of the head being read, counted per read
-        self._field_bytes = 0  # request target and header fields, counted by the parser callbacks
-        self._fields = 0
-        self._heads_completed = 0
-        self._in_message = False
-        self._message_bytes = 0  # raw bytes of the current message, head included, counted per read
+        self._count = RequestCount(self.limits)
         self._lingering = False
-        self._stall_timer: TimerHandle | None = None
+        self._stall = Deadline(self.loop)
         self._pipeline_full = False
 
     # Connection -------------------------------------------------------------------------------
@@ -162,7 +116,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self.table.add(self, source)
         self.table.ripen_later(self.loop.call_soon)
-        self._arm("idle", self.limits.idle_timeout, self._close)
+        self._deadline.arm("idle", self.limits.idle_timeout, self._close)
 
     def _make_room(self, source: str | None) -> ConnectionLimitReached | None:
         """None when a new connection from `source` may open, evicting one if need be; else its refusal."""
@@ -182,8 +136,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._stop_stall_timer()
+        self._deadline.disarm()
+        self._stall.disarm()
         self.table.remove(self)
         if self._lingering:
             self._lingering = False
@@ -201,32 +155,26 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         or the connection is aborted (otherwise a request whose answer never drains stays in flight
         for ever, beyond every other deadline)."""
         super().pause_writing()
-        if self._stall_timer is None:
-            self._stall_timer = self.loop.call_later(self.limits.body_timeout, self._write_stalled)
+        self._stall.arm("stall", self.limits.body_timeout, self._write_stalled, keep=True)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self._stop_stall_timer()
-
-    def _stop_stall_timer(self) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-        self._stall_timer = None
+        self._stall.disarm()
 
     def _write_stalled(self) -> None:
-        self._stall_timer = None
+        self._stall.disarm()
         self.limits.on_refusal("write_timeout")
-        self._disarm()
+        self._deadline.disarm()
         self.table.remove(self)
         self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self._refused or self._pipeline_full:
             return  # lingering, or past the pipelining bound: dropped unread
-        in_head = self._head_open
+        in_head = self._count.head_open
         if in_head:
             self._begin_head()
-        self._heads_completed = 0
+        self._count.heads_completed = 0
         self._feed(data)
         if self._refused or self._pipeline_full or self.transport.is_closing():
             return  # a refusal, or the rest of this read dropped at the pipelining bound
@@ -234,22 +182,13 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._settle()
 
     def _over_limits(self, size: int, *, in_head: bool) -> bool:
-        """Count a read against the unfinished head, then against the open message; refuse past either."""
-        if in_head and self._head_open and not self._heads_completed:
-            # The whole read belongs to the unfinished head; counted after the parser took it, as a
-            # read that completes a head may carry body bytes too.
-            self._head_bytes += size
-            if self._head_bytes > self.limits.max_header_bytes:
-                self._refuse(self._too_large(), "headers")
-                return True
-        if self._in_message:
-            # The whole read is charged to the message still open after it (a read that ended one
-            # pipelined request and began the next is charged to the next: at most a read too many).
-            self._message_bytes += size
-            if self._message_bytes > self.limits.max_message_bytes:
-                self._message_too_large()
-                return True
-        return False
+        """Count a read (request_count.py); refuse past the head or the message limit."""
+        over = self._count.read(size, in_head=in_head)
+        if over == "headers":
+            self._refuse(self._too_large(), "headers")
+        elif over == "body":
+            self._message_too_large()
+        return over is not None
 
     def _feed(self, data: bytes) -> None:
         # uvicorn's `data_received`, with its parser errors answered as JSON-RPC errors.
@@ -287,23 +226,21 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._begin_head()
-        self._field_bytes = 0
-        self._fields = 0
-        self._in_message = True
-        self._message_bytes = 0
+        self._count.message_begun()
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
-        self._count_field(len(url), fields=0)
+        if self._count.field(len(url), fields=0):
+            self._refuse_head()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_field(len(name) + len(value) + HEADER_OVERHEAD, fields=1)
+        if self._count.header(name, value):
+            self._refuse_head()
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._head_open = False
-        self._heads_completed += 1
-        self._disarm()
+        self._count.head_complete()
+        self._deadline.disarm()
         if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
             self._stop_pipelining()
         super().on_headers_complete()
@@ -320,18 +257,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_message = False
-        self._head_open = True
-        self._head_begun = False
-        self._head_bytes = 0
+        self._count.message_complete()
 
-    def _count_field(self, size: int, *, fields: int) -> None:
-        self._field_bytes += size
-        self._fields += fields
-        if self._field_bytes > self.limits.max_header_bytes or self._fields > self.limits.max_headers:
-            self._refusal = self._too_large()
-            # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
-            raise self._refusal
+    def _refuse_head(self) -> None:
+        self._refusal = self._too_large()
+        # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
+        raise self._refusal
 
     def _message_too_large(self) -> None:
         cycle = self.cycle
@@ -360,40 +291,27 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """Head bytes arrived. With a request in flight (an SSE stream, a long call) they are only
         noted: empty lines before a request line are allowed (RFC 9112 §2.2) and a pipelined head
         waits its turn; the head deadline starts when the answer in flight is complete."""
-        self._head_begun = True
+        self._count.head_begun = True
         if not self._in_flight():
-            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+            self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
 
     def _settle(self) -> None:
         """Arm the deadline the connection's state calls for; a deadline already running keeps its
         time, so trickled bytes never extend it."""
         cycle = self.cycle
         if self._in_flight():
-            self._disarm()  # a request in flight: the app and the body middleware own its time
-        elif self._head_open and self._head_begun:
-            self._arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
-        elif self._head_open:
-            self._arm("idle", self.limits.idle_timeout, self._close, keep=True)
+            self._deadline.disarm()  # a request in flight: the app and the body middleware own its time
+        elif self._count.head_open and self._count.head_begun:
+            self._deadline.arm("head", self.limits.header_timeout, self._head_timed_out, keep=True)
+        elif self._count.head_open:
+            self._deadline.arm("idle", self.limits.idle_timeout, self._close, keep=True)
         elif cycle is not None and cycle.response_complete:
-            self._arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
+            self._deadline.arm("drain", self.limits.body_timeout, self._drain_timed_out, keep=True)
         else:
-            self._disarm()
-
-    def _arm(self, phase: str, seconds: float, callback: Callable[[], None], *, keep: bool = False) -> None:
-        if keep and self._phase == phase:
-            return
-        self._disarm()
-        self._phase = phase
-        self._timer = self.loop.call_later(seconds, callback)
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._phase = ""
+            self._deadline.disarm()
 
     def _close(self) -> None:
-        self._disarm()
+        self._deadline.disarm()
         self.table.remove(self)  # out of the count now, not when the loop reports it lost
         transport = self.transport
         if transport.get_write_buffer_size() > 0:
@@ -404,7 +322,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             transport.close()
 
     def _head_timed_out(self) -> None:
-        self._timer = None
+        self._deadline.fired()
         if self._in_flight():
             return  # never cut a request in flight; `_settle` re-arms once its answer is complete
         seconds = self.limits.header_timeout
@@ -421,7 +339,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
         `preempt`: the refusal is about the request in flight, whose app has not begun to answer; the
         app then sees a disconnect (its sends are dropped) and the refusal is the answer."""
-        self._disarm()
+        self._deadline.disarm()
         self._refused = True
         self.table.remove(self)
         self.limits.on_refusal(kind)
@@ -451,8 +369,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             transport.write_eof()
         table.lingering += 1
         self._lingering = True
-        self._phase = "linger"
-        self._timer = self.loop.call_later(LINGER_SECONDS, transport.close)
+        self._deadline.arm("linger", LINGER_SECONDS, transport.close)
 
 
 class _PipelineFull(Exception):

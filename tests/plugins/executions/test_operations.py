@@ -48,7 +48,7 @@ def test_every_service_gets_a_plugin_of_its_own() -> None:
     first, second = plugin(settings), plugin(settings)
     assert isinstance(first, ExecutionsPlugin)
     assert first is not second
-    assert first.legacy_methods(lambda p, c: None, lambda p, c: None) == {}  # type: ignore[arg-type,return-value]
+    assert first.task_mapper() is None
 
 
 class _Notes:

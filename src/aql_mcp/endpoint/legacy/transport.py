@@ -16,7 +16,7 @@ import anyio
 import structlog
 from starlette.types import Receive, Scope, Send
 
-from aql_mcp.auth.principal import Principal
+from aql_mcp.auth.principal import Principal, principal_key
 from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream, parse_event_id
 from aql_mcp.endpoint.legacy.exchange import NoOutbound, PostExchange
 from aql_mcp.endpoint.legacy.sessions import Cancellable, Session, SessionManager
@@ -39,6 +39,7 @@ from aql_mcp.jsonrpc.messages import (
     Message,
     Notification,
     Request,
+    RequestId,
     Response,
     encode_error,
     parse_message,
@@ -47,9 +48,9 @@ from aql_mcp.jsonrpc.messages import (
 from aql_mcp.observability.logging import bind_log_context
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.protocol import lifecycle
-from aql_mcp.protocol.context import Context, RequestId, ResourceHub
+from aql_mcp.protocol.context import Context, ResourceHub
 from aql_mcp.protocol.versions import Era
-from aql_mcp.responses import error_object, send_body, send_empty, send_error
+from aql_mcp.responses import error_object, header_fields, send_body, send_empty, send_error
 from aql_mcp.scope import header, principal_of, request_id_of
 
 SESSION_HEADER = b"mcp-session-id"
@@ -164,7 +165,7 @@ class StreamableHTTPEndpoint:
                 await self._run(scope, send, message, None)
                 return
             raise MissingSession()
-        session = await self._sessions.get(session_id, owner=_owner(principal))
+        session = await self._sessions.get(session_id, owner=principal_key(principal))
         await self._deliver(scope, send, message, session)
 
     async def _deliver(self, scope: Scope, send: Send, message: Message, session: Session) -> None:
@@ -189,7 +190,7 @@ class StreamableHTTPEndpoint:
             return
         version = lifecycle.negotiate(params.get("protocolVersion"))
         session = await self._sessions.create(
-            owner=_owner(principal),
+            owner=principal_key(principal),
             protocol_version=version,
             client_info=info,
             capabilities=caps,
@@ -239,7 +240,7 @@ class StreamableHTTPEndpoint:
             # In-session errors travel with 200, except those whose status is the signal (504, and
             # 429 or 503 with Retry-After) while the status can still be sent (endpoint/statuses.py).
             status = dispatched_status(Era.LEGACY, wire, error["code"])
-            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+            headers = header_fields(wire.headers)
             retry_ms = wire.retry_ms if isinstance(wire, ShuttingDown) else None
             await exchange.finish(encode_error(request.id, error), headers, status=status, retry_ms=retry_ms)
         else:
@@ -274,7 +275,7 @@ class StreamableHTTPEndpoint:
         session_id = header(scope, SESSION_HEADER)
         if session_id is None:
             raise MissingSession()
-        session = await self._sessions.get(session_id, owner=_owner(principal_of(scope)))
+        session = await self._sessions.get(session_id, owner=principal_key(principal_of(scope)))
         last_event = header(scope, LAST_EVENT_HEADER)
         resume = parse_event_id(last_event) if last_event else None
         if last_event and resume is None:
@@ -343,7 +344,7 @@ class StreamableHTTPEndpoint:
         session_id = header(scope, SESSION_HEADER)
         if session_id is None:
             raise MissingSession()
-        session = await self._sessions.get(session_id, owner=_owner(principal_of(scope)))
+        session = await self._sessions.get(session_id, owner=principal_key(principal_of(scope)))
         await self._sessions.delete(session)
         log.info("session_deleted", session_id=session_id[:8])
         await send_empty(send, 204)
@@ -384,10 +385,6 @@ async def _answer_cancelled(exchange: PostExchange, send: Send) -> None:
             empty = Connection(send)
             await empty.start([])
             await empty.end()
-
-
-def _owner(principal: Principal | None) -> str:
-    return principal.digest if principal is not None else "anonymous"
 
 
 async def _cancel(session: Session, message: Notification) -> None:

@@ -21,6 +21,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp import __version__
+from aql_mcp.auth.principal import principal_key
 from aql_mcp.endpoint.media import check_accept, check_content_type, read_body
 from aql_mcp.endpoint.modern.disconnect import DisconnectWatch
 from aql_mcp.endpoint.modern.listen import LISTEN, ListenEndpoint
@@ -57,7 +58,7 @@ from aql_mcp.protocol.versions import (
     Era,
     supported_versions,
 )
-from aql_mcp.responses import error_object, send_body, send_empty
+from aql_mcp.responses import error_object, header_fields, send_body, send_empty
 from aql_mcp.scope import header, principal_of, request_id_of
 
 VERSION_HEADER = b"mcp-protocol-version"
@@ -233,7 +234,7 @@ class ModernEndpoint:
         meta = request.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         principal = principal_of(scope)
-        binding = Binding.of(principal.digest if principal else "anonymous", request.method, request.params)
+        binding = Binding.of(principal_key(principal), request.method, request.params)
         bind_log_context(mcp_method=request.method, mcp_era=Era.MODERN.value, client=peer.client_info.get("name"))
         try:
             earlier, inputs = await self._round(request, binding)
@@ -383,7 +384,7 @@ async def _send_wire(
     wire, error = error_object(exc, request_id_of(scope))
     error["code"] = wire_code(Era.MODERN, error["code"])
     status = dispatched_status(Era.MODERN, wire, error["code"]) if dispatched else wire.status
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers.items()]
+    headers = header_fields(wire.headers)
     body = encode_error(message_id, error)
     if reply is not None:
         await reply.finish(body, status, headers)

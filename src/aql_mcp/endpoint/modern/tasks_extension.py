@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from aql_mcp.auth.principal import principal_key
 from aql_mcp.endpoint.modern.request_state import digest
 from aql_mcp.endpoint.statuses import wire_code
 from aql_mcp.exceptions import (
@@ -82,7 +83,7 @@ def declares_tasks(ctx: Context) -> bool:
 
 
 def owner_of(ctx: Context) -> str:
-    return ctx.principal.digest if ctx.principal else "anonymous"
+    return principal_key(ctx.principal)
 
 
 def timestamp(seconds: float) -> str:

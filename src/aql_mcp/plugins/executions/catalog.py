@@ -29,10 +29,15 @@ EXECUTION = Returns(
 )
 # Imports and exports: cancellable between batches, retried from where they stopped, with progress.
 LIFECYCLE = Lifecycle(supports_cancel=True, supports_retry=True, progress_reporting=True)
+REF = {"execution_id": "exec_0123456789abcdef01234567"}
 
 
 def catalog(executions: ExecutionHandlers) -> list[Operation]:
-    ref = {"execution_id": "exec_0123456789abcdef01234567"}
+    """Starting an execution, reading executions, then steering one (introspection keeps this order)."""
+    return [*_starting(executions), *_reading(executions), *_steering(executions)]
+
+
+def _starting(executions: ExecutionHandlers) -> list[Operation]:
     return [
         Operation(
             "execute_import",
@@ -74,6 +79,11 @@ def catalog(executions: ExecutionHandlers) -> list[Operation]:
             lifecycle=LIFECYCLE,
             examples=(Example({"operation": "execute_export", "params": {"collection": "notes"}}),),
         ),
+    ]
+
+
+def _reading(executions: ExecutionHandlers) -> list[Operation]:
+    return [
         Operation(
             "get_execution",
             "READ",
@@ -81,7 +91,7 @@ def catalog(executions: ExecutionHandlers) -> list[Operation]:
             executions.get_execution,
             ExecutionRef,
             EXECUTION,
-            examples=(Example({"operation": "get_execution", "params": ref}),),
+            examples=(Example({"operation": "get_execution", "params": REF}),),
         ),
         Operation(
             "list_executions",
@@ -92,6 +102,11 @@ def catalog(executions: ExecutionHandlers) -> list[Operation]:
             Returns("ExecutionList", "object", "{items: [Execution], count}"),
             discovery=True,
         ),
+    ]
+
+
+def _steering(executions: ExecutionHandlers) -> list[Operation]:
+    return [
         Operation(
             "cancel_execution",
             "EXECUTE",
@@ -104,7 +119,7 @@ def catalog(executions: ExecutionHandlers) -> list[Operation]:
             side_effects="The execution becomes cancelled (terminal).",
             lifecycle=LIFECYCLE,
             idempotent=True,
-            examples=(Example({"operation": "cancel_execution", "params": ref}),),
+            examples=(Example({"operation": "cancel_execution", "params": REF}),),
         ),
         Operation(
             "retry_execution",
@@ -116,6 +131,6 @@ def catalog(executions: ExecutionHandlers) -> list[Operation]:
             danger="reversible",
             side_effects="The failed execution becomes running again.",
             lifecycle=LIFECYCLE,
-            examples=(Example({"operation": "retry_execution", "params": ref}),),
+            examples=(Example({"operation": "retry_execution", "params": REF}),),
         ),
     ]

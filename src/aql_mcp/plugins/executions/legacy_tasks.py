@@ -1,4 +1,5 @@
-"""MCP 2025-11-25 tasks mapped onto executions (docs/executions.md, "MCP tasks").
+"""MCP 2025-11-25 tasks mapped onto executions (docs/executions.md, "MCP tasks"): the plugin's
+`TaskMapper`, which the core's `tools/list` and `tools/call` consult (protocol/task_mapping.py).
 
 Only in the legacy era, and only for a session whose client declared the `tasks` capability in
 `initialize`: the server then declares `tasks` (list, cancel, requests.tools.call), the MCP-AQL
@@ -22,7 +23,7 @@ import base64
 import binascii
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -35,12 +36,12 @@ from aql_mcp.plugins.executions.store import ExecutionRecord
 from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
 from aql_mcp.plugins.records.store import timestamp
 from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.versions import MODERN_VERSIONS
+from aql_mcp.protocol.task_mapping import TaskHandler
+from aql_mcp.protocol.task_mapping import tasks_negotiated as negotiated
 
 if TYPE_CHECKING:
     from aql_mcp.plugins.executions.operations import Executions
 
-Handler = Callable[[dict[str, Any], Context], Awaitable[dict[str, Any]]]
 CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 TASK_OPERATIONS = ("execute_import", "execute_export")
 RELATED = "io.modelcontextprotocol/related-task"
@@ -51,53 +52,33 @@ AS_TASK = "executions.as_task"
 STATUS = {"pending": "working", "running": "working", "completed": "completed", "failed": "failed"}
 
 
-def negotiated(ctx: Context) -> bool:
-    """Whether this is a legacy session whose client declared `tasks` in `initialize`."""
-    peer = ctx.peer
-    return peer is not None and peer.protocol_version not in MODERN_VERSIONS and "tasks" in peer.client_capabilities
-
-
 class LegacyTasks:
-    """The tasks methods, and `tools/list` and `tools/call` wrapped for task-augmented sessions."""
+    """The task mapper of executions: which calls run as tasks, the task of an execution, and the
+    `tasks/*` methods."""
 
-    def __init__(
-        self, executions: Executions, *, tools_call: Handler, tools_list: Handler, task_tools: Callable[[], set[str]]
-    ) -> None:
+    def __init__(self, executions: Executions, *, task_tools: Callable[[], set[str]]) -> None:
         self._executions = executions
-        self._tools_call = tools_call
-        self._tools_list = tools_list
         self._task_tools = task_tools
 
-    def table(self) -> dict[str, Handler]:
+    @property
+    def capability(self) -> dict[str, Any]:
+        """The `tasks` server capability, declared to legacy clients that declare theirs."""
+        return CAPABILITY
+
+    def task_tools(self) -> set[str]:
+        return self._task_tools()
+
+    def methods(self) -> dict[str, TaskHandler]:
         return {
-            "tools/list": self.tools_list,
-            "tools/call": self.tools_call,
             "tasks/get": self.get,
             "tasks/result": self.result,
             "tasks/list": self.list_tasks,
             "tasks/cancel": self.cancel,
         }
 
-    async def tools_list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        listed = await self._tools_list(params, ctx)
-        if not negotiated(ctx):
-            return listed
-        names = self._task_tools()
-        tools = [
-            {**tool, "execution": {"taskSupport": "optional"}} if tool.get("name") in names else tool
-            for tool in listed.get("tools", [])
-        ]
-        return {**listed, "tools": tools}
-
-    async def tools_call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        task = params.get("task")
-        if task is None or not negotiated(ctx):
-            return await self._tools_call(params, ctx)
-        if not isinstance(task, dict):
-            raise InvalidParams(data={"field": "task", "reason": "type"})
-        if params.get("name") not in self._task_tools():
-            # The tool lists no taskSupport (2025-11-25 tasks, "Tool-Level Negotiation").
-            raise MethodNotFound()
+    def begin(self, params: dict[str, Any], ctx: Context) -> None:
+        """Only the two operations that start executions run as tasks; the call is marked so the
+        operation answers at once (the core checked `task` and the tool)."""
         arguments = params.get("arguments")
         operation = arguments.get("operation") if isinstance(arguments, dict) else None
         if operation not in TASK_OPERATIONS:
@@ -106,7 +87,8 @@ class LegacyTasks:
                 data={"field": "task", "reason": "operation", "operations": list(TASK_OPERATIONS)},
             )
         ctx.memo[AS_TASK] = True
-        result = await self._tools_call(params, ctx)
+
+    async def finish(self, result: dict[str, Any], ctx: Context) -> dict[str, Any]:
         envelope = result.get("structuredContent")
         data = envelope.get("data") if isinstance(envelope, dict) and envelope.get("success") else None
         if not isinstance(data, dict) or "execution_id" not in data:
@@ -152,7 +134,7 @@ class LegacyTasks:
         owner = self._owner(ctx)
         before = _cursor(params.get("cursor"))
         found = await self._executions.store.list_executions(
-            owner, status=None, limit=LIST_PAGE + 1, principal=principal_key(ctx.principal), before=before
+            owner, status=None, limit=LIST_PAGE + 1, principal=principal_digest(ctx.principal), before=before
         )
         page = found[:LIST_PAGE]
         out: dict[str, Any] = {"tasks": [self.task(record) for record in page]}
@@ -208,13 +190,14 @@ class LegacyTasks:
             raise InvalidParams(data={"field": "taskId", "reason": "required"})
         record = await self._executions.store.get(task_id, owner)
         # Another principal's execution is not its task, even within one tenant.
-        if record is None or record.principal != principal_key(ctx.principal):
+        if record is None or record.principal != principal_digest(ctx.principal):
             raise _unknown()
         return record
 
 
-def principal_key(principal: Principal | None) -> str | None:
-    """What binds a task to its principal: the digest of its subject, never the subject itself."""
+def principal_digest(principal: Principal | None) -> str | None:
+    """What binds a task to its principal: the digest of its subject, never the subject itself; an
+    anonymous caller's executions are nobody's task (None, unlike `auth.principal.principal_key`)."""
     return None if principal is None else principal.digest
 
 

@@ -46,11 +46,9 @@ from aql_mcp.plugins.executions.catalog import catalog
 from aql_mcp.plugins.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE, has_part, read_export, read_part
 from aql_mcp.plugins.executions.legacy_tasks import (
     AS_TASK,
-    CAPABILITY,
     TASK_OPERATIONS,
-    Handler,
     LegacyTasks,
-    principal_key,
+    principal_digest,
 )
 from aql_mcp.plugins.executions.params import ExecutionRef, ExportParams, ImportParams, ListExecutions
 from aql_mcp.plugins.executions.rows import FORMATS
@@ -199,7 +197,7 @@ class Executions:
             session_id=call.session_id,
             params=details,
             progress=Progress(0, None, "pending"),
-            principal=principal_key(call.principal),
+            principal=principal_digest(call.principal),
         )
         cap = self.settings.executions.max_live_per_principal
         kept = self.settings.executions.max_retained_bytes_per_tenant
@@ -351,18 +349,11 @@ class ExecutionsPlugin:
             )
         )
 
-    @property
-    def task_capability(self) -> dict[str, Any]:
-        """The `tasks` server capability, declared to legacy clients that declare theirs."""
-        return CAPABILITY
-
-    def legacy_methods(self, tools_call: Handler, tools_list: Handler) -> dict[str, Handler]:
+    def task_mapper(self) -> LegacyTasks | None:
         """MCP 2025-11-25 tasks over executions (legacy_tasks.py); none before the operations exist."""
         if self.executions is None:
-            return {}
-        return LegacyTasks(
-            self.executions, tools_call=tools_call, tools_list=tools_list, task_tools=lambda: self._task_tools
-        ).table()
+            return None
+        return LegacyTasks(self.executions, task_tools=lambda: self._task_tools)
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings = operations.settings

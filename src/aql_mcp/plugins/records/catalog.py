@@ -46,7 +46,16 @@ def catalog(records: Records) -> list[Operation]:
     # Agents learn the scan budget (docs/store.md) from the description, before they meet the error.
     budget = f" Filter, sort or search over more than {records.settings.store.listing_scan_rows} records is refused."
     paging = page_hints(default=aql.default_page_size, cap=aql.max_page_size)
-    new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
+    return [
+        *_collections(records, paging),
+        *_adding_and_getting(records),
+        *_querying(records, paging, budget),
+        *_changing(records),
+        _usage(records),
+    ]
+
+
+def _collections(records: Records, paging: dict[str, dict[str, Any]]) -> list[Operation]:
     return [
         Operation(
             "create_collection",
@@ -79,6 +88,12 @@ def catalog(records: Records) -> list[Operation]:
             danger_reasons=("Deletes every record of the collection", "Cannot be undone"),
             side_effects="Permanently removes the collection and all its records.",
         ),
+    ]
+
+
+def _adding_and_getting(records: Records) -> list[Operation]:
+    new = {"collection": "notes", "data": {"title": "Plan", "metadata": {"priority": "low", "tags": ["draft"]}}}
+    return [
         Operation(
             "create_record",
             "CREATE",
@@ -100,6 +115,11 @@ def catalog(records: Records) -> list[Operation]:
             field_presets=PRESETS,
             default_preset="full",
         ),
+    ]
+
+
+def _querying(records: Records, paging: dict[str, dict[str, Any]], budget: str) -> list[Operation]:
+    return [
         Operation(
             "list_records",
             "READ",
@@ -137,6 +157,11 @@ def catalog(records: Records) -> list[Operation]:
             parameter_hints=paging,
             examples=(Example({"operation": "search_records", "params": {"collection": "notes", "query": "plan"}}),),
         ),
+    ]
+
+
+def _changing(records: Records) -> list[Operation]:
+    return [
         Operation(
             "update_record",
             "UPDATE",
@@ -168,15 +193,18 @@ def catalog(records: Records) -> list[Operation]:
             danger_reasons=("The record cannot be recovered",),
             side_effects="Permanently removes one record.",
         ),
-        Operation(
-            "get_usage",
-            "READ",
-            "The caller's record count and bytes against its quotas.",
-            records.get_usage,
-            Params,
-            Returns("Usage", "object"),
-        ),
     ]
+
+
+def _usage(records: Records) -> Operation:
+    return Operation(
+        "get_usage",
+        "READ",
+        "The caller's record count and bytes against its quotas.",
+        records.get_usage,
+        Params,
+        Returns("Usage", "object"),
+    )
 
 
 @dataclass

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.routing import BaseRoute
+
 from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
@@ -30,11 +32,15 @@ from aql_mcp.plugin import (
     PluginOperations,
     Principal,
     Returns,
+    RouteServices,
     Settings,
     Store,
     TrustLevel,
+    principal_key,
     token_digest,
 )
+from aql_mcp.plugins.safety.console.banner import console_banner
+from aql_mcp.plugins.safety.console.routes import console_routes
 from aql_mcp.plugins.safety.gate import GateWatch
 from aql_mcp.plugins.safety.loop import ExecutionLoop
 from aql_mcp.plugins.safety.params import (
@@ -57,7 +63,7 @@ STATES = ("running", "paused", "blocked", "completed", "aborted")
 
 
 def caller(call: Call) -> str:
-    return call.principal.digest if call.principal is not None else "anonymous"
+    return principal_key(call.principal)
 
 
 def identity_of(principal: Principal, tenant_claim: str) -> Identity:
@@ -174,6 +180,11 @@ def check_pattern_characters(params: ExecuteAgent) -> None:
 
 
 def catalog(ops: SafetyOperations) -> list[Operation]:
+    """The agent's operations (run, then end), then the operator's (introspection keeps this order)."""
+    return [*_agent_running(ops), *_agent_ending(ops), *_operator(ops)]
+
+
+def _agent_running(ops: SafetyOperations) -> list[Operation]:
     s = ops.settings.safety
     defaults = (
         f"Mode {s.mode}; maxAutonomousSteps {s.max_autonomous_steps}; riskTolerance {s.risk_tolerance}; "
@@ -216,6 +227,11 @@ def catalog(ops: SafetyOperations) -> list[Operation]:
                 ),
             ),
         ),
+    ]
+
+
+def _agent_ending(ops: SafetyOperations) -> list[Operation]:
+    return [
         Operation(
             "complete_execution",
             "EXECUTE",
@@ -234,6 +250,12 @@ def catalog(ops: SafetyOperations) -> list[Operation]:
             reserved=True,
             side_effects="Ends the execution (aborted).",
         ),
+    ]
+
+
+def _operator(ops: SafetyOperations) -> list[Operation]:
+    s = ops.settings.safety
+    return [
         Operation(
             "confirm_operation",
             "EXECUTE",
@@ -261,8 +283,17 @@ def catalog(ops: SafetyOperations) -> list[Operation]:
 
 @dataclass
 class SafetyPlugin:
+    """The safety loop's operations, and the operator console: its routes and its banner line."""
+
     name: str = "safety"
     trust: TrustLevel = "community_reviewed"
+
+    def routes(self, settings: Settings, services: RouteServices) -> list[BaseRoute]:
+        """The operator console (docs/console.md): its own guard, operator scope required."""
+        return console_routes(settings, store=services.store, verifier=services.verifier, issuer=services.dev_issuer)
+
+    def banner(self, settings: Settings, *, terminal: bool) -> str:
+        return console_banner(settings, terminal=terminal)
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings, store = operations.settings, operations.store

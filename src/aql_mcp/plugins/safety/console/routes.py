@@ -1,4 +1,4 @@
-"""The console's routes, assembled once for `create_app` (docs/console.md).
+"""The console's routes, which the safety plugin offers the app (`SafetyPlugin.routes`; docs/console.md).
 
 `/console` (the page), `/console/events` (its live stream) and the decision forms, each behind the
 Host allow-list and the console guard (operator scope); in development mode also the login form
