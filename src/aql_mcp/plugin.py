@@ -26,13 +26,15 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `configure` raises to stop startup (and `aql-mcp check-config`) with its message and exit code 2,
   without a traceback. A plugin may also serve HTTP routes of its own (`RoutesPlugin`, handed
   `RouteServices`), add lines to the development banner (`BannerPlugin`), and run task-augmented
-  MCP 2025-11-25 calls as tasks (`TaskMapperPlugin` returning a `TaskMapper`).
+  MCP 2025-11-25 calls as tasks (`TaskMapperPlugin` returning a `TaskMapper`, whose handlers are
+  `TaskHandler`s; `tasks_negotiated` says whether a request's session declared `tasks`, and
+  `success`, `failure` and `to_tool_result` build the envelope a task's result carries).
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
   `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
   the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
-  `fetch`, `fetchrow`, `fetchval`, `execute`; imported on first use, so a SQLite deployment never
-  loads asyncpg). `SchemaTooNew` is what opening a store refuses with when its tables need a newer
-  release.
+  `fetch`, `fetchrow`, `fetchval`, `execute`, `replica`): each is the engine's surface as a
+  Protocol, so importing it loads neither engine (a SQLite deployment never loads asyncpg).
+  `SchemaTooNew` is what opening a store refuses with when its tables need a newer release.
 - The core's store (`Store`), for a plugin that reads the core's own facets: who a principal key
   stands for (`principals`, a `PrincipalDirectory` of `Identity`) and the tokens the console signed
   out (`revocations`, a `RevocationStore`). A plugin's own rows go in its own tables (above).
@@ -50,14 +52,13 @@ The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.opaque import digest as credential_digest
 from aql_mcp.auth.principal import Principal, principal_key, subject_digest
 from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier, bearer_credential
 from aql_mcp.exceptions import (
+    AqlMcpError,
     AuthError,
     ConfigError,
     Forbidden,
@@ -65,6 +66,7 @@ from aql_mcp.exceptions import (
     InvalidParams,
     InvalidRequest,
     InvalidToken,
+    MethodNotFound,
     MissingToken,
     PayloadTooLarge,
     ResourceNotFound,
@@ -110,6 +112,9 @@ from aql_mcp.operations.results import (
     VALIDATION_PAYLOAD_TOO_LARGE,
     VALIDATION_UNKNOWN_FIELD,
     OperationError,
+    failure,
+    success,
+    to_tool_result,
     warning,
 )
 from aql_mcp.operations.service import PluginOperations
@@ -127,16 +132,6 @@ from aql_mcp.plugin_host.contracts import (
 )
 from aql_mcp.protocol.content import Content, audio, blob_contents, embedded, image, message, text, text_contents
 from aql_mcp.protocol.context import Context
-from aql_mcp.store.base import Store
-from aql_mcp.store.migration import Migration, SchemaTooNew
-from aql_mcp.store.plugin_tables import Tables
-from aql_mcp.store.principals import Identity, PrincipalDirectory
-from aql_mcp.store.revocations import RevocationStore
-from aql_mcp.store.sqlite.engine import SqliteEngine
-
-if TYPE_CHECKING:
-    from aql_mcp.store.postgres.engine import PostgresEngine
-
 from aql_mcp.protocol.primitives import (
     Prompt,
     PromptArgument,
@@ -147,10 +142,15 @@ from aql_mcp.protocol.primitives import (
     ToolResult,
     with_deprecation,
 )
-from aql_mcp.protocol.task_mapping import TaskMapper
+from aql_mcp.protocol.task_mapping import TaskHandler, TaskMapper, tasks_negotiated
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
+from aql_mcp.store.base import Store
+from aql_mcp.store.migration import Migration, SchemaTooNew
+from aql_mcp.store.plugin_tables import PostgresEngine, SqliteEngine, Tables
+from aql_mcp.store.principals import Identity, PrincipalDirectory
+from aql_mcp.store.revocations import RevocationStore
 
 __all__ = [
     "CONFLICT_ALREADY_EXISTS",
@@ -170,6 +170,7 @@ __all__ = [
     "VALIDATION_MISSING_PARAM",
     "VALIDATION_PAYLOAD_TOO_LARGE",
     "VALIDATION_UNKNOWN_FIELD",
+    "AqlMcpError",
     "AuditLog",
     "AuthError",
     "BackgroundPlugin",
@@ -195,6 +196,7 @@ __all__ = [
     "Lifecycle",
     "LimitSettings",
     "Limits",
+    "MethodNotFound",
     "Migration",
     "MissingToken",
     "NoParams",
@@ -228,6 +230,7 @@ __all__ = [
     "Store",
     "StoreError",
     "Tables",
+    "TaskHandler",
     "TaskMapper",
     "TaskMapperPlugin",
     "TokenVerifier",
@@ -246,23 +249,18 @@ __all__ = [
     "deep_merge",
     "embedded",
     "error_object",
+    "failure",
     "image",
     "message",
     "principal_key",
     "request_id_of",
     "subject_digest",
+    "success",
+    "tasks_negotiated",
     "text",
     "text_contents",
+    "to_tool_result",
     "token_digest",
     "warning",
     "with_deprecation",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # PostgresEngine imports asyncpg, which a SQLite deployment never loads: imported on first use.
-    if name == "PostgresEngine":
-        from aql_mcp.store.postgres.engine import PostgresEngine
-
-        return PostgresEngine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

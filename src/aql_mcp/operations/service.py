@@ -193,6 +193,13 @@ class PluginOperations:
         A plugin may name another plugin's declaration to use that plugin's tables."""
         return self.store.tables(declared)
 
+    def tools_for(self, operation: Operation) -> set[str]:
+        """The MCP tools that carry `operation` in the configured mode and profile: its family's
+        tool, and the single tool where there is one (MCP-AQL endpoint modes)."""
+        surface = self.service.surface
+        tools = {surface.tool_name(family_of(operation, surface.profile))} if surface.has_families else set()
+        return tools | ({surface.tool_name(None)} if surface.has_single else set())
+
     def add(self, operation: Operation) -> None:
         self.service.operations.add(operation, plugin=self.plugin, trust=self.trust, declared=self.declared)
 

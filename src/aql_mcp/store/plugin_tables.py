@@ -15,18 +15,49 @@ version it found (`schema_legacy`), and a plugin seen for the first time on such
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.store.migration import Migration
 
 if TYPE_CHECKING:
-    from aql_mcp.store.postgres.engine import PostgresEngine
-    from aql_mcp.store.sqlite.engine import SqliteEngine
+    import asyncpg
 
 F = TypeVar("F")
+T = TypeVar("T")
+
+
+class SqliteEngine(Protocol):
+    """What a facet may do on the SQLite engine (store/sqlite/engine.py is the one): `read` runs
+    `work` on a reader thread in `tenant`'s fair share of them, `write` runs it in one IMMEDIATE
+    transaction on the writer thread, committed if it returns (docs/store.md). Declared here, as
+    the engine's surface, so that what plugins see does not import the engines."""
+
+    async def read(self, work: Callable[[sqlite3.Connection], T], *, tenant: str = ...) -> T: ...
+    async def write(self, work: Callable[[sqlite3.Connection], T], *, lock_timeout: float | None = ...) -> T: ...
+
+
+class PostgresEngine(Protocol):
+    """What a facet may do on the PostgreSQL engine (store/postgres/engine.py is the one): `run`
+    gives `work` a pooled connection (a transaction is the facet's to open), the others run one
+    statement; `replica` names this replica among those sharing the database."""
+
+    @property
+    def replica(self) -> str: ...
+    async def run(
+        self,
+        work: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        lock_timeout: float | None = ...,
+        tenant: str = ...,
+    ) -> T: ...
+    async def fetch(self, query: str, *args: Any, tenant: str = ...) -> list[Any]: ...
+    async def fetchrow(self, query: str, *args: Any, tenant: str = ...) -> Any: ...
+    async def fetchval(self, query: str, *args: Any, tenant: str = ...) -> Any: ...
+    async def execute(self, query: str, *args: Any, tenant: str = ...) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -24,23 +24,46 @@ import binascii
 import contextlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
-from aql_mcp.auth.principal import Principal
-from aql_mcp.exceptions import InvalidParams, MethodNotFound
-from aql_mcp.operations.models import Call
-from aql_mcp.operations.results import OperationError, failure, success, to_tool_result
-from aql_mcp.plugins.executions.store import ExecutionRecord
+from aql_mcp.plugin import (
+    Call,
+    Context,
+    InvalidParams,
+    MethodNotFound,
+    OperationError,
+    Principal,
+    Settings,
+    TaskHandler,
+    failure,
+    success,
+    to_tool_result,
+)
+from aql_mcp.plugin import (
+    tasks_negotiated as negotiated,
+)
+from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore
 from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
+from aql_mcp.plugins.executions.worker import ExecutionWorker
+from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.store import timestamp
-from aql_mcp.protocol.context import Context
-from aql_mcp.protocol.task_mapping import TaskHandler
-from aql_mcp.protocol.task_mapping import tasks_negotiated as negotiated
 
-if TYPE_CHECKING:
-    from aql_mcp.plugins.executions.operations import Executions
+
+class Executions(Protocol):
+    """What the mapping reads of the plugin's operations (`Executions` in operations.py), declared
+    here so that this module does not import the one that imports it."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def records(self) -> Records: ...
+    @property
+    def worker(self) -> ExecutionWorker: ...
+    @property
+    def store(self) -> ExecutionStore: ...
+
 
 CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 TASK_OPERATIONS = ("execute_import", "execute_export")

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aql_mcp.operations.endpoints import family_of
 from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     RATE_LIMIT_QUOTA_EXHAUSTED,
@@ -373,11 +372,8 @@ class ExecutionsPlugin:
         for operation in operations_list:
             operations.add(operation)
         # The MCP-AQL tools that carry the operations a task may run.
-        surface = operations.service.surface
         tasked = [op for op in operations_list if op.name in TASK_OPERATIONS]
-        self._task_tools = {surface.tool_name(family_of(op, surface.profile)) for op in tasked if surface.has_families}
-        if surface.has_single:
-            self._task_tools.add(surface.tool_name(None))
+        self._task_tools = set().union(*(operations.tools_for(op) for op in tasked))
 
     async def on_session_end(self, session_ids: Sequence[str], now: float) -> None:
         """MCP-AQL §2.3.3: in-progress executions are session-scoped state (docs/executions.md)."""

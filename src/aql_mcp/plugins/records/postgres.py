@@ -129,24 +129,9 @@ class PostgresRecordStore:
 
         async def create(db: asyncpg.Connection) -> tuple[StoredRecord, bool]:
             if idempotency is not None:
-                # The key is claimed first: a retry racing on another replica waits here for this
-                # transaction, then finds the key taken and replays the first result.
-                claimed = await db.execute(
-                    "INSERT INTO record_idempotency VALUES ($1, $2, $3, ''::bytea, $4) ON CONFLICT DO NOTHING",
-                    tenant,
-                    idempotency.key,
-                    idempotency.request_hash,
-                    record.now,
-                )
-                if claimed != "INSERT 0 1":
-                    row = await db.fetchrow(
-                        "SELECT request_hash, response FROM record_idempotency WHERE tenant = $1 AND key = $2",
-                        tenant,
-                        idempotency.key,
-                    )
-                    if row["request_hash"] != idempotency.request_hash:
-                        raise KeyReused(idempotency.key)
-                    return replayed(row["response"]), True
+                first = await _claim_key(db, tenant, idempotency, record.now)
+                if first is not None:
+                    return first, True
             # Every write locks rows in one order, the collection, the record, the usage row, so two
             # writers never wait on each other in a cycle; a refused quota rolls the counter back.
             position = await db.fetchval(
@@ -384,3 +369,28 @@ def _key(row: Any) -> Key:
 def _collection(row: Any) -> StoredCollection:
     fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
     return StoredCollection(row[0], row[1], fields, row[3], int(row[4]))
+
+
+async def _claim_key(db: asyncpg.Connection, tenant: str, idempotency: Idempotency, now: str) -> StoredRecord | None:
+    """Claim an idempotency key for this write; None if claimed, else the first write's record.
+
+    The key is claimed first: a retry racing on another replica waits here for this transaction,
+    then finds the key taken and replays the first result (a different request under the key is
+    `KeyReused`)."""
+    claimed = await db.execute(
+        "INSERT INTO record_idempotency VALUES ($1, $2, $3, ''::bytea, $4) ON CONFLICT DO NOTHING",
+        tenant,
+        idempotency.key,
+        idempotency.request_hash,
+        now,
+    )
+    if claimed == "INSERT 0 1":
+        return None
+    row = await db.fetchrow(
+        "SELECT request_hash, response FROM record_idempotency WHERE tenant = $1 AND key = $2",
+        tenant,
+        idempotency.key,
+    )
+    if row["request_hash"] != idempotency.request_hash:
+        raise KeyReused(idempotency.key)
+    return replayed(row["response"])

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from aql_mcp.exceptions import AqlMcpError
+from aql_mcp.plugin import AqlMcpError
 from aql_mcp.plugins.records.listing import Key, Listing
 
 # The scan budget of a listing when none is configured (`store.listing_scan_rows`).

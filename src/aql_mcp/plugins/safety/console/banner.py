@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shlex
 
+from aql_mcp.plugin import Settings
 from aql_mcp.plugins.safety.console.passcode import code_path, current_code
-from aql_mcp.settings import Settings
 
 
 def console_banner(settings: Settings, *, terminal: bool) -> str:
