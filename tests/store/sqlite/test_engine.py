@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from aql_mcp.exceptions import StoreError
 from aql_mcp.store.migration import SchemaTooNew, compatible_from
+from aql_mcp.store.sqlite.engine import _enter_wal
 from aql_mcp.store.sqlite.schema import MIGRATIONS, migrate
 from aql_mcp.store.sqlite.store import SqliteStore
 from tests.support.plugin_store import with_built_ins
@@ -315,3 +317,28 @@ async def append_until_refused(store: SqliteStore) -> int:
         except StoreError:
             return written
     raise AssertionError("the full database took every write")
+
+
+def test_connections_racing_to_switch_a_new_file_to_wal_all_succeed(tmp_path: Path) -> None:
+    """SQLite answers "database is locked" at once, without its busy wait, to one of two connections
+    switching a new file to WAL together (on this machine about one race in twelve fails): replicas
+    or a rolling update starting on a new file would fail their start. The switch waits its turn."""
+    failures: list[str] = []
+
+    def switch(path: Path) -> None:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            _enter_wal(db, 5.0)
+        except sqlite3.OperationalError as exc:
+            failures.append(str(exc))
+        finally:
+            db.close()
+
+    for attempt in range(100):
+        path = tmp_path / f"race-{attempt}.sqlite3"
+        racers = [threading.Thread(target=switch, args=(path,)) for _ in range(6)]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
+    assert failures == []

@@ -232,7 +232,7 @@ class SqliteEngine:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        _enter_wal(db, OPEN_BUSY_MS / 1000)
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute(f"PRAGMA busy_timeout={math.ceil(self._lock_timeout * 1000)}")
@@ -246,6 +246,24 @@ class SqliteEngine:
         db = self._connect()
         db.execute("PRAGMA query_only=ON")
         self._local.db = db
+
+
+def _enter_wal(db: sqlite3.Connection, seconds: float) -> None:
+    """Switch the file to write-ahead logging, waiting for other openers.
+
+    Switching needs the file to itself for a moment, and SQLite answers "database is locked" at once,
+    without its busy wait, when another connection is switching too (it would deadlock): replicas
+    starting together on a new file, or a rolling update, would fail their start. So the switch is
+    tried again until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if _name(exc) not in ("SQLITE_BUSY", "SQLITE_LOCKED") or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _name(exc: BaseException) -> str:
