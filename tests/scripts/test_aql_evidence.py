@@ -81,6 +81,60 @@ def test_level_two_features_are_advertised_with_evidence(bundle: dict[str, Any])
     assert [item["result"]["success"] for item in batch["results"]] == [True]
 
 
+# The operations of the built-in plugins (records, executions, safety): the bundle holds each.
+BUILTIN_OPERATIONS = {
+    "introspect",
+    "create_collection",
+    "list_collections",
+    "delete_collection",
+    "create_record",
+    "get_record",
+    "list_records",
+    "search_records",
+    "update_record",
+    "delete_record",
+    "get_usage",
+    "execute_import",
+    "execute_export",
+    "get_execution",
+    "list_executions",
+    "cancel_execution",
+    "retry_execution",
+    "execute_agent",
+    "record_execution_step",
+    "complete_execution",
+    "abort_execution",
+    "confirm_operation",
+    "verify_challenge",
+}
+# The MCP-AQL runner's leak patterns (scripts/run-conformance-tests.mjs, FORBIDDEN_ERROR_PATTERNS,
+# at MCPAQL/spec 7b1bba5). Its `/at\s+\S+/i` also matches plain English ("at most"): that one
+# false hit may stay (docs/mcp-aql-conformance.md), a stack frame may not.
+LEAKS = [
+    re.compile(p, re.IGNORECASE) for p in (r"typeerror", r"referenceerror", r"syntaxerror", r"/src/", r"/node_modules/")
+]
+LEAKS += [re.compile(r"\.ts:\d+"), re.compile(r"\.js:\d+")]
+FRAME = re.compile(r"at\s+\S+", re.IGNORECASE)
+PLAIN_ENGLISH = re.compile(r"\b(at most|at least)\b", re.IGNORECASE)
+
+
+def test_the_bundle_covers_every_operation_of_the_builtin_plugins(bundle: dict[str, Any]) -> None:
+    """Issue 22: 23 operations, the executions and safety ones included, each introspected, its
+    accepted parameters observed and an unknown parameter refused."""
+    details = {d["name"] for d in bundle["introspection"]["operation_details"]}
+    assert details == BUILTIN_OPERATIONS
+    assert set(bundle["accepted_parameters"]) == BUILTIN_OPERATIONS
+    assert {case["operation"] for case in bundle["parameter_tests"]["unknown_parameter"]} == BUILTIN_OPERATIONS
+    assert {case["name"].removesuffix("-unknown-parameter") for case in bundle["error_tests"]} == BUILTIN_OPERATIONS
+
+
+def test_error_messages_pass_the_runners_leak_patterns(bundle: dict[str, Any]) -> None:
+    for case in bundle["error_tests"]:
+        message = case["response"]["error"]["message"]
+        assert not any(leak.search(message) for leak in LEAKS), message
+        assert not FRAME.search(PLAIN_ENGLISH.sub("", message)), message
+
+
 def _required(bundle: dict[str, Any], operation: str, parameter: str) -> bool:
     detail = next(d for d in bundle["introspection"]["operation_details"] if d["name"] == operation)
     return bool(next(p for p in detail["parameters"] if p["name"] == parameter).get("required"))

@@ -54,6 +54,8 @@ PURPOSES: Mapping[str, str] = {
     "manage": "Mutating operations: create, update and delete resources.",
     "operate": "Runtime lifecycle operations: start, monitor and cancel executions.",
 }
+# The endpoints whose tools may change state in place (MCP-AQL CRUDE pattern §3.1, "Destructive").
+DESTRUCTIVE_ENDPOINTS: tuple[Category, ...] = ("UPDATE", "DELETE", "EXECUTE")
 SINGLE_PURPOSE = "Unified MCP-AQL endpoint: every operation, routed by its name."
 INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -208,7 +210,9 @@ def _risk_lines(operations: list[Operation], gate: Callable[[Operation], str]) -
 def _annotations(operations: list[Operation]) -> dict[str, Any]:
     return {
         "readOnlyHint": all(op.category == "READ" for op in operations),
-        "destructiveHint": any(op.is_destructive for op in operations),
+        # A tool's hint is its endpoint's permission (MCP-AQL CRUDE pattern §3.1: UPDATE, DELETE
+        # and EXECUTE may change state in place), wider than any one operation's danger level.
+        "destructiveHint": any(op.is_destructive or op.category in DESTRUCTIVE_ENDPOINTS for op in operations),
         "idempotentHint": all(op.is_idempotent for op in operations),
         "openWorldHint": False,
     }

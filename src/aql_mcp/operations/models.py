@@ -201,8 +201,7 @@ class Operation:
 
     @property
     def is_destructive(self) -> bool:
-        return DANGER_LEVELS.index(self.danger_level) >= DANGER_LEVELS.index("destructive") or self.category in (
-            "UPDATE",
-            "DELETE",
-            "EXECUTE",
-        )
+        """Whether the operation may remove or irreversibly change state: its danger level is
+        `destructive` or above (MCP-AQL danger levels §2.2), so introspection's `permissions` and the
+        level its description states never disagree (an import only adds records: `reversible`)."""
+        return DANGER_LEVELS.index(self.danger_level) >= DANGER_LEVELS.index("destructive")

@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 
+from aql_mcp.plugins.executions.operations import CLIENT_CANCELLED
 from tests.support.aql import Session, session
 from tests.support.executions import (
     BIG,
@@ -30,6 +31,7 @@ from tests.support.executions import (
     rows,
     settled,
 )
+from tests.support.modern import MODERN, modern_body, modern_headers
 from tests.support.server import ServerProcess, start_server
 from tests.support.wait import until
 
@@ -353,3 +355,41 @@ def test_an_execution_answers_on_the_modern_era_too(server: ServerProcess) -> No
         answer = http.post("/mcp", json=body, headers=headers)
         assert answer.status_code == 200, answer.text
         assert answer.json()["result"]["structuredContent"]["data"] == {"items": [], "count": 0}
+
+
+def test_closing_a_modern_followed_import_cancels_it(server: ServerProcess) -> None:
+    """On the 2026-07-28 wire closing the request is the client's cancellation (docs/executions.md,
+    "Following an execution"): the import it followed is cancelled, whole batches kept."""
+    token = server.token(subject="closer")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "progressToken": "closed-1",
+    }
+    arguments = {"operation": "execute_import", "params": import_params("c", ndjson(rows(100_000)))}
+    body = modern_body("tools/call", {"name": EXECUTE, "arguments": arguments}, meta, 5)
+    with session(server, subject="closer") as caller:
+        assert caller.call(CREATE, "create_collection", collection="c")["success"]
+        with httpx.Client(base_url=server.base, timeout=60) as http:
+            headers = modern_headers(token, "tools/call", EXECUTE)
+            with http.stream("POST", "/mcp", json=body, headers=headers) as response:
+                assert response.status_code == 200
+                execution_id = _first_progress(response)
+            # Leaving the stream unread closes the connection: the follow is cancelled.
+        done = settled(caller, execution_id)
+        assert done["status"] == "cancelled", done
+        assert done["progress"]["message"] == CLIENT_CANCELLED
+        assert done["progress"]["current"] < 100_000
+        assert record_count(caller, "c") == done["progress"]["current"]
+
+
+def _first_progress(response: httpx.Response) -> str:
+    """The execution id the first progress notification of a following call names."""
+    for line in response.iter_lines():
+        payload = line.removeprefix("data:").strip()
+        if line.startswith("data:") and payload:
+            message = json.loads(payload)
+            if message.get("method") == "notifications/progress":
+                return str(message["params"]["message"]).split()[0]
+    raise AssertionError("the following call ended without progress")

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from aql_mcp.builtin_sections import ExecutionSettings
 from aql_mcp.operations.models import Call
 from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import OperationError
 from aql_mcp.plugins.executions.operations import Executions, ExecutionsPlugin, _decoded, plugin
-from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore
+from aql_mcp.plugins.executions.store import IMPORTING, ExecutionRecord, ExecutionStore
+from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
 from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.store import Quota
@@ -148,3 +150,41 @@ async def test_the_sweep_leaves_an_execution_being_created_alone(store: Store) -
     assert answer["status"] != "cancelled", answer
     assert found is not None
     assert found.status != "cancelled"
+
+
+@pytest.mark.anyio
+async def test_get_execution_says_what_an_import_does_and_why_it_failed(store: Store) -> None:
+    """Issue 22, item 4: not `pending` while the import runs, nor after it failed."""
+    settings = Settings(executions=ExecutionSettings(batch_size=1, batch_pause_seconds=5))
+    quota = Quota(settings.records.max_records, settings.records.max_bytes)
+    worker = ExecutionWorker(store.executions, store.records, settings.executions, lambda: quota, Limits(10, 10, 10))
+    executions = Executions(settings, Records(settings, store.records), worker)
+    await store.records.create_collection("alice", "c", "", None, "now")
+    ctx = Context(request_id="r", message_id=1, peer=None, principal=None, outbound=_Notes(), hub=_Notes())
+    call = Call(principal=None, session_id=None, ctx=ctx)
+    payload = b'{"n": 1}\n{"n": 2}\n'
+    details = {"collection": "c", "file_mime_type": "application/x-ndjson"}
+    try:
+        running = await executions._launch(call, "alice", "import", details, payload)
+        gone = await executions._launch(call, "alice", "import", {**details, "collection": "gone"}, payload)
+        failed = await _ended(store, gone["execution_id"])
+        now = await store.executions.get(running["execution_id"], "alice")
+    finally:
+        await worker.stop()
+    assert running["progress"]["message"] == IMPORTING
+    assert now is not None
+    assert (now.status, execution_wire(now)["progress"]["message"]) == ("running", IMPORTING)
+    assert failed["status"] == "failed"
+    assert failed["progress"]["message"] == f"failed: {failed['error']['message']}"
+    assert "'gone'" in failed["progress"]["message"]
+
+
+async def _ended(store: Store, execution_id: str) -> dict[str, Any]:
+    """The execution as get_execution shows it, once it ended."""
+    for _ in range(500):
+        found = await store.executions.get(execution_id, "alice")
+        assert found is not None
+        if found.status in TERMINAL:
+            return execution_wire(found)
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"execution {execution_id} did not end")

@@ -11,6 +11,9 @@ import asyncpg
 import pytest
 
 from aql_mcp.plugins.executions.store import (
+    ABANDONED,
+    EXPORTING,
+    IMPORTING,
     STATUSES,
     TRANSITIONS,
     Batch,
@@ -405,3 +408,39 @@ async def test_a_repeated_import_batch_that_already_committed_writes_nothing_aga
     assert (await store.records.usage("alice"))[0] == 10
     assert await store.executions.import_batch("imp", _batch(10, 5), NOW, attempt=1) == "written"
     assert (await store.records.usage("alice"))[0] == 15
+
+
+async def test_the_progress_message_says_what_runs_and_why_it_failed(backend: Backend) -> None:
+    """Issue 22: the `pending` of an execution's creation does not outlive it: running, its message
+    says what it does; failed, why (its error's message), on a transition, a lost worker and a gone replica."""
+    first = await backend.open()
+    executions = first.executions
+    record = _execution("imp")
+    record.progress = Progress(0, None, "pending")
+    assert await executions.create(record, b"p", max_live_per_owner=9)
+    started = await executions.start("imp", NOW)
+    assert started is not None
+    assert started.progress.message == IMPORTING
+    assert await executions.transition("imp", "failed", NOW + 1, error={"code": "X", "message": "disk full"})
+    assert await _message(first, "imp") == "failed: disk full"
+    retried = await executions.retry("imp", "alice", NOW + 2)
+    assert retried is not None
+    assert retried.progress.message == IMPORTING
+    assert await executions.fail_abandoned(set(), NOW + 3, NOW + 10) == ["imp"]
+    assert await _message(first, "imp") == f"failed: {ABANDONED['message']}"
+    export = _execution("exp")
+    export.kind = "export"
+    assert await executions.create(export, None, max_live_per_owner=9)
+    assert await executions.start("exp", NOW + 11)
+    assert await _message(first, "exp") == EXPORTING
+    await first.close()
+    backend.opened.remove(first)
+    second = await backend.open()
+    assert await second.executions.recover(NOW + 100, 15.0) == ["exp"]
+    assert (await _message(second, "exp") or "").startswith("failed: The replica running this execution stopped")
+
+
+async def _message(store: Store, execution_id: str) -> str | None:
+    found = await store.executions.load(execution_id)
+    assert found is not None
+    return found.progress.message

@@ -181,3 +181,27 @@ async def test_a_step_whose_evaluation_runs_past_its_budget_pauses_for_an_operat
     held = await loop.step(AGENT, "builder", None, "read_file notes", None)
     assert (held["continue"], held["reason"]) == (False, "Evaluation budget exceeded")
     assert held["approvalId"]
+
+
+async def test_a_hard_blocked_agent_may_not_end_its_run_but_a_paused_one_may_8_8_3(store: Store) -> None:
+    """§8.8.3: every execution operation of a hard-blocked agent is refused until it is unblocked,
+    `complete_execution` and `abort_execution` included; a pause (held, not blocked) lets it stop."""
+    clock = Clock()
+    loop = _loop(store, clock, requires_approval=("deploy*",))
+    await loop.start(AGENT, None, "builder", {})
+    paused = await loop.step(AGENT, "builder", None, "deploy prod", None)
+    assert (paused["continue"], paused.get("stopped", False)) == (False, False)
+    assert (await loop.finish(AGENT, "builder", None, completed=False))["status"] == "aborted"
+    await loop.desk.deny(paused["approvalId"], OPERATOR)  # ending the run does not end the hold
+    await loop.start(AGENT, None, "builder", {})
+    stopped = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    assert stopped["stopped"] is True
+    for completed in (True, False):
+        with pytest.raises(OperationError) as refused:
+            await loop.finish(AGENT, "builder", None, completed=completed)
+        assert (refused.value.code, refused.value.details["reason"]) == ("PERMISSION_DENIED", "agent_blocked")
+        assert refused.value.details["verificationId"] == stopped["verificationId"]
+    challenge = await store.safety.get_challenge(stopped["verificationId"])
+    assert challenge is not None
+    await loop.desk.verify(challenge.id, challenge.code, OPERATOR)
+    assert (await loop.finish(AGENT, "builder", None, completed=True))["status"] == "completed"

@@ -253,8 +253,12 @@ class ModernEndpoint:
             memo=earlier.memo,
         )
         outcome: dict[str, Any] | BaseException | None = None
+        watch = DisconnectWatch(receive)
+        # Closing the request is this era's cancellation (2026-07-28 basic/patterns/cancellation): a
+        # handler that ends work of its own on a client's cancellation (a followed import) sees it.
+        ctx.cancelled_by_client = lambda: watch.disconnected
         try:
-            with DisconnectWatch(receive):
+            with watch:
                 outcome = await self._answer(request, ctx, meta, inputs, binding)
         finally:
             reply.stop_keepalive()

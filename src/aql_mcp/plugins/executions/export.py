@@ -23,7 +23,7 @@ import orjson
 from aql_mcp.builtin_sections import ExecutionSettings
 from aql_mcp.plugin import Content, InvalidParams, ResourceNotFound, text_contents
 from aql_mcp.plugins.executions.backoff import retrying
-from aql_mcp.plugins.executions.store import ExecutionRecord, ExecutionStore, Progress
+from aql_mcp.plugins.executions.store import EXPORTING, ExecutionRecord, ExecutionStore, Progress
 from aql_mcp.plugins.records.listing import Listing
 from aql_mcp.plugins.records.operations import record_wire
 from aql_mcp.plugins.records.store import RecordStore
@@ -140,7 +140,7 @@ class Exporter:
                 if parts.size > self._settings.max_export_bytes:
                     raise ExportTooLarge(self._settings.max_export_bytes)
                 exported, cursor = exported + 1, key
-            if not await self._progress(record, Progress(exported, max(total, exported))):
+            if not await self._progress(record, Progress(exported, max(total, exported), EXPORTING)):
                 return None
             if not page.has_next:
                 break

@@ -65,6 +65,9 @@ FOLLOW_MARGIN_SECONDS = 2.0
 CONFLICT_INVALID_STATE = "CONFLICT_INVALID_STATE"
 # A follower rereads the row at least this often (the worker wakes one on its replica sooner).
 FOLLOW_POLL_SECONDS = 0.25
+# A followed execution's message once its client cancelled the call (notifications/cancelled, or
+# closing the request on the 2026-07-28 wire).
+CLIENT_CANCELLED = "cancelled by the client: it cancelled the call following the execution"
 
 
 @dataclass
@@ -253,12 +256,13 @@ class Executions:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), min(FOLLOW_POLL_SECONDS, left))
         except asyncio.CancelledError:
-            # notifications/cancelled for the following call cancels its execution; anything else
-            # that cancels the call does not: a replica's shutdown cancels in-flight requests before
-            # the lifespan stops the worker, which then fails the execution with a reason a retry
-            # can act on (replica_shutdown).
+            # The client cancelling the following call (notifications/cancelled; on the 2026-07-28
+            # wire, closing the request) cancels its execution; anything else that cancels the call
+            # does not: a replica's shutdown cancels in-flight requests before the lifespan stops
+            # the worker, which then fails the execution with a reason a retry can act on
+            # (replica_shutdown).
             if ctx.cancelled_by_client():
-                cancel = self.store.cancel(record.id, record.owner, time.time(), "cancelled by notifications/cancelled")
+                cancel = self.store.cancel(record.id, record.owner, time.time(), CLIENT_CANCELLED)
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(asyncio.ensure_future(cancel))
             raise

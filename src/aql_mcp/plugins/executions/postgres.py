@@ -18,6 +18,7 @@ from aql_mcp.plugins.executions.store import (
     ABANDONED,
     COLUMNS,
     LIVE,
+    RUNNING_MESSAGE_SQL,
     Batch,
     BatchOutcome,
     Cancelled,
@@ -28,6 +29,7 @@ from aql_mcp.plugins.executions.store import (
     execution_record,
     execution_row,
     extend_report,
+    failed_message,
     json_or_none,
     sources_of,
 )
@@ -126,7 +128,8 @@ class PostgresExecutionStore:
     async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
         row = await self._engine.fetchrow(
             "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "  # noqa: S608
-            f"attempts = attempts + 1 WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}",
+            f"progress_message = {RUNNING_MESSAGE_SQL}, attempts = attempts + 1 "
+            f"WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}",
             execution_id,
             self._replica,
             now,
@@ -136,7 +139,8 @@ class PostgresExecutionStore:
     async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
         row = await self._engine.fetchrow(
             "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "  # noqa: S608
-            "updated_at = $4, attempts = attempts + 1 WHERE id = $1 AND owner = $2 AND status = 'failed' "
+            f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = $4, attempts = attempts + 1 "
+            "WHERE id = $1 AND owner = $2 AND status = 'failed' "
             f"RETURNING {COLUMNS}",
             execution_id,
             owner,
@@ -170,7 +174,7 @@ class PostgresExecutionStore:
             to,
             json_or_none(error),
             json_or_none(result),
-            message,
+            failed_message(error, message) if to == "failed" else message,
             now,
             to != "running",
             to in ("completed", "cancelled"),
@@ -304,11 +308,12 @@ class PostgresExecutionStore:
             for row in rows:
                 if row[1] == "running":
                     await db.execute(
-                        "UPDATE executions SET status = 'failed', error = $2, updated_at = $3, finished_at = $3 "
-                        "WHERE id = $1",
+                        "UPDATE executions SET status = 'failed', error = $2, progress_message = $4, updated_at = $3, "
+                        "finished_at = $3 WHERE id = $1",
                         row[0],
                         orjson.dumps(ORPHANED),
                         now,
+                        failed_message(ORPHANED),
                     )
                 else:
                     await db.execute(
@@ -321,14 +326,15 @@ class PostgresExecutionStore:
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
         async def fail(db: asyncpg.Connection) -> list[str]:
             lost = await db.fetch(
-                "UPDATE executions SET status = 'failed', error = $4, updated_at = $5, finished_at = $5 "
-                "WHERE status = 'running' AND replica = $1 AND updated_at < $2 AND NOT (id = ANY($3::text[])) "
-                "RETURNING id",
+                "UPDATE executions SET status = 'failed', error = $4, progress_message = $6, updated_at = $5, "
+                "finished_at = $5 WHERE status = 'running' AND replica = $1 AND updated_at < $2 "
+                "AND NOT (id = ANY($3::text[])) RETURNING id",
                 self._replica,
                 before,
                 list(keep),
                 orjson.dumps(ABANDONED),
                 now,
+                failed_message(ABANDONED),
             )
             unstarted = await db.fetch(
                 "UPDATE executions SET status = 'cancelled', progress_message = $3, updated_at = $4, "

@@ -18,6 +18,7 @@ from aql_mcp.plugins.executions.store import (
     ABANDONED,
     COLUMNS,
     LIVE,
+    RUNNING_MESSAGE_SQL,
     Batch,
     BatchOutcome,
     Cancelled,
@@ -28,6 +29,7 @@ from aql_mcp.plugins.executions.store import (
     execution_record,
     execution_row,
     extend_report,
+    failed_message,
     json_or_none,
     sources_of,
 )
@@ -138,6 +140,7 @@ class SqliteExecutionStore:
         row = await self._engine.write(
             lambda db: db.execute(
                 "UPDATE executions SET status = 'running', replica = ?, started_at = ?, updated_at = ?, "  # noqa: S608
+                f"progress_message = {RUNNING_MESSAGE_SQL}, "
                 f"attempts = attempts + 1 WHERE id = ? AND status = 'pending' RETURNING {COLUMNS}",
                 (self._replica, now, now, execution_id),
             ).fetchone()
@@ -148,7 +151,8 @@ class SqliteExecutionStore:
         row = await self._engine.write(
             lambda db: db.execute(
                 "UPDATE executions SET status = 'running', replica = ?, error = NULL, finished_at = NULL, "  # noqa: S608
-                "updated_at = ?, attempts = attempts + 1 WHERE id = ? AND owner = ? AND status = 'failed' "
+                f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = ?, attempts = attempts + 1 "
+                "WHERE id = ? AND owner = ? AND status = 'failed' "
                 f"RETURNING {COLUMNS}",
                 (self._replica, now, execution_id, owner),
             ).fetchone()
@@ -172,6 +176,7 @@ class SqliteExecutionStore:
         ended = to != "running"
         # A completed or cancelled execution is never retried: its payload is not needed any more.
         drop_payload = to in ("completed", "cancelled")
+        message = failed_message(error, message) if to == "failed" else message
         values = (to, json_or_none(error), json_or_none(result), message, now, ended, now, drop_payload, execution_id)
         lease, held = ("", ()) if attempt is None else (LEASE, (self._replica, attempt))
         changed = await self._engine.write(
@@ -301,9 +306,9 @@ class SqliteExecutionStore:
             for execution_id, status in lost:
                 if status == "running":
                     db.execute(
-                        "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? "
-                        "WHERE id = ? AND status = 'running'",
-                        (orjson.dumps(ABANDONED), now, now, execution_id),
+                        "UPDATE executions SET status = 'failed', error = ?, progress_message = ?, updated_at = ?, "
+                        "finished_at = ? WHERE id = ? AND status = 'running'",
+                        (orjson.dumps(ABANDONED), failed_message(ABANDONED), now, now, execution_id),
                     )
                 else:
                     _cancel(db, "id = ?", (execution_id,), now, NEVER_STARTED)
@@ -347,8 +352,9 @@ def _orphan(db: sqlite3.Connection, execution_id: str, status: str, now: float) 
     if status == "running":
         error = orjson.dumps(ORPHANED)
         db.execute(
-            "UPDATE executions SET status = 'failed', error = ?, updated_at = ?, finished_at = ? WHERE id = ?",
-            (error, now, now, execution_id),
+            "UPDATE executions SET status = 'failed', error = ?, progress_message = ?, updated_at = ?, finished_at = ? "
+            "WHERE id = ?",
+            (error, failed_message(ORPHANED), now, now, execution_id),
         )
     else:
         _cancel(db, "id = ?", (execution_id,), now, "cancelled: the replica that accepted it stopped")

@@ -45,6 +45,19 @@ TRANSITIONS: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
     }
 )
 Cancelled = Literal["unknown", "cancelled", "ended"]
+# What a running execution's progress message says it does (docs/executions.md): set by its start
+# and each retry, so the `pending` of its creation never outlives it; a failure puts its error's
+# message there (`failed_message`).
+IMPORTING = "importing rows"
+EXPORTING = "exporting records"
+RUNNING_MESSAGE_SQL = f"CASE kind WHEN 'import' THEN '{IMPORTING}' WHEN 'export' THEN '{EXPORTING}' ELSE NULL END"
+
+
+def failed_message(error: dict[str, Any] | None, message: str | None = None) -> str | None:
+    """A failed execution's progress message: why it failed (its error's message), or the one given."""
+    if message is None and error is not None and error.get("message"):
+        return f"failed: {error['message']}"
+    return message
 
 
 class RetainedBytesExceeded(Exception):
