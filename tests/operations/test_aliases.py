@@ -25,7 +25,7 @@ HERE = __name__
 
 
 class Paged(Params):
-    aliases: ClassVar[Mapping[str, str]] = {"pageSize": "page_size", "sortOrder": "sort_order"}
+    parameter_aliases: ClassVar[Mapping[str, str]] = {"pageSize": "page_size", "sortOrder": "sort_order"}
 
     page_size: int = Field(default=10, ge=1, description="Items per page.")
     sort_order: str = Field(default="asc", description="asc or desc.")
@@ -40,7 +40,7 @@ class PydanticAlias(Params):
 
 
 class StrayAlias(Params):
-    aliases: ClassVar[Mapping[str, str]] = {"pageSize": "per_page"}
+    parameter_aliases: ClassVar[Mapping[str, str]] = {"pageSize": "per_page"}
 
     page_size: int = 10
 

@@ -120,7 +120,7 @@ def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[
     for name, field in operation.params.model_fields.items():
         prop = schema.get("properties", {}).get(name, {})
         info: dict[str, Any] = {"name": name, "type": _type_name(prop, schema), "required": name in required}
-        description = _with_aliases(field.description or "", operation.params.aliases, name)
+        description = _with_aliases(field.description or "", operation.params.parameter_aliases, name)
         if description:
             info["description"] = description
         if name not in required and prop.get("default") is not None:

@@ -10,7 +10,7 @@ it) is a parameter only of the operations the gatekeeper can ask to confirm; any
 names are unknown parameters, so a caller never believes it confirmed something that needs no
 confirmation, and introspection documents exactly what is accepted (docs/aql.md).
 
-A parameter model's `aliases` (deprecated spellings, such as the camelCase names of MCP-AQL
+A parameter model's `parameter_aliases` (deprecated spellings, such as the camelCase names of MCP-AQL
 §8.6.3/§8.7.4) are renamed to the published snake_case names (§4.3) before validation, each with a
 DEPRECATION_WARNING; both spellings of one parameter in one call is a validation error naming both.
 """
@@ -71,7 +71,7 @@ def resolve(arguments: dict[str, Any], *, confirmable: bool) -> tuple[dict[str, 
 
 def rename_aliases(operation: Operation, values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """`values` under the published parameter names, and a warning for each deprecated alias used."""
-    aliases = operation.params.aliases
+    aliases = operation.params.parameter_aliases
     used = [name for name in values if name in aliases]
     if not used:
         return values, []

@@ -5,7 +5,7 @@ A duplicate name fails at startup naming both plugins; the names MCP-AQL §8.5.4
 protocol are refused unless the operation is the protocol's own (`reserved=True`) and sits in the
 category the specification gives it. A parameter name that is not snake_case (§4.3) fails at startup
 too, naming the plugin, the operation and the parameter: another spelling may only be a declared
-alias of a published parameter (the parameter model's `aliases`, docs/aql.md "Parameter names").
+alias of a published parameter (the parameter model's `parameter_aliases`, docs/aql.md "Parameter names").
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def check_parameter_names(operation: Operation, plugin: str) -> None:
                 raise ConfigError(
                     f"plugin {plugin}: operation {operation.name!r} publishes parameter {published!r}, which is not "
                     f"snake_case (MCP-AQL §4.3: {PARAMETER_NAME.pattern}); publish a snake_case name and declare "
-                    f"{published!r} in the parameter model's aliases if callers still send it"
+                    f"{published!r} in the parameter model's parameter_aliases if callers still send it"
                 )
-    for alias, target in operation.params.aliases.items():
+    for alias, target in operation.params.parameter_aliases.items():
         if target not in fields or alias in fields:
             raise ConfigError(
                 f"plugin {plugin}: operation {operation.name!r} declares the alias {alias!r} of parameter "

@@ -22,13 +22,13 @@ BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_err
 class Params(BaseModel):
     """Base of every operation's parameter model: strict types, no unknown fields.
 
-    `aliases` maps a deprecated spelling to the parameter's published (snake_case) name: an MCP-AQL
+    `parameter_aliases` maps a deprecated spelling to the parameter's published (snake_case) name: an MCP-AQL
     call may still use it, with a warning naming the parameter to use (MCP-AQL ADR-003; docs/aql.md,
     "Parameter names").
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-    aliases: ClassVar[Mapping[str, str]] = {}
+    parameter_aliases: ClassVar[Mapping[str, str]] = {}
 
 
 def validate_json_values(model: type[ModelT], values: Any) -> ModelT:

@@ -36,7 +36,7 @@ MAX_PATTERN_CHARACTERS = 4000
 
 
 class ExecuteAgent(Params):
-    aliases: ClassVar[Mapping[str, str]] = {
+    parameter_aliases: ClassVar[Mapping[str, str]] = {
         "maxAutonomousSteps": "max_autonomous_steps",
         "riskTolerance": "risk_tolerance",
         "requiresApproval": "requires_approval",
@@ -57,7 +57,7 @@ class ExecuteAgent(Params):
 
 
 class RecordStep(Params):
-    aliases: ClassVar[Mapping[str, str]] = {
+    parameter_aliases: ClassVar[Mapping[str, str]] = {
         "stepDescription": "step_description",
         "nextActionHint": "next_action_hint",
     }
