@@ -232,11 +232,11 @@ class Tenant:
 
 async def declared_limits(tenant: Tenant, count: int, length: int) -> tuple[int, int]:
     """`count` and `length` lowered to what `execute_agent`'s introspection declares for `deny` and
-    `requiresApproval` (`maxItems`, `items.maxLength`), when it declares them."""
+    `requires_approval` (`maxItems`, `items.maxLength`), when it declares them."""
     answer = await tenant.aql("introspect", {"query": "operations", "name": "execute_agent"})
     parameters = (answer.data.get("operation") or {}).get("parameters") or [] if answer.ok else []
     for parameter in parameters:
-        if parameter.get("name") in ("deny", "requiresApproval"):
+        if parameter.get("name") in ("deny", "requires_approval", "requiresApproval"):
             count = min(count, int(parameter.get("maxItems", count)))
             length = min(length, int((parameter.get("items") or {}).get("maxLength", length)))
     return count, length

@@ -213,6 +213,10 @@ class AqlSettings(Section):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     confirmation_ttl_seconds: int = Field(default=300, ge=1, le=900)
     confirm_with_elicitation: bool = False
+    # How a recoverable failure (validation, not found, confirmation required) reaches MCP: a tool
+    # error (`isError: true`, MCP 2025-11-25 tools) or a plain result whose envelope says
+    # `success: false` (MCP-AQL mcp-integration §4.1); docs/aql.md, "Recoverable errors".
+    recoverable_errors: Literal["tool_error", "result"] = "tool_error"
     # A plugin's `trust` is its own claim: the operator caps it, or sets it per plugin (operations/trust.py).
     max_trust: TrustLevel = "community_reviewed"
     plugin_trust: dict[str, TrustLevel] = Field(default_factory=dict)

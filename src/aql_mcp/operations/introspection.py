@@ -10,7 +10,7 @@ operation, and an operation the gatekeeper can ask to confirm documents `confirm
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -120,8 +120,9 @@ def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[
     for name, field in operation.params.model_fields.items():
         prop = schema.get("properties", {}).get(name, {})
         info: dict[str, Any] = {"name": name, "type": _type_name(prop, schema), "required": name in required}
-        if field.description:
-            info["description"] = field.description
+        description = _with_aliases(field.description or "", operation.params.parameter_aliases, name)
+        if description:
+            info["description"] = description
         if name not in required and prop.get("default") is not None:
             info["default"] = prop["default"]
         if name == "fields" and operation.field_presets is not None:
@@ -135,6 +136,17 @@ def parameter_infos(operation: Operation, *, confirmable: bool = False) -> list[
     if confirmable:
         infos.append(dict(CONFIRMATION_INFO))
     return infos
+
+
+def _with_aliases(description: str, aliases: Mapping[str, str], name: str) -> str:
+    """The description, and the deprecated aliases of the parameter: ParameterInfo has no other key
+    for them (the MCP-AQL introspection-response schema allows no extra keys; docs/aql.md)."""
+    spellings = [alias for alias, target in aliases.items() if target == name]
+    if not spellings:
+        return description
+    listed = ", ".join(f"'{alias}'" for alias in spellings)
+    note = f"Deprecated alias: {listed} (still accepted, with a DEPRECATION_WARNING; send '{name}')."
+    return f"{description} {note}".strip()
 
 
 def operations_guide(operations: list[Operation], registry: OperationRegistry) -> str:

@@ -9,6 +9,10 @@ The confirmation token (`confirmation_token`, or `_confirmation` as the gatekeep
 it) is a parameter only of the operations the gatekeeper can ask to confirm; anywhere else both
 names are unknown parameters, so a caller never believes it confirmed something that needs no
 confirmation, and introspection documents exactly what is accepted (docs/aql.md).
+
+A parameter model's `parameter_aliases` (deprecated spellings, such as the camelCase names of MCP-AQL
+§8.6.3/§8.7.4) are renamed to the published snake_case names (§4.3) before validation, each with a
+DEPRECATION_WARNING; both spellings of one parameter in one call is a validation error naming both.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from aql_mcp.operations.results import (
     VALIDATION_MISSING_PARAM,
     VALIDATION_UNKNOWN_PARAM,
     OperationError,
+    warning,
 )
 from aql_mcp.protocol.parameter_models import BUILTIN_ERRORS, validate_json_values
 
+DEPRECATION_WARNING = "DEPRECATION_WARNING"
 PROTOCOL_FIELDS = frozenset({"operation", "params", "operations"})
 CONFIRMATION_TOKEN = "confirmation_token"  # noqa: S105 (a parameter name, not a secret)
 CONFIRMATION_PARAMS = ("_confirmation", CONFIRMATION_TOKEN)
@@ -61,6 +67,41 @@ def resolve(arguments: dict[str, Any], *, confirmable: bool) -> tuple[dict[str, 
                 raise invalid_type(name, "string", value)
             token = value
     return {k: v for k, v in merged.items() if not k.startswith("_") or k in CONFIRMATION_PARAMS}, token
+
+
+def rename_aliases(operation: Operation, values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`values` under the published parameter names, and a warning for each deprecated alias used."""
+    aliases = operation.params.parameter_aliases
+    used = [name for name in values if name in aliases]
+    if not used:
+        return values, []
+    renamed = dict(values)
+    notices = []
+    for alias in used:
+        name = aliases[alias]
+        if name in values:
+            raise OperationError(
+                VALIDATION_INVALID_TYPE,
+                f"Parameter '{name}' given twice: as '{name}' and as its deprecated alias '{alias}'; "
+                f"send '{name}' only",
+                {
+                    "param_name": name,
+                    "operation": operation.name,
+                    "expected_type": "one value",
+                    "actual_type": "two values",
+                    "conflicting_params": [name, alias],
+                },
+            )
+        renamed[name] = renamed.pop(alias)
+        notices.append(
+            warning(
+                DEPRECATION_WARNING,
+                f"Parameter '{alias}' is a deprecated alias; use '{name}'",
+                {"operation": operation.name, "deprecated_param": alias, "replacement": name},
+                "low",
+            )
+        )
+    return renamed, notices
 
 
 def validate(operation: Operation, values: dict[str, Any], *, confirmable: bool = False) -> Params:

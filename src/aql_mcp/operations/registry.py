@@ -3,7 +3,9 @@
 
 A duplicate name fails at startup naming both plugins; the names MCP-AQL §8.5.4 reserves for the
 protocol are refused unless the operation is the protocol's own (`reserved=True`) and sits in the
-category the specification gives it.
+category the specification gives it. A parameter name that is not snake_case (§4.3) fails at startup
+too, naming the plugin, the operation and the parameter: another spelling may only be a declared
+alias of a published parameter (the parameter model's `parameter_aliases`, docs/aql.md "Parameter names").
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from aql_mcp.exceptions import ConfigError
 from aql_mcp.operations.models import Category, Operation, TrustLevel, TypeDef
 
 OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # MCP-AQL §8.5.2
+PARAMETER_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # MCP-AQL §4.3
 RESERVED: Mapping[str, Category] = {
     "introspect": "READ",
     "execute_agent": "EXECUTE",
@@ -51,6 +54,7 @@ class OperationRegistry:
                 f"plugin {plugin}: operation name {name!r} is reserved by MCP-AQL §8.5.4 "
                 f"(category {reserved}); choose another name"
             )
+        check_parameter_names(operation, plugin)
         self._operations[name] = operation
         self._owners[name] = plugin
         self._trust[name] = trust
@@ -89,3 +93,22 @@ class OperationRegistry:
     def _changed(self) -> None:
         for listener in self._listeners:
             listener()
+
+
+def check_parameter_names(operation: Operation, plugin: str) -> None:
+    """Every published parameter name is snake_case; every alias names a published parameter."""
+    fields = operation.params.model_fields
+    for field_name, info in fields.items():
+        for published in {field_name, *(a for a in (info.alias, info.validation_alias) if isinstance(a, str))}:
+            if not PARAMETER_NAME.fullmatch(published):
+                raise ConfigError(
+                    f"plugin {plugin}: operation {operation.name!r} publishes parameter {published!r}, which is not "
+                    f"snake_case (MCP-AQL §4.3: {PARAMETER_NAME.pattern}); publish a snake_case name and declare "
+                    f"{published!r} in the parameter model's parameter_aliases if callers still send it"
+                )
+    for alias, target in operation.params.parameter_aliases.items():
+        if target not in fields or alias in fields:
+            raise ConfigError(
+                f"plugin {plugin}: operation {operation.name!r} declares the alias {alias!r} of parameter "
+                f"{target!r}, which is not one of its parameters or is itself a parameter's name"
+            )

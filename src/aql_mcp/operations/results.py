@@ -39,6 +39,24 @@ INTERNAL_ERROR = "INTERNAL_ERROR"
 
 Envelope = dict[str, Any]
 
+# The failures MCP-AQL mcp-integration §4.1.2 calls recoverable (the agent can fix the call, look
+# elsewhere, wait or ask), with VALIDATION_UNKNOWN_PARAM, fixed the same way as a wrong type.
+# `aql.recoverable_errors: result` answers them with `isError: false` (docs/aql.md).
+RECOVERABLE = frozenset(
+    {
+        NOT_FOUND_RESOURCE,
+        NOT_FOUND_OPERATION,
+        VALIDATION_MISSING_PARAM,
+        VALIDATION_INVALID_TYPE,
+        VALIDATION_UNKNOWN_PARAM,
+        "VALIDATION_INVALID_VALUE",
+        PERMISSION_DENIED,
+        RATE_LIMIT_EXCEEDED,
+        "RATE_LIMIT_QUOTA_PAUSE",
+        CONFIRMATION_REQUIRED,
+    }
+)
+
 
 class OperationError(ToolError):
     """A failure the caller can act on, with a registry code and safe details."""
@@ -91,10 +109,20 @@ def warning(
     return out
 
 
-def to_tool_result(envelope: Envelope) -> ToolResult:
-    """The envelope as JSON text in `content[0]` and as `structuredContent`; `isError` on failure."""
+def to_tool_result(envelope: Envelope, *, recoverable_as_result: bool = False) -> ToolResult:
+    """The envelope as JSON text in `content[0]` and as `structuredContent`; `isError` on failure,
+    but for a RECOVERABLE one when `recoverable_as_result` (`aql.recoverable_errors: result`)."""
     body = orjson.dumps(envelope).decode("utf-8")
-    return ToolResult([text(body)], structured=envelope, is_error=not envelope.get("success", False))
+    return ToolResult([text(body)], structured=envelope, is_error=is_error(envelope, recoverable_as_result))
+
+
+def is_error(envelope: Envelope, recoverable_as_result: bool = False) -> bool:
+    """Whether the tool result of `envelope` carries `isError: true` (docs/aql.md, "Recoverable errors")."""
+    if envelope.get("success", False):
+        return False
+    error = envelope.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return not (recoverable_as_result and code in RECOVERABLE)
 
 
 def wire_size(envelope: Envelope) -> int:

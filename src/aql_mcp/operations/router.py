@@ -28,7 +28,7 @@ from aql_mcp.operations.endpoints import Surface, family_of
 from aql_mcp.operations.fields import Selection, resolve_selection, select
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior, params_hash
 from aql_mcp.operations.models import Call, Operation, Outcome, Page, Params
-from aql_mcp.operations.parameters import invalid_type, resolve, validate
+from aql_mcp.operations.parameters import invalid_type, rename_aliases, resolve, validate
 from aql_mcp.operations.payload import Limits, check_payload, too_large
 from aql_mcp.operations.registry import OperationRegistry
 from aql_mcp.operations.results import (
@@ -165,10 +165,11 @@ class Router:
         verdict = behavior(operation, self.registry.trust(operation.name))
         # Only an operation the gatekeeper can ask to confirm takes a confirmation token (parameters.py).
         values, token = resolve(item, confirmable=verdict == "confirm")
+        values, notices = rename_aliases(operation, values)
         params = validate(operation, values, confirmable=verdict == "confirm")
         selection = self._selection(operation, params)
         await self._gate(operation, verdict, params, token, call, principal)
-        envelope = self._shape(operation, await operation.handler(params, call), selection)
+        envelope = self._shape(operation, await operation.handler(params, call), selection, notices)
         if operation.category != "READ":
             self.audit.event(
                 "mutation", operation=operation.name, principal=principal, outcome="success", resource_id=_id(envelope)
@@ -294,10 +295,12 @@ class Router:
             {"reason": "confirmation declined", "operation": operation.name},
         )
 
-    def _shape(self, operation: Operation, result: Any, selection: Selection) -> Envelope:
-        warnings: list[dict[str, Any]] = []
+    def _shape(
+        self, operation: Operation, result: Any, selection: Selection, notices: list[dict[str, Any]]
+    ) -> Envelope:
+        warnings = list(notices)
         if isinstance(result, Outcome):
-            result, warnings = result.data, list(result.warnings)
+            result, warnings = result.data, [*warnings, *result.warnings]
         if isinstance(result, Page):
             return self._fit_page(result, selection, warnings)
         if selection is not None and isinstance(result, dict):

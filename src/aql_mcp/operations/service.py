@@ -113,7 +113,7 @@ class AqlService:
         if envelope is None:
             envelope = await self._dispatch(family, arguments, call)
         _report(envelope)
-        return to_tool_result(envelope)
+        return to_tool_result(envelope, recoverable_as_result=self.settings.aql.recoverable_errors == "result")
 
     async def _dispatch(self, family: str | None, arguments: dict[str, Any], call: Call) -> Envelope:
         if "operations" in arguments:

@@ -7,7 +7,8 @@ the protocol layer, below the operations that build on them (docs/architecture.m
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, get_args
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar, get_args
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -19,9 +20,15 @@ BUILTIN_ERRORS = frozenset(get_args(ErrorType)) - {"value_error", "assertion_err
 
 
 class Params(BaseModel):
-    """Base of every operation's parameter model: strict types, no unknown fields."""
+    """Base of every operation's parameter model: strict types, no unknown fields.
+
+    `parameter_aliases` maps a deprecated spelling to the parameter's published (snake_case) name: an MCP-AQL
+    call may still use it, with a warning naming the parameter to use (MCP-AQL ADR-003; docs/aql.md,
+    "Parameter names").
+    """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    parameter_aliases: ClassVar[Mapping[str, str]] = {}
 
 
 def validate_json_values(model: type[ModelT], values: Any) -> ModelT:

@@ -140,7 +140,8 @@ class AgentGuide:
             "pass on retry: tell the user which scope is missing.\n"
             "- HTTP 429 / JSON-RPC -32003: wait the `Retry-After` seconds, then retry once. -32004: the call "
             "timed out; retry only read-only tools.\n"
-            "- An `isError: true` result explains what to fix in the arguments: fix them and retry; a "
+            "- An `isError: true` result, or an MCP-AQL result with `success: false`, explains what to fix "
+            "in the arguments: fix them and retry; a "
             "JSON-RPC -32602 error means an unknown tool or malformed parameters."
         )
 

@@ -82,7 +82,13 @@ class SafetyOperations:
 
     async def execute_agent(self, params: ExecuteAgent, call: Call) -> dict[str, Any]:
         check_pattern_characters(params)
-        asked = params.model_dump(include={"maxAutonomousSteps", "riskTolerance", "deny", "requiresApproval"})
+        # The loop keeps the §8.7.4 element names in the execution's policy (loop.py).
+        asked = {
+            "maxAutonomousSteps": params.max_autonomous_steps,
+            "riskTolerance": params.risk_tolerance,
+            "deny": list(params.deny),
+            "requiresApproval": list(params.requires_approval),
+        }
         if call.principal is not None:
             # Before the run exists, so whatever it raises an operator sees whose agent it is.
             identity = identity_of(call.principal, self.settings.records.tenant_claim)
@@ -91,7 +97,7 @@ class SafetyOperations:
 
     async def record_execution_step(self, params: RecordStep, call: Call) -> dict[str, Any]:
         return await self.loop.step(
-            caller(call), params.element_name, params.execution_id, params.nextActionHint, params.outcome
+            caller(call), params.element_name, params.execution_id, params.next_action_hint, params.outcome
         )
 
     async def complete_execution(self, params: FinishExecution, call: Call) -> dict[str, Any]:
@@ -161,14 +167,14 @@ def check_pattern_characters(params: ExecuteAgent) -> None:
     """Every added pattern is matched on every step of the run: their total size is what a step
     costs, so it is bounded (issue 27, N1). The error names the list that went past the bound."""
     denied = sum(map(len, params.deny))
-    total = denied + sum(map(len, params.requiresApproval))
+    total = denied + sum(map(len, params.requires_approval))
     if total <= MAX_PATTERN_CHARACTERS:
         return
-    name = "deny" if denied > MAX_PATTERN_CHARACTERS else "requiresApproval"
+    name = "deny" if denied > MAX_PATTERN_CHARACTERS else "requires_approval"
     raise OperationError(
         VALIDATION_PAYLOAD_TOO_LARGE,
         f"Parameter '{name}' exceeds the {MAX_PATTERN_CHARACTERS} characters of patterns an execution may add "
-        "(deny and requiresApproval together)",
+        "(deny and requires_approval together)",
         {
             "param_name": name,
             "limit_type": "pattern_characters",
@@ -203,8 +209,8 @@ def _agent_running(ops: SafetyOperations) -> list[Operation]:
             lifecycle=Lifecycle(states=STATES, supports_cancel=True),
             side_effects="Starts an execution; refused while the agent is hard-blocked.",
             parameter_hints={
-                "maxAutonomousSteps": {"default": s.max_autonomous_steps},
-                "riskTolerance": {"default": s.risk_tolerance},
+                "max_autonomous_steps": {"default": s.max_autonomous_steps},
+                "risk_tolerance": {"default": s.risk_tolerance},
             },
             examples=(Example({"operation": "execute_agent", "params": {"element_name": "builder"}}),),
         ),
@@ -222,7 +228,7 @@ def _agent_running(ops: SafetyOperations) -> list[Operation]:
                 Example(
                     {
                         "operation": "record_execution_step",
-                        "params": {"element_name": "builder", "nextActionHint": "read_file project/config.json"},
+                        "params": {"element_name": "builder", "next_action_hint": "read_file project/config.json"},
                     }
                 ),
             ),
