@@ -43,6 +43,7 @@ async def test_an_agent_run_has_the_one_id_format_and_get_and_list_executions_sh
         run = await _data(aql, EXECUTE, "execute_agent", element_name="builder")
         shown = await _data(aql, READ, "get_execution", execution_id=run["execution_id"])
         listed = await _data(aql, READ, "list_executions")
+        newest = await _data(aql, READ, "list_executions", first=1)
         running = await _data(aql, READ, "list_executions", status="running")
         completed = await _data(aql, READ, "list_executions", status="completed", first=5)
         other = await (await aql.as_user("bob")).call(READ, "get_execution", execution_id=run["execution_id"])
@@ -61,6 +62,7 @@ async def test_an_agent_run_has_the_one_id_format_and_get_and_list_executions_sh
         (export["execution_id"], "export"),
     ]
     assert listed["count"] == 2
+    assert ([item["execution_id"] for item in newest["items"]], newest["count"]) == ([run["execution_id"]], 1)
     assert [item["execution_id"] for item in running["items"]] == [run["execution_id"]]
     assert run["execution_id"] not in [item["execution_id"] for item in completed["items"]]
     assert other["error"]["code"] == "NOT_FOUND_RESOURCE"

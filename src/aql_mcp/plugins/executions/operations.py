@@ -155,8 +155,11 @@ class Executions:
         return wire
 
     async def retry_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
-        tenant = self.records.tenant(call)
-        current = await self._retryable(params.execution_id, tenant, call)
+        tenant, refusal = self._tenant_or_refusal(call)
+        current = None if tenant is None else await self.store.get(params.execution_id, tenant)
+        if current is None or tenant is None:
+            await self._refuse_sourced_retry(params.execution_id, call)
+            raise refusal or _not_found(params.execution_id)
         if current.params.get("task"):
             raise OperationError(
                 CONFLICT_INVALID_STATE,
@@ -211,12 +214,9 @@ class Executions:
         except OperationError as exc:
             return None, exc
 
-    async def _retryable(self, execution_id: str, tenant: str, call: Call) -> ExecutionRecord:
-        """The caller's own import or export; an execution of a source (an agent run) is found but
-        refused: MCP-AQL §8.4.2 retries only a failed execution, and no source's runs fail that way."""
-        record = await self.store.get(execution_id, tenant)
-        if record is not None:
-            return record
+    async def _refuse_sourced_retry(self, execution_id: str, call: Call) -> None:
+        """A source's execution (an agent run) is found but not retried: its operation's lifecycle
+        has `supports_retry: false`, a new one is started instead."""
         for source in self.sources:
             found = await source.get_execution(execution_id, call)
             if found is not None:
@@ -226,7 +226,6 @@ class Executions:
                     "supports_retry false); start a new one",
                     {"resource_id": execution_id, "status": found.get("status"), "reason": "not_retryable"},
                 )
-        raise _not_found(execution_id)
 
     async def _own(self, execution_id: str, call: Call) -> ExecutionRecord:
         record = await self.store.get(execution_id, self.records.tenant(call))
