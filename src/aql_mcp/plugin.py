@@ -38,6 +38,11 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
 - The core's store (`Store`), for a plugin that reads the core's own facets: who a principal key
   stands for (`principals`, a `PrincipalDirectory` of `Identity`) and the tokens the console signed
   out (`revocations`, a `RevocationStore`). A plugin's own rows go in its own tables (above).
+- Executions (MCP-AQL §8.4; docs/executions.md, "Agent runs"): every execution id is
+  `new_execution_id()` and every `execution_id` parameter accepts `EXECUTION_ID_PATTERN`; a plugin
+  that keeps executions of its own adds an `ExecutionSource` (`PluginOperations.add_execution_source`)
+  so `get_execution`, `list_executions` (`SourcedExecution`) and `cancel_execution` reach them;
+  the executions plugin reads them all (`PluginOperations.execution_sources`, `ExecutionSources`).
 - Hooks: a plugin with `on_session_end(session_ids, now)` (`SessionEndPlugin`) hears of sessions
   that ended; one with `housekeeping(now)` (`HousekeepingPlugin`) purges with the core every 30 s.
 - HTTP routes of a plugin's own behind the service's authentication (the safety console): the
@@ -77,6 +82,13 @@ from aql_mcp.exceptions import (
 )
 from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.execution_sources import (
+    EXECUTION_ID_PATTERN,
+    ExecutionSource,
+    ExecutionSources,
+    SourcedExecution,
+    new_execution_id,
+)
 from aql_mcp.operations.gatekeeper import TOKEN_PREFIX, token_digest
 from aql_mcp.operations.merge import deep_merge
 from aql_mcp.operations.models import (
@@ -155,6 +167,7 @@ from aql_mcp.store.revocations import RevocationStore
 __all__ = [
     "CONFLICT_ALREADY_EXISTS",
     "CONFLICT_VERSION_MISMATCH",
+    "EXECUTION_ID_PATTERN",
     "INTERNAL_ERROR",
     "NOT_FOUND_RESOURCE",
     "PERMISSION_DENIED",
@@ -185,6 +198,8 @@ __all__ = [
     "DangerLevel",
     "DevIssuer",
     "Example",
+    "ExecutionSource",
+    "ExecutionSources",
     "Forbidden",
     "HostMiddleware",
     "HousekeepingPlugin",
@@ -226,6 +241,7 @@ __all__ = [
     "SessionEndPlugin",
     "Settings",
     "SigningKey",
+    "SourcedExecution",
     "SqliteEngine",
     "Store",
     "StoreError",
@@ -252,6 +268,7 @@ __all__ = [
     "failure",
     "image",
     "message",
+    "new_execution_id",
     "principal_key",
     "request_id_of",
     "subject_digest",

@@ -14,6 +14,7 @@ from aql_mcp.observability.telemetry import Telemetry, current_call
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.batch import failed_codes, run_batch
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
+from aql_mcp.operations.execution_sources import ExecutionSource, ExecutionSources
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
 from aql_mcp.operations.introspection import PROTOCOL_TYPES, SPEC_VERSION, introspect_operation, operations_guide
 from aql_mcp.operations.models import Call, Operation, TrustLevel, TypeDef
@@ -61,6 +62,8 @@ class AqlService:
         self._tools: set[str] = set()
         # What plugins add to `_protocol.capabilities` (the safety plugin: `execution_safety_loop`).
         self.capabilities: dict[str, Any] = {}
+        # Executions kept by plugins (the safety plugin's agent runs) for the lifecycle operations.
+        self.execution_sources = ExecutionSources()
         self.operations.on_change(self._refresh)
         for type_def in PROTOCOL_TYPES:
             self.operations.add_type(type_def, plugin=CORE)
@@ -205,3 +208,13 @@ class PluginOperations:
 
     def add_type(self, type_def: TypeDef) -> None:
         self.service.operations.add_type(type_def, plugin=self.plugin)
+
+    def add_execution_source(self, source: ExecutionSource) -> None:
+        """Executions this plugin keeps, shown and cancelled by the lifecycle operations
+        (`get_execution`, `list_executions`, `cancel_execution`; docs/executions.md, "Agent runs")."""
+        self.service.execution_sources.add(source)
+
+    @property
+    def execution_sources(self) -> ExecutionSources:
+        """Every plugin's execution sources, read at call time (plugins register in any order)."""
+        return self.service.execution_sources

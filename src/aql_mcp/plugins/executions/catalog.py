@@ -87,7 +87,8 @@ def _reading(executions: ExecutionHandlers) -> list[Operation]:
         Operation(
             "get_execution",
             "READ",
-            "An execution's state, progress, rejected rows and result (MCP-AQL 8.4.3).",
+            "An execution's state, progress, rejected rows and result (MCP-AQL 8.4.3); execute_agent's runs too "
+            "(kind agent).",
             executions.get_execution,
             ExecutionRef,
             EXECUTION,
@@ -96,7 +97,7 @@ def _reading(executions: ExecutionHandlers) -> list[Operation]:
         Operation(
             "list_executions",
             "READ",
-            "The caller's executions, newest first, optionally in one state.",
+            "The caller's executions of every kind (import, export, agent), newest first, optionally in one state.",
             executions.list_executions,
             ListExecutions,
             Returns("ExecutionList", "object", "{items: [Execution], count}"),
@@ -110,7 +111,8 @@ def _steering(executions: ExecutionHandlers) -> list[Operation]:
         Operation(
             "cancel_execution",
             "EXECUTE",
-            "Cancel a pending or running execution: it stops before its next batch; batches already written stay.",
+            "Cancel a pending or running execution: it stops before its next batch; batches already written stay. "
+            "An agent run (execute_agent) becomes cancelled and the safety loop refuses its further steps.",
             executions.cancel_execution,
             ExecutionRef,
             EXECUTION,

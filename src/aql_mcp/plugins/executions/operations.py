@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import binascii
 import contextlib
-import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from aql_mcp.plugin import (
     Call,
     Content,
     Context,
+    ExecutionSources,
     Limits,
     Operation,
     OperationError,
@@ -39,7 +39,9 @@ from aql_mcp.plugin import (
     ResourceNotFound,
     ResourceTemplate,
     Settings,
+    SourcedExecution,
     TrustLevel,
+    new_execution_id,
 )
 from aql_mcp.plugins.executions.catalog import catalog
 from aql_mcp.plugins.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE, has_part, read_export, read_part
@@ -72,11 +74,14 @@ CLIENT_CANCELLED = "cancelled by the client: it cancelled the call following the
 
 @dataclass
 class Executions:
-    """The operations over the store's executions, run by `worker` on this replica."""
+    """The operations over the store's executions, run by `worker` on this replica, and over the
+    executions other plugins keep (`sources`: the safety plugin's agent runs; docs/executions.md,
+    "Agent runs")."""
 
     settings: Settings
     records: Records
     worker: ExecutionWorker
+    sources: ExecutionSources = field(default_factory=ExecutionSources)
 
     @property
     def store(self) -> ExecutionStore:
@@ -111,25 +116,53 @@ class Executions:
         return await self._launch(call, tenant, "export", {"collection": params.collection}, None)
 
     async def get_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
-        return execution_wire(await self._own(params.execution_id, call))
+        tenant, refusal = self._tenant_or_refusal(call)
+        record = None if tenant is None else await self.store.get(params.execution_id, tenant)
+        if record is not None:
+            return execution_wire(record)
+        for source in self.sources:
+            found = await source.get_execution(params.execution_id, call)
+            if found is not None:
+                return found
+        raise refusal or _not_found(params.execution_id)
 
     async def list_executions(self, params: ListExecutions, call: Call) -> dict[str, Any]:
-        found = await self.store.list_executions(self.records.tenant(call), status=params.status, limit=params.first)
-        return {"items": [execution_wire(record, report=False) for record in found], "count": len(found)}
+        """The caller's executions of every kind, newest first: the store's and each source's."""
+        tenant, refusal = self._tenant_or_refusal(call)
+        merged: list[SourcedExecution] = []
+        if tenant is not None:
+            found = await self.store.list_executions(tenant, status=params.status, limit=params.first)
+            merged = [SourcedExecution(r.created_at, execution_wire(r, report=False)) for r in found]
+        for source in self.sources:
+            merged.extend(await source.list_executions(call, status=params.status, limit=params.first))
+        if refusal is not None and not merged:
+            raise refusal
+        merged.sort(key=lambda item: (item.created_at, item.wire["execution_id"]), reverse=True)
+        items = [item.wire for item in merged[: params.first]]
+        return {"items": items, "count": len(items)}
 
     async def cancel_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
-        tenant = self.records.tenant(call)
-        outcome = await self.store.cancel(params.execution_id, tenant, time.time(), "cancelled by cancel_execution")
+        tenant, refusal = self._tenant_or_refusal(call)
+        outcome = "unknown"
+        if tenant is not None:
+            outcome = await self.store.cancel(params.execution_id, tenant, time.time(), "cancelled by cancel_execution")
         if outcome == "unknown":
-            raise _not_found(params.execution_id)
+            for source in self.sources:
+                found = await source.cancel_execution(params.execution_id, call)
+                if found is not None:
+                    return found
+            raise refusal or _not_found(params.execution_id)
         record = await self._own(params.execution_id, call)
         wire = execution_wire(record, report=False)
         wire["cancelled"] = outcome == "cancelled"
         return wire
 
     async def retry_execution(self, params: ExecutionRef, call: Call) -> dict[str, Any]:
-        tenant = self.records.tenant(call)
-        current = await self._own(params.execution_id, call)
+        tenant, refusal = self._tenant_or_refusal(call)
+        current = None if tenant is None else await self.store.get(params.execution_id, tenant)
+        if current is None or tenant is None:
+            await self._refuse_sourced_retry(params.execution_id, call)
+            raise refusal or _not_found(params.execution_id)
         if current.params.get("task"):
             raise OperationError(
                 CONFLICT_INVALID_STATE,
@@ -176,6 +209,27 @@ class Executions:
             # A caller without a tenant owns no export: as unknown to it as another tenant's.
             raise ResourceNotFound(data={"uri": uri}) from None
 
+    def _tenant_or_refusal(self, call: Call) -> tuple[str | None, OperationError | None]:
+        """The caller's records tenant, or why it has none: a caller without one may still own
+        another plugin's executions (an agent run belongs to its principal)."""
+        try:
+            return self.records.tenant(call), None
+        except OperationError as exc:
+            return None, exc
+
+    async def _refuse_sourced_retry(self, execution_id: str, call: Call) -> None:
+        """A source's execution (an agent run) is found but not retried: its operation's lifecycle
+        has `supports_retry: false`, a new one is started instead."""
+        for source in self.sources:
+            found = await source.get_execution(execution_id, call)
+            if found is not None:
+                raise OperationError(
+                    CONFLICT_INVALID_STATE,
+                    f"An execution of kind '{source.kind}' is not retried (its operation's lifecycle has "
+                    "supports_retry false); start a new one",
+                    {"resource_id": execution_id, "status": found.get("status"), "reason": "not_retryable"},
+                )
+
     async def _own(self, execution_id: str, call: Call) -> ExecutionRecord:
         record = await self.store.get(execution_id, self.records.tenant(call))
         if record is None:
@@ -190,7 +244,7 @@ class Executions:
             details = {**details, "task": True}
         now = time.time()
         record = ExecutionRecord(
-            id="exec_" + secrets.token_hex(12),
+            id=new_execution_id(),
             owner=tenant,
             kind=kind,
             status="pending",
@@ -371,7 +425,7 @@ class ExecutionsPlugin:
             Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
             max_result_bytes=settings.limits.max_result_bytes,
         )
-        self.executions = Executions(settings, records, worker)
+        self.executions = Executions(settings, records, worker, operations.execution_sources)
         operations_list: list[Operation] = catalog(self.executions)
         for operation in operations_list:
             operations.add(operation)

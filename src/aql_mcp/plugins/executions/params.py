@@ -6,11 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from aql_mcp.plugin import Params
+from aql_mcp.plugin import EXECUTION_ID_PATTERN, Params
 from aql_mcp.plugins.records.params import NAME_PATTERN
 
-EXECUTION_ID_PATTERN = r"^exec_[0-9a-f]{24}$"
-ExecutionId = Field(pattern=EXECUTION_ID_PATTERN, description="The execution's id, as execute_* returned it.")
+ExecutionId = Field(
+    pattern=EXECUTION_ID_PATTERN,
+    description="The execution's id, as execute_import, execute_export or execute_agent returned it.",
+)
 CollectionName = Field(pattern=NAME_PATTERN, description="Collection name (it must exist).")
 
 

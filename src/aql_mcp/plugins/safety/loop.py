@@ -22,11 +22,18 @@ import anyio
 import anyio.to_thread
 
 from aql_mcp.builtin_sections import SafetySettings
-from aql_mcp.plugin import NOT_FOUND_RESOURCE, PERMISSION_DENIED, RATE_LIMIT_QUOTA_EXHAUSTED, OperationError, Settings
+from aql_mcp.plugin import (
+    NOT_FOUND_RESOURCE,
+    PERMISSION_DENIED,
+    RATE_LIMIT_QUOTA_EXHAUSTED,
+    OperationError,
+    Settings,
+    new_execution_id,
+)
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.directive import directive, iso
 from aql_mcp.plugins.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
-from aql_mcp.plugins.safety.store import AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
+from aql_mcp.plugins.safety.store import ENDED_RUNS, AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
 
 STEP_LIMIT_ACTION = "step limit of execution {}"
 
@@ -58,7 +65,7 @@ class ExecutionLoop:
         await self._refuse_past_live_cap(principal)
         policy = self.policy_for(asked)
         run = AgentRun(
-            id="exec_" + uuid.uuid4().hex,
+            id=new_execution_id(),
             agent=agent,
             principal=principal,
             session=session,
@@ -91,6 +98,24 @@ class ExecutionLoop:
             raise _no_run()
         await self.desk.journal.record(run.agent, f"execution_{status}", principal, now, run=run.id, steps=run.steps)
         return {"execution_id": run.id, "element_name": run.agent, "status": status, "steps": run.steps}
+
+    async def cancel(self, principal: str, execution_id: str) -> tuple[AgentRun, bool] | None:
+        """`cancel_execution` on one of the principal's runs (§8.4.4: from any live state, a hard
+        block included): the run as it is afterwards and whether this call cancelled it (False when
+        it had ended); None when the principal has no such run. A hard block, or a pause waiting for
+        an operator, is the agent's and outlives the run: cancelling does not lift either."""
+        run = await self._store.get_run(execution_id)
+        if run is None or run.principal != principal:
+            return None
+        now = self._clock()
+        cancelled = run.status not in ENDED_RUNS and await self._store.set_run_status(
+            run.id, "cancelled", now, reason="cancelled by cancel_execution"
+        )
+        if cancelled:
+            await self.desk.journal.record(
+                run.agent, "execution_cancelled", principal, now, run=run.id, steps=run.steps, was=run.status
+            )
+        return (await self._store.get_run(run.id) or run), cancelled
 
     async def step(
         self, principal: str, agent: str, execution_id: str | None, action: str, outcome: str | None
@@ -349,7 +374,7 @@ class ExecutionLoop:
         """The caller's live run: by id, or its newest live run of that element name."""
         if execution_id is not None:
             run = await self._store.get_run(execution_id)
-            if run is None or run.principal != principal or run.status in ("completed", "aborted"):
+            if run is None or run.principal != principal or run.status in ENDED_RUNS:
                 raise _no_run()
             return run
         runs = [r for r in await self._store.live_runs(principal) if r.agent == agent]

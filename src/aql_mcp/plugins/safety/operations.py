@@ -39,6 +39,7 @@ from aql_mcp.plugin import (
     principal_key,
     token_digest,
 )
+from aql_mcp.plugins.safety.agent_runs import STATE_TYPE, AgentRunSource
 from aql_mcp.plugins.safety.console.banner import console_banner
 from aql_mcp.plugins.safety.console.routes import console_routes
 from aql_mcp.plugins.safety.gate import GateWatch
@@ -51,7 +52,7 @@ from aql_mcp.plugins.safety.params import (
     RecordStep,
     VerifyChallenge,
 )
-from aql_mcp.plugins.safety.store import Approval, SafetyStore
+from aql_mcp.plugins.safety.store import RUN_STATUSES, Approval, SafetyStore
 from aql_mcp.plugins.safety.tables import TABLES
 
 DIRECTIVE = Returns(
@@ -59,7 +60,6 @@ DIRECTIVE = Returns(
     "object",
     "{continue, factors, stopped?, reason?, stepsRemaining?, nextStepRisk?, notifications}",
 )
-STATES = ("running", "paused", "blocked", "completed", "aborted")
 
 
 def caller(call: Call) -> str:
@@ -201,12 +201,16 @@ def _agent_running(ops: SafetyOperations) -> list[Operation]:
             "execute_agent",
             "EXECUTE",
             "Start a monitored execution (the execution safety loop, MCP-AQL §8.6): every action must then be "
-            f"reported with record_execution_step before it is taken. Adapter defaults: {defaults}",
+            f"reported with record_execution_step before it is taken. Adapter defaults: {defaults} The run is an "
+            "execution (kind agent): get_execution, list_executions and cancel_execution take its execution_id; "
+            "its states and their core states are the AgentRunState type's.",
             ops.execute_agent,
             ExecuteAgent,
             Returns("Execution", "object", "{execution_id, status, started_at, maxAutonomousSteps, ...}"),
             reserved=True,
-            lifecycle=Lifecycle(states=STATES, supports_cancel=True),
+            # §8.4.5; the core state of each (§8.4.4) is the AgentRunState type's (the lifecycle object
+            # of the spec's introspection schema takes no other field).
+            lifecycle=Lifecycle(states=RUN_STATUSES, supports_cancel=True),
             side_effects="Starts an execution; refused while the agent is hard-blocked.",
             parameter_hints={
                 "max_autonomous_steps": {"default": s.max_autonomous_steps},
@@ -307,6 +311,8 @@ class SafetyPlugin:
         loop = ExecutionLoop(safety, settings)
         operations.service.router.gatekeeper.watch(GateWatch(safety, enforcing=loop.enforcing))
         operations.service.capabilities["execution_safety_loop"] = settings.safety.mode
+        operations.add_type(STATE_TYPE)
+        operations.add_execution_source(AgentRunSource(safety, loop))
         for operation in catalog(SafetyOperations(settings, store, safety, loop)):
             operations.add(operation)
 

@@ -18,15 +18,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from aql_mcp.builtin_sections import Pattern
-from aql_mcp.plugin import Params
+from aql_mcp.plugin import EXECUTION_ID_PATTERN, Params
 
 ElementName = Field(
     min_length=1, max_length=200, description="The agent's name (display only; the agent is its principal)."
 )
 ExecutionId = Field(
     default=None,
-    min_length=1,
-    max_length=100,
+    pattern=EXECUTION_ID_PATTERN,
     description="The execution_id execute_agent returned; default: the newest live one.",
 )
 PATTERNS = "Glob patterns added to the adapter's (an agent can only add); at most 200 characters each."

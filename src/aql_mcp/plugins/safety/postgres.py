@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import asyncpg
@@ -18,11 +19,13 @@ from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     BROADCAST,
     CHALLENGE_COLUMNS,
+    ENDED_RUNS,
     EVENT_COLUMNS,
     LIVE_RUNS,
     NOTICE_COLUMNS,
     ONE_SHOT,
     RUN_COLUMNS,
+    RUN_STATUSES,
     AgentRun,
     Approval,
     ApprovalKind,
@@ -100,7 +103,7 @@ class PostgresSafetyStore(PostgresChallenges):
         return run_of(row) if row else None
 
     async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
-        ended = now if status in ("completed", "aborted") else None
+        ended = now if status in ENDED_RUNS else None
         result = await self._engine.execute(
             "UPDATE safety_runs SET status = $2, reason = $3, updated_at = $4, ended_at = $5 "
             "WHERE id = $1 AND status = ANY($6::text[])",
@@ -119,6 +122,16 @@ class PostgresSafetyStore(PostgresChallenges):
             "ORDER BY started_at",
             LIVE,
             principal,
+        )
+        return [run_of(r) for r in rows]
+
+    async def list_runs(self, principal: str, statuses: Collection[RunStatus] | None, limit: int) -> list[AgentRun]:
+        rows = await self._engine.fetch(
+            f"SELECT {RUN} FROM safety_runs WHERE principal = $1 AND status = ANY($2::text[]) "  # noqa: S608
+            "ORDER BY started_at DESC, id DESC LIMIT $3",
+            principal,
+            list(statuses if statuses is not None else RUN_STATUSES),
+            limit,
         )
         return [run_of(r) for r in rows]
 

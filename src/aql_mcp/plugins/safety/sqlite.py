@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from aql_mcp.plugins.safety.sqlite_challenges import SqliteChallenges, clear_ref, resume_run
@@ -11,11 +12,13 @@ from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     BROADCAST,
     CHALLENGE_COLUMNS,
+    ENDED_RUNS,
     EVENT_COLUMNS,
     LIVE_RUNS,
     NOTICE_COLUMNS,
     ONE_SHOT,
     RUN_COLUMNS,
+    RUN_STATUSES,
     AgentRun,
     Approval,
     ApprovalKind,
@@ -108,7 +111,7 @@ class SqliteSafetyStore(SqliteChallenges):
         return run_of(row) if row else None
 
     async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
-        ended = now if status in ("completed", "aborted") else None
+        ended = now if status in ENDED_RUNS else None
         changed = await self._engine.write(
             lambda db: (
                 db.execute(
@@ -126,6 +129,18 @@ class SqliteSafetyStore(SqliteChallenges):
                 f"SELECT {RUN} FROM safety_runs WHERE status IN {LIVE_SQL} AND principal = ? "  # noqa: S608
                 "ORDER BY started_at",
                 (principal,),
+            ).fetchall()
+        )
+        return [run_of(r) for r in rows]
+
+    async def list_runs(self, principal: str, statuses: Collection[RunStatus] | None, limit: int) -> list[AgentRun]:
+        wanted = tuple(statuses) if statuses is not None else RUN_STATUSES
+        marks = ", ".join("?" for _ in wanted) or "NULL"
+        rows = await self._engine.read(
+            lambda db: db.execute(
+                f"SELECT {RUN} FROM safety_runs WHERE principal = ? AND status IN ({marks}) "  # noqa: S608
+                "ORDER BY started_at DESC, id DESC LIMIT ?",
+                (principal, *wanted, limit),
             ).fetchall()
         )
         return [run_of(r) for r in rows]

@@ -21,8 +21,9 @@ approval decided once) is decided inside the engine, so two replicas racing cann
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import orjson
 
@@ -34,7 +35,16 @@ LIVE_RUNS = ("running", "paused", "blocked")
 # Notices delivered once (the rest stay until what they announce is resolved, §8.7.3).
 ONE_SHOT = ("status", "error")
 
-RunStatus = Literal["running", "paused", "blocked", "completed", "aborted"]
+RunStatus = Literal["running", "paused", "blocked", "completed", "aborted", "cancelled"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+# The states a run ends in (MCP-AQL §8.4.2 terminal states): nothing moves a run out of one.
+ENDED_RUNS: tuple[RunStatus, ...] = ("completed", "aborted", "cancelled")
+# What `set_run_status` allows (docs/safety.md, "Agent runs and the execution lifecycle"): a live run
+# may move to any state, its own included (a new reason); an ended one to none. Which of these a
+# caller may ask for is the loop's to decide (a hard-blocked agent cannot complete, say).
+RUN_TRANSITIONS: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
+    (source, target) for source in RUN_STATUSES if source in LIVE_RUNS for target in RUN_STATUSES
+)
 ChallengeTier = Literal["verify", "danger_zone", "deny"]
 ChallengeStatus = Literal["pending", "verified", "failed", "expired"]
 ApprovalKind = Literal["autonomy_pause", "permission_pending"]
@@ -165,7 +175,13 @@ class SafetyStore(Protocol):
         ...
 
     async def set_run_status(self, run_id: str, status: RunStatus, now: float, *, reason: str | None = None) -> bool:
-        """Move a live run to `status` (`completed`/`aborted` end it); False if it had ended."""
+        """Move a live run to `status` (`RUN_TRANSITIONS`; `completed`, `aborted` and `cancelled`
+        end it); False if it had ended."""
+        ...
+
+    async def list_runs(self, principal: str, statuses: Collection[RunStatus] | None, limit: int) -> list[AgentRun]:
+        """The principal's runs in any state (only in `statuses` when given), newest first by
+        `(started_at, id)`, at most `limit` (`list_executions`)."""
         ...
 
     async def live_runs(self, principal: str) -> list[AgentRun]:

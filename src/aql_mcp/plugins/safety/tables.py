@@ -1,7 +1,7 @@
 """The safety plugin's tables on both engines and its facet (docs/store.md, "A plugin's own tables").
 
-Every migration here was a core migration of release 0.2.0 (`legacy_core`): a store written then
-already holds them and is adopted, not migrated again.
+Migration 1 was a core migration of release 0.2.0 (`legacy_core`): a store written then already
+holds it and is adopted, not migrated again; the later ones are the plugin's own.
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ SQLITE: tuple[Migration, ...] = (
         additive=False,
         legacy_core=9,
     ),
+    # 2: `list_executions` reads one principal's runs of every state, newest first (docs/executions.md,
+    # "Agent runs"); the release before runs on it unchanged
+    Migration("CREATE INDEX safety_runs_principal ON safety_runs (principal, started_at, id);", additive=True),
 )
 
 POSTGRES: tuple[Migration, ...] = (
@@ -196,6 +199,8 @@ POSTGRES: tuple[Migration, ...] = (
         additive=False,
         legacy_core=4,
     ),
+    # 2: as on SQLite
+    Migration("CREATE INDEX safety_runs_principal ON safety_runs (principal, started_at, id);", additive=True),
 )
 
 
