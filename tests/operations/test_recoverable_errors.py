@@ -11,14 +11,31 @@ from typing import Any
 import pytest
 
 from aql_mcp.operations.results import RECOVERABLE, failure, is_error, success, to_tool_result
+from aql_mcp.plugin import Call, NoParams, Operation, PluginOperations
 from aql_mcp.settings import Settings
 from tests.operations.client import RECORDS, Aql, aql_session, records_settings
 from tests.operations.envelope import check_result
 from tests.support.asgi import rpc
 
 pytestmark = pytest.mark.anyio
-EXPLODING = "tests.operations.test_router:exploding"
 MISSING_RECORD = "rec_0123456789abcdef0123"
+
+
+class _Exploding:
+    """A plugin whose one operation fails unexpectedly: an internal error, never recoverable."""
+
+    name = "boom"
+    trust = "certified"
+
+    def register_operations(self, operations: PluginOperations) -> None:
+        async def explode(params: NoParams, call: Call) -> None:
+            raise RuntimeError("secret /etc/passwd detail")
+
+        operations.add(Operation("explode_now", "READ", "Fails.", explode))
+
+
+exploding = _Exploding()
+EXPLODING = f"{__name__}:exploding"
 
 
 def _settings(state: Path, mode: str | None) -> Settings:
