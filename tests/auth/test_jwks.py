@@ -108,6 +108,48 @@ async def test_fetched_rsa_and_ec_keys_verify_the_idps_tokens(
     assert not source.due()
 
 
+@pytest.mark.parametrize("alg", ["PS256", "EdDSA"])
+async def test_ps256_and_ed25519_keys_verify_the_idps_tokens_when_the_allow_list_names_them(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, alg: str
+) -> None:
+    """RSA-PSS and Ed25519 (RFC 8037: `kty: OKP`, `alg: EdDSA`), as corporate IdPs now sign (issue 23)."""
+    idp.rotate(alg)
+    allowing = make_source(idp, http, clock, algorithms=("RS256", "ES256", "PS256", "EdDSA"))
+    await allowing.refresh()
+
+    signing = await allowing.key(idp.key(alg).kid)
+    principal = await verifier(idp, allowing).verify(idp.mint(alg=alg, claims={"sub": "dana"}))
+
+    assert signing is not None
+    assert signing.algorithm == alg
+    assert principal.subject == "dana"
+
+
+@pytest.mark.parametrize("alg", ["PS256", "EdDSA"])
+async def test_ps256_and_ed25519_keys_are_skipped_by_the_default_allow_list(
+    idp: IdentityProvider, source: JwksKeySource, alg: str
+) -> None:
+    idp.rotate(alg)
+    await source.refresh()
+
+    assert await source.key(idp.key(alg).kid) is None
+    with pytest.raises(InvalidToken):
+        await verifier(idp, source).verify(idp.mint(alg=alg))
+
+
+async def test_an_ed25519_key_claiming_an_rsa_algorithm_is_skipped(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock
+) -> None:
+    """A key serves only the algorithms of its own type: an OKP key is never taken for RS256 or PS256."""
+    okp = idp.add_key("EdDSA")
+    idp.publish({**okp.public_jwk(), "kid": "okp-as-rsa", "alg": "PS256"})
+    allowing = make_source(idp, http, clock, algorithms=("RS256", "PS256", "EdDSA"))
+    await allowing.refresh()
+
+    assert await allowing.key("okp-as-rsa") is None
+    assert await allowing.key(okp.kid) is not None
+
+
 async def test_a_key_without_alg_takes_the_allowed_algorithm_of_its_type(
     idp: IdentityProvider, source: JwksKeySource
 ) -> None:

@@ -29,8 +29,8 @@ import anyio
 import jwt
 import uvicorn
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,7 +42,9 @@ INTROSPECTION_CLIENT_ID = "aql-mcp"
 # A held introspection answer is released after this long at the latest (a test that forgot it).
 HOLD_SECONDS = 30.0
 
-PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+# The JWK family of each algorithm the double signs with.
+JWK_FAMILY = {"RS256": RSAAlgorithm, "PS256": RSAAlgorithm, "ES256": ECAlgorithm, "EdDSA": OKPAlgorithm}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,7 @@ class IdpKey:
     use: str = "sig"
 
     def public_jwk(self) -> dict[str, Any]:
-        algorithm = RSAAlgorithm if self.alg == "RS256" else ECAlgorithm
-        jwk = algorithm.to_jwk(self.private.public_key(), as_dict=True)
+        jwk = JWK_FAMILY[self.alg].to_jwk(self.private.public_key(), as_dict=True)
         return {**jwk, "kid": self.kid, "alg": self.alg, "use": self.use}
 
     def public_pem(self) -> bytes:
@@ -75,11 +76,13 @@ class IdpKey:
 
 
 def new_private_key(alg: str) -> PrivateKey:
-    if alg == "RS256":
+    if alg in ("RS256", "PS256"):
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
     if alg == "ES256":
         return ec.generate_private_key(ec.SECP256R1())
-    raise ValueError(f"the IdP double signs RS256 and ES256 only, not {alg}")
+    if alg == "EdDSA":
+        return ed25519.Ed25519PrivateKey.generate()
+    raise ValueError(f"the IdP double signs RS256, PS256, ES256 and EdDSA only, not {alg}")
 
 
 class IdentityProvider:

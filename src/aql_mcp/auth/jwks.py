@@ -31,7 +31,9 @@ import structlog
 
 log = structlog.get_logger("aql_mcp.jwks")
 
-ASYMMETRIC = {"RS256": "RSA", "ES256": "EC"}
+# Each asymmetric algorithm with the one key type (`kty`) that may carry it: RSA PKCS#1 v1.5 and PSS,
+# ECDSA on P-256, and Ed25519 (RFC 8037: `kty: OKP`, `crv: Ed25519`, JWS `alg: EdDSA`).
+ASYMMETRIC = {"RS256": "RSA", "PS256": "RSA", "ES256": "EC", "EdDSA": "OKP"}
 # The longest `kid` a log line repeats: it comes from an unverified token header.
 LOGGED_KID_CHARS = 64
 # What a failed connection was, by the OS error under httpx's (first match in the cause chain).

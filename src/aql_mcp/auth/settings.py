@@ -39,7 +39,7 @@ class AuthSettings(Section):
     issuer: str | None = None
     audience: str | None = None
     jwks_url: str | None = None
-    algorithms: tuple[Literal["RS256", "ES256", "HS256"], ...] = ("RS256", "ES256")
+    algorithms: tuple[Literal["RS256", "PS256", "ES256", "EdDSA", "HS256"], ...] = ("RS256", "ES256")
     clock_skew_seconds: int = Field(default=30, ge=0, le=60)
     jwks_ttl_seconds: int = Field(default=300, ge=10, le=600)
     jwks_refetch_cooldown_seconds: int = Field(default=30, ge=1)

@@ -1,6 +1,6 @@
 """Assemble the token verifier from settings: which key sources and token kinds are trusted.
 
-Production: the corporate JWKS (RS256/ES256) and, when configured, opaque tokens (allow-list,
+Production: the corporate JWKS (RS256/ES256; PS256/EdDSA when allowed) and, when configured, opaque tokens (allow-list,
 introspection). Development mode adds the development issuer's key and, if configured, an HS256
 secret; `safeguards.check_safety` has already refused both outside development mode.
 
