@@ -7,6 +7,9 @@ it with a clock of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
+
 
 class TokenBucket:
     """`capacity` tokens, refilled continuously at `rate` tokens per second."""
@@ -19,14 +22,34 @@ class TokenBucket:
         self.tokens = float(capacity)
         self.updated = now
 
-    def take(self, now: float) -> float:
-        """Take one token: 0.0 when taken, else the seconds until one is available (nothing taken)."""
+    def take(self, now: float, cost: int = 1, *, paid: int = 0) -> float:
+        """Take `cost` tokens: 0.0 when taken, else the seconds until they can be (nothing taken).
+
+        `paid` is what the same request already took. A total above the capacity is taken once the
+        bucket was full and leaves it in debt: the caller then waits until the whole cost is
+        refilled. So a batch larger than the burst still runs (with several replicas each holds
+        only its share of the burst) but is paid in full."""
         self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
+        needed = min(cost, self.capacity - paid)
+        if self.tokens >= needed:
+            self.tokens -= cost
             return 0.0
-        return (1 - self.tokens) / self.rate
+        return (needed - self.tokens) / self.rate
 
     def is_full(self, now: float) -> bool:
         return self.tokens + (now - self.updated) * self.rate >= self.capacity
+
+
+# What the rest of the current request may still spend of its caller's budget: set by the rate
+# limiter (middleware/rate_limit.py) for the request it admitted, read where one request does the
+# work of several (a batch of MCP-AQL operations costs one call per operation). A contextvar, so
+# the handler's tasks see the request's own budget without it travelling through every signature.
+REQUEST_BUDGET: ContextVar[Callable[[int], float] | None] = ContextVar("aql_mcp.request_budget", default=None)
+
+
+def charge(cost: int) -> float:
+    """Take `cost` more tokens for the current request: 0.0 when taken or when no budget applies
+    (a call no rate limiter admitted), else the seconds until they are available (nothing taken)."""
+    budget = REQUEST_BUDGET.get()
+    return 0.0 if budget is None or cost <= 0 else budget(cost)

@@ -4,16 +4,18 @@ Route middleware on `/mcp`, after authentication, so the verified principal is i
 without a token share the one key `anonymous`. Every request, whatever its method, takes one token
 from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an empty bucket is 429
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
-slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with `Retry-
-After: 1`. A GET stream can stay open for hours, so it pays its token but holds no slot; so does a
-modern `subscriptions/listen` POST, whose streams endpoint/modern/listeners.py caps instead. It is told by its `Mcp-
-Method` header and a modern `MCP-Protocol-Version`: only the modern edge checks that header against
-the body (and refuses a mismatch), so a legacy request naming it still takes a slot. The buckets
-live in process: a database round trip per request would cost more than the request. With several
-replicas each one enforces its share of the budget: `rate / n` and `ceil(burst / n)` for `n` live
-replicas (`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over all of
-them by the gateway gets the configured budget, plus at most `n - 1` for the rounding
-(docs/store.md, "Rate limits with several replicas").
+slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
+`Retry-After: 1`. A request that does the work of several pays for the rest from the same bucket while it
+runs (`bucket.charge`: a batch of N MCP-AQL operations costs N). A GET stream can stay open for
+hours, so it pays its token but holds no slot; so does a modern `subscriptions/listen` POST, whose
+streams endpoint/modern/listeners.py caps instead. It is told by its `Mcp-Method` header and a
+modern `MCP-Protocol-Version`: only the modern edge checks that header against the body (and refuses
+a mismatch), so a legacy request naming it still takes a slot. The buckets live in process: a
+database round trip per request would cost more than the request. With several replicas each one
+enforces its share of the budget: `rate / n` and `ceil(burst / n)` for `n` live replicas
+(`ReplicaShare`, kept current from the store's heartbeat), so a caller spread over all of them by
+the gateway gets the configured budget, plus at most `n - 1` for the rounding (docs/store.md, "Rate
+limits with several replicas").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.auth.principal import principal_key
-from aql_mcp.bucket import TokenBucket
+from aql_mcp.bucket import REQUEST_BUDGET, TokenBucket
 from aql_mcp.exceptions import RateLimited
 from aql_mcp.protocol.versions import Era, era_of
 from aql_mcp.responses import send_error
@@ -82,7 +84,8 @@ class RateLimitMiddleware:
             return
         key = principal_key(principal_of(scope))
         now = self.clock()
-        wait = self._bucket(key, now).take(now)
+        bucket = self._bucket(key, now)
+        wait = bucket.take(now)
         if wait > 0:
             await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait))))
             return
@@ -94,9 +97,11 @@ class RateLimitMiddleware:
             await self._refuse(scope, send, key, "concurrency", error)
             return
         self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        budget = REQUEST_BUDGET.set(lambda cost: bucket.take(self.clock(), cost, paid=1))
         try:
             await self.app(scope, receive, send)
         finally:
+            REQUEST_BUDGET.reset(budget)
             self._release(key)
 
     def _bucket(self, key: str, now: float) -> TokenBucket:
