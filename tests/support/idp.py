@@ -36,6 +36,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.support.tls import Tls
+
 DEFAULT_AUDIENCE = "https://aql-mcp.test/mcp"
 STARTUP_SECONDS = 10.0
 INTROSPECTION_CLIENT_ID = "aql-mcp"
@@ -283,16 +285,19 @@ class IdentityProvider:
 
 
 @contextmanager
-def running_idp(audience: str = DEFAULT_AUDIENCE) -> Iterator[IdentityProvider]:
-    """An IdP on 127.0.0.1 and a free port, served by uvicorn in a background thread."""
+def running_idp(audience: str = DEFAULT_AUDIENCE, tls: Tls | None = None) -> Iterator[IdentityProvider]:
+    """An IdP on 127.0.0.1 and a free port, served by uvicorn in a background thread; over HTTPS
+    with `tls`'s certificate when given."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Bound and listening before uvicorn starts: connections queue in the backlog meanwhile.
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    idp = IdentityProvider(base=f"http://127.0.0.1:{port}", audience=audience)
-    config = uvicorn.Config(idp.app(), log_level="warning", lifespan="off", access_log=False)
+    scheme = "https" if tls else "http"
+    idp = IdentityProvider(base=f"{scheme}://127.0.0.1:{port}", audience=audience)
+    certificates = {"ssl_certfile": str(tls.certificate), "ssl_keyfile": str(tls.key)} if tls else {}
+    config = uvicorn.Config(idp.app(), log_level="warning", lifespan="off", access_log=False, **certificates)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="idp-uvicorn", daemon=True)
     thread.start()

@@ -39,6 +39,9 @@ class AuthSettings(Section):
     issuer: str | None = None
     audience: str | None = None
     jwks_url: str | None = None
+    # PEM file of the CA certificates the IdP's TLS certificate chains to (a private corporate CA),
+    # trusted for the JWKS and introspection calls in addition to the system's.
+    ca_bundle: Path | None = None
     algorithms: tuple[Literal["RS256", "PS256", "ES256", "EdDSA", "HS256"], ...] = ("RS256", "ES256")
     clock_skew_seconds: int = Field(default=30, ge=0, le=60)
     jwks_ttl_seconds: int = Field(default=300, ge=10, le=600)

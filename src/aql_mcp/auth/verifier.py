@@ -11,8 +11,10 @@ is what the application passes.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -23,6 +25,7 @@ from aql_mcp.auth.opaque import OpaqueTokens, read_allow_list
 from aql_mcp.auth.settings import AuthSettings
 from aql_mcp.auth.token_introspection import IntrospectionLimits, Introspector
 from aql_mcp.auth.tokens import BearerVerifier
+from aql_mcp.exceptions import ConfigError
 
 HTTP_TIMEOUT = httpx.Timeout(5.0)
 
@@ -63,7 +66,7 @@ def build_authentication(
     auth = settings.auth
     # The IdP is called for keys and introspection only; the caller's token is never forwarded
     # to another resource server (no token passthrough, corporate §7.3).
-    client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False)
+    client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False, verify=_trust(auth.ca_bundle))
     static: dict[str, SigningKey] = {}
     if dev_issuer is not None:
         static[dev_issuer.kid] = SigningKey(dev_issuer.kid, "ES256", dev_issuer.public_key)
@@ -90,6 +93,18 @@ def build_authentication(
         leeway=auth.clock_skew_seconds,
     )
     return Authentication(verifier, jwks, client)
+
+
+def _trust(ca_bundle: Path | None) -> ssl.SSLContext:
+    """TLS verification for the IdP: the system's CAs, and the private CA bundle when one is set."""
+    context = ssl.create_default_context()
+    if ca_bundle is not None:
+        try:
+            context.load_verify_locations(cafile=ca_bundle)
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a PEM bundle of certificates"
+            raise ConfigError(f"auth.ca_bundle (AQL_MCP_AUTH__CA_BUNDLE): cannot be used ({reason})") from None
+    return context
 
 
 def _opaque(settings: AuthInputs) -> OpaqueTokens | None:
