@@ -32,7 +32,8 @@ from aql_mcp.plugin import (
 )
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.directive import directive, iso
-from aql_mcp.plugins.safety.evaluator import Deadline, Policy, Verdict, evaluate, tighter
+from aql_mcp.plugins.safety.evaluator import Deadline, Policy, Verdict, evaluate
+from aql_mcp.plugins.safety.policy import asked_policy, run_policy, stored_settings
 from aql_mcp.plugins.safety.store import ENDED_RUNS, AgentRun, Approval, ChallengeTier, RunStatus, SafetyStore
 
 STEP_LIMIT_ACTION = "step limit of execution {}"
@@ -63,7 +64,7 @@ class ExecutionLoop:
         await self._refuse_if_blocked(principal, now)
         await self._refuse_if_paused(principal, now)
         await self._refuse_past_live_cap(principal)
-        policy = self.policy_for(asked)
+        policy = asked_policy(asked, self._settings)
         run = AgentRun(
             id=new_execution_id(),
             agent=agent,
@@ -73,7 +74,7 @@ class ExecutionLoop:
             steps=0,
             started_at=now,
             updated_at=now,
-            settings=_settings_of(policy),
+            settings=stored_settings(policy),
         )
         await self._store.start_run(run)
         await self.desk.journal.record(agent, "execution_started", principal, now, run=run.id)
@@ -135,7 +136,7 @@ class ExecutionLoop:
         counted = await self._store.count_step(run.id, action, now)
         if counted is None:
             raise _no_run()
-        verdict = await self._evaluate(_policy_of(counted, self._settings), counted.steps, outcome, action)
+        verdict = await self._evaluate(run_policy(counted, self._settings), counted.steps, outcome, action)
         await self.desk.journal.record(
             run.agent,
             "step_evaluated",
@@ -148,20 +149,6 @@ class ExecutionLoop:
             tier=verdict.tier,
         )
         return await self._act(counted, verdict, action, now)
-
-    def policy_for(self, asked: dict[str, Any]) -> Policy:
-        """The adapter's policy, tightened by what the agent asked for (never loosened, §8.7.4)."""
-        s = self._settings
-        steps = asked.get("maxAutonomousSteps")
-        return Policy(
-            max_steps=min(s.max_autonomous_steps, steps) if isinstance(steps, int) else s.max_autonomous_steps,
-            tolerance=tighter(s.risk_tolerance, asked.get("riskTolerance")),
-            deny=tuple(dict.fromkeys((*s.deny, *asked.get("deny", ())))),
-            requires_approval=tuple(dict.fromkeys((*s.requires_approval, *asked.get("requiresApproval", ())))),
-            auto_approve=s.auto_approve,
-            risk_rules={rule.pattern: rule.score for rule in s.risk_rules},
-            default_risk=s.default_risk,
-        )
 
     async def _evaluate(self, policy: Policy, steps: int, outcome: str | None, action: str) -> Verdict:
         """The evaluation runs on a worker thread of its own, never on the event loop, so no hint or
@@ -249,13 +236,13 @@ class ExecutionLoop:
         return directive(
             proceed=True,
             factors=[f"Approved by an operator ({approval.decided_by})"],
-            steps_remaining=_policy_of(run, self._settings).max_steps - steps,
+            steps_remaining=run_policy(run, self._settings).max_steps - steps,
             notices=await self._store.take_notices(run.principal, now),
             extra={"execution_id": run.id},
         )
 
     async def _act(self, run: AgentRun, verdict: Verdict, action: str, now: float) -> dict[str, Any]:
-        remaining = _policy_of(run, self._settings).max_steps - run.steps
+        remaining = run_policy(run, self._settings).max_steps - run.steps
         extra: dict[str, Any] = {"execution_id": run.id}
         if verdict.decision == "block":
             await self._store.set_run_status(run.id, "blocked", now, reason=verdict.reason)
@@ -307,7 +294,7 @@ class ExecutionLoop:
         counted = await self._store.count_step(run.id, action, now)
         if counted is None:
             raise _no_run()
-        policy = _policy_of(counted, self._settings)
+        policy = run_policy(counted, self._settings)
         if self.mode != "monitoring":
             factors = [f"Safety loop {self.mode}: step recorded, not evaluated"]
             await self.desk.journal.record(run.agent, "step_recorded", run.principal, now, run=run.id)
@@ -385,27 +372,3 @@ class ExecutionLoop:
 
 def _no_run() -> OperationError:
     return OperationError(NOT_FOUND_RESOURCE, "Resource not found: 'no live execution of this agent'")
-
-
-def _settings_of(policy: Policy) -> dict[str, Any]:
-    return {
-        "maxAutonomousSteps": policy.max_steps,
-        "riskTolerance": policy.tolerance,
-        "deny": list(policy.deny),
-        "requiresApproval": list(policy.requires_approval),
-    }
-
-
-def _policy_of(run: AgentRun, settings: SafetySettings) -> Policy:
-    """The run's policy as `execute_agent` fixed it (the adapter's settings where it said nothing)."""
-    chosen = run.settings
-    steps = chosen.get("maxAutonomousSteps")
-    return Policy(
-        max_steps=steps if isinstance(steps, int) else settings.max_autonomous_steps,
-        tolerance=tighter(settings.risk_tolerance, chosen.get("riskTolerance")),
-        deny=tuple(chosen.get("deny", settings.deny)),
-        requires_approval=tuple(chosen.get("requiresApproval", settings.requires_approval)),
-        auto_approve=settings.auto_approve,
-        risk_rules={rule.pattern: rule.score for rule in settings.risk_rules},
-        default_risk=settings.default_risk,
-    )
