@@ -7,13 +7,15 @@ import base64
 import time
 from typing import Any
 
+import anyio
 import pytest
 
 from aql_mcp.builtin_sections import ExecutionSettings
 from aql_mcp.operations.models import Call
 from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.results import OperationError
-from aql_mcp.plugins.executions.operations import Executions, ExecutionsPlugin, _decoded, plugin
+from aql_mcp.plugins.executions.operations import Executions, _decoded
+from aql_mcp.plugins.executions.registration import ExecutionsPlugin, plugin
 from aql_mcp.plugins.executions.store import IMPORTING, ExecutionRecord, ExecutionStore
 from aql_mcp.plugins.executions.wire import TERMINAL, execution_wire
 from aql_mcp.plugins.executions.worker import ExecutionWorker
@@ -22,7 +24,7 @@ from aql_mcp.plugins.records.store import Quota
 from aql_mcp.protocol.context import Context
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
-from tests.support.wait import eventually
+from tests.support.wait import DEADLINE, INTERVAL, eventually
 
 
 def test_a_standard_base64_payload_with_padding_is_decoded() -> None:
@@ -180,11 +182,12 @@ async def test_get_execution_says_what_an_import_does_and_why_it_failed(store: S
 
 
 async def _ended(store: Store, execution_id: str) -> dict[str, Any]:
-    """The execution as get_execution shows it, once it ended."""
-    for _ in range(500):
-        found = await store.executions.get(execution_id, "alice")
-        assert found is not None
-        if found.status in TERMINAL:
-            return execution_wire(found)
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"execution {execution_id} did not end")
+    """The execution as get_execution shows it, once it ended: the row is read again until then,
+    within the suite's deadline (the worker ends it on its own task, with no event to await here)."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            found = await store.executions.get(execution_id, "alice")
+            assert found is not None
+            if found.status in TERMINAL:
+                return execution_wire(found)
+            await anyio.sleep(INTERVAL)

@@ -12,7 +12,7 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "plugin":
-        from aql_mcp.plugins.executions.operations import plugin
+        from aql_mcp.plugins.executions.registration import plugin
 
         return plugin
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -51,7 +51,7 @@ from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.store import timestamp
 
 
-class Executions(Protocol):
+class TaskedExecutions(Protocol):
     """What the mapping reads of the plugin's operations (`Executions` in operations.py), declared
     here so that this module does not import the one that imports it."""
 
@@ -79,7 +79,7 @@ class LegacyTasks:
     """The task mapper of executions: which calls run as tasks, the task of an execution, and the
     `tasks/*` methods."""
 
-    def __init__(self, executions: Executions, *, task_tools: Callable[[], set[str]]) -> None:
+    def __init__(self, executions: TaskedExecutions, *, task_tools: Callable[[], set[str]]) -> None:
         self._executions = executions
         self._task_tools = task_tools
 
