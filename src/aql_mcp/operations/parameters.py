@@ -72,6 +72,8 @@ def resolve(arguments: dict[str, Any], *, confirmable: bool) -> tuple[dict[str, 
 def rename_aliases(operation: Operation, values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """`values` under the published parameter names, and a warning for each deprecated alias used."""
     aliases = operation.params.parameter_aliases
+    if not aliases:  # nearly every operation: nothing to look for on the call's path
+        return values, []
     used = [name for name in values if name in aliases]
     if not used:
         return values, []
