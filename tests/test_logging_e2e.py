@@ -87,7 +87,7 @@ def legacy_call(server: ServerProcess, tool: str, arguments: dict[str, Any]) -> 
 
 def modern_call(server: ServerProcess, tool: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     request_id = new_id()
-    headers = {**modern_headers(server.token(), "tools/call", tool), "x-request-id": request_id}
+    headers = {**modern_headers(server.token(), "tools/call", tool, arguments=arguments), "x-request-id": request_id}
     body = modern_body("tools/call", {"name": tool, "arguments": arguments}, META, 8)
     response = httpx.post(server.url, json=body, headers=headers, timeout=SECONDS)
     assert response.status_code == 200, response.text

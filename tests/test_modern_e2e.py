@@ -54,7 +54,10 @@ def post(
     headers: dict[str, str] | None = None,
     message_id: int | str = 9,
 ) -> httpx.Response:
-    sent = {**modern_headers(server.token(), method, name), **(headers or {})}
+    sent = {
+        **modern_headers(server.token(), method, name, arguments=(params or {}).get("arguments")),
+        **(headers or {}),
+    }
     body = modern_body(method, params, META if meta is None else meta, message_id)
     return httpx.post(server.url, json=body, headers=sent, timeout=DEADLINE)
 

@@ -67,7 +67,8 @@ class Modern:
     def post(self, replica: int, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
         name = (params or {}).get(NAME_PARAM[method]) if method in NAME_PARAM else None
         request_id = f"modern-{secrets.token_hex(8)}"
-        headers = {**modern_headers(self.token, method, name), "x-request-id": request_id}
+        arguments = (params or {}).get("arguments") if method == "tools/call" else None
+        headers = {**modern_headers(self.token, method, name, arguments=arguments), "x-request-id": request_id}
         body = modern_body(method, params, self.meta, next(self.ids))
         response = httpx.post(self.replicas.servers[replica].url, json=body, headers=headers, timeout=DEADLINE)
         assert self.replicas.served(request_id) == replica

@@ -41,7 +41,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 def call(server: ServerProcess, token: str, name: str, arguments: dict[str, Any], **extra: Any) -> httpx.Response:
     body = modern_body("tools/call", {"name": name, "arguments": arguments, **extra}, META, 41)
-    return httpx.post(server.url, json=body, headers=modern_headers(token, "tools/call", name), timeout=20)
+    return httpx.post(
+        server.url, json=body, headers=modern_headers(token, "tools/call", name, arguments=arguments), timeout=20
+    )
 
 
 def collections(server: ServerProcess, token: str) -> set[str]:

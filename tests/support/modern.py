@@ -12,12 +12,23 @@ from tests.support.asgi import MCP_HEADERS, rpc
 MODERN = "2026-07-28"
 
 
-def modern_headers(token: str, method: str, name: str | None = None, version: str = MODERN) -> dict[str, str]:
+def modern_headers(
+    token: str, method: str, name: str | None = None, version: str = MODERN, *, arguments: Any = None
+) -> dict[str, str]:
+    """The headers mirroring a request's body; with the `arguments` of a `tools/call`, the
+    `Mcp-Param-Operation` an MCP-AQL endpoint tool declares (SEP-2243), as a modern client sends it."""
     headers = {**MCP_HEADERS, "authorization": f"Bearer {token}", "mcp-protocol-version": version}
     headers["mcp-method"] = method
     if name is not None:
         headers["mcp-name"] = name
-    return headers
+    return {**headers, **operation_header(arguments)}
+
+
+def operation_header(arguments: Any) -> dict[str, str]:
+    """`Mcp-Param-Operation` for a single MCP-AQL operation; nothing for a batch or another tool's
+    arguments (a value the endpoint tools' schema would not mirror, such as a number, is left out too)."""
+    operation = arguments.get("operation") if isinstance(arguments, dict) else None
+    return {"mcp-param-operation": operation} if isinstance(operation, str) else {}
 
 
 def modern_body(method: str, params: dict[str, Any] | None, meta: dict[str, Any], message_id: int | str) -> Any:

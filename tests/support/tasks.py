@@ -41,7 +41,7 @@ def post(
 ) -> httpx.Response:
     if name is None:
         name = params.get("name") if method == "tools/call" else params.get("taskId")
-    headers = modern_headers(server.token(caller), method, name)
+    headers = modern_headers(server.token(caller), method, name, arguments=params.get("arguments"))
     body = modern_body(method, params, meta(caps), 7)
     return httpx.post(server.url, json=body, headers=headers, timeout=DEADLINE)
 

@@ -56,11 +56,18 @@ PURPOSES: Mapping[str, str] = {
 }
 # The endpoints whose tools may change state in place (MCP-AQL CRUDE pattern §3.1, "Destructive").
 DESTRUCTIVE_ENDPOINTS: tuple[Category, ...] = ("UPDATE", "DELETE", "EXECUTE")
+OPERATION_HEADER = "Operation"
 SINGLE_PURPOSE = "Unified MCP-AQL endpoint: every operation, routed by its name."
 INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
-        "operation": {"type": "string", "description": "Operation name, e.g. 'introspect'."},
+        "operation": {
+            "type": "string",
+            "description": "Operation name, e.g. 'introspect'.",
+            # SEP-2243: a 2026-07-28 client mirrors it into `Mcp-Param-Operation`, so a gateway can
+            # route, limit and authorize per MCP-AQL operation without reading the body (docs/gateway.md).
+            "x-mcp-header": OPERATION_HEADER,
+        },
         "params": {
             "type": "object",
             "description": "Operation parameters; see introspect for each operation's parameters.",

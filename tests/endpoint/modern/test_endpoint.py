@@ -59,7 +59,8 @@ async def call(
     message_id: int | str = 41,
 ) -> httpx.Response:
     body = modern_body(method, params, META if meta is None else meta, message_id)
-    sent = headers if headers is not None else modern_headers(token, method, name)
+    arguments = (params or {}).get("arguments")
+    sent = headers if headers is not None else modern_headers(token, method, name, arguments=arguments)
     return await client.post("/mcp", json=body, headers=sent)
 
 

@@ -73,7 +73,7 @@ async def call_tool(
 ) -> httpx.Response:
     params = {"name": name, "arguments": arguments or {}, **(extra or {})}
     body = modern_body("tools/call", params, request_meta or meta(), message_id)
-    return await client.post("/mcp", json=body, headers=modern_headers(token, "tools/call", name))
+    return await client.post("/mcp", json=body, headers=modern_headers(token, "tools/call", name, arguments=arguments))
 
 
 def result_of(response: httpx.Response) -> dict[str, Any]:

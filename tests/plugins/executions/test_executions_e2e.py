@@ -351,6 +351,7 @@ def test_an_execution_answers_on_the_modern_era_too(server: ServerProcess) -> No
             "mcp-protocol-version": "2026-07-28",
             "mcp-method": "tools/call",
             "mcp-name": READ,
+            "mcp-param-operation": "list_executions",
         }
         answer = http.post("/mcp", json=body, headers=headers)
         assert answer.status_code == 200, answer.text
@@ -372,7 +373,7 @@ def test_closing_a_modern_followed_import_cancels_it(server: ServerProcess) -> N
     with session(server, subject="closer") as caller:
         assert caller.call(CREATE, "create_collection", collection="c")["success"]
         with httpx.Client(base_url=server.base, timeout=60) as http:
-            headers = modern_headers(token, "tools/call", EXECUTE)
+            headers = modern_headers(token, "tools/call", EXECUTE, arguments=arguments)
             with http.stream("POST", "/mcp", json=body, headers=headers) as response:
                 assert response.status_code == 200
                 execution_id = _first_progress(response)
