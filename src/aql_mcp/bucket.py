@@ -7,6 +7,7 @@ it with a clock of its own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -41,10 +42,35 @@ class TokenBucket:
         return self.tokens + (now - self.updated) * self.rate >= self.capacity
 
 
+class RequestBudget:
+    """What one admitted request may still spend of its caller's bucket: it paid `paid` tokens so far
+    (the one its admission took), which a cost above the capacity counts against (`TokenBucket.take`)."""
+
+    __slots__ = ("bucket", "clock", "paid")
+
+    def __init__(self, bucket: TokenBucket, clock: Callable[[], float], paid: int = 1) -> None:
+        self.bucket = bucket
+        self.clock = clock
+        self.paid = paid
+
+    def __call__(self, cost: int) -> float:
+        """Take `cost` more tokens: 0.0 when taken, else the seconds until they can be."""
+        wait = self.bucket.take(self.clock(), cost, paid=self.paid)
+        if wait == 0:
+            self.paid += cost
+        return wait
+
+    @property
+    def remaining(self) -> int:
+        """Whole tokens left now; 0 while the bucket is in debt."""
+        return max(0, math.floor(self.bucket.tokens))
+
+
 # What the rest of the current request may still spend of its caller's budget: set by the rate
 # limiter (middleware/rate_limit.py) for the request it admitted, read where one request does the
-# work of several (a batch of MCP-AQL operations costs one call per operation). A contextvar, so
-# the handler's tasks see the request's own budget without it travelling through every signature.
+# work of several (a batch of MCP-AQL operations, an operation that declares a cost above one). A
+# contextvar, so the handler's tasks see the request's own budget without it travelling through
+# every signature.
 REQUEST_BUDGET: ContextVar[Callable[[int], float] | None] = ContextVar("aql_mcp.request_budget", default=None)
 
 
@@ -53,3 +79,9 @@ def charge(cost: int) -> float:
     (a call no rate limiter admitted), else the seconds until they are available (nothing taken)."""
     budget = REQUEST_BUDGET.get()
     return 0.0 if budget is None or cost <= 0 else budget(cost)
+
+
+def remaining() -> int | None:
+    """Whole tokens the current request's caller has left; None when no rate limiter admitted it."""
+    budget = REQUEST_BUDGET.get()
+    return budget.remaining if isinstance(budget, RequestBudget) else None

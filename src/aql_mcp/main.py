@@ -355,6 +355,7 @@ def _example_call(url: str) -> str:
         f'  curl -s {url} -H "Authorization: Bearer $MCP_TOKEN" \\\n'
         "    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n"
         "    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: mcp_aql_read' \\\n"
+        "    -H 'Mcp-Param-Operation: introspect' \\\n"
         f"    -d '{body}'\n"
     )
 

@@ -16,6 +16,7 @@ import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
+from aql_mcp.bucket import charge, remaining
 from aql_mcp.middleware.rate_limit import SWEEP_AT, RateLimitMiddleware
 from aql_mcp.scope import PRINCIPAL_KEY, REQUEST_ID_KEY
 from tests.support.clock import Clock
@@ -210,6 +211,57 @@ async def test_post_over_max_concurrent_is_429_until_the_calls_finish() -> None:
     assert [reply.status for reply in replies] == [200, 200]
     assert gate.entered == 2
     assert (await call(app)).status == 200
+
+
+async def test_a_spent_rate_budget_says_so_in_the_429() -> None:
+    """docs/errors.md, "Rate limits": the budget spent, the one unit asked, what is left and the limit."""
+    app = limiter(burst=3)
+    for _ in range(3):
+        await call(app)
+    data = (await call(app)).error()["data"]
+    assert {key: data[key] for key in ("budget", "cost", "remaining", "limit")} == {
+        "budget": "rate",
+        "cost": 1,
+        "remaining": 0,
+        "limit": 3,
+    }
+
+
+async def test_a_spent_concurrency_budget_says_so_in_the_429() -> None:
+    gate = Gate()
+    app = limiter(gate, burst=100, concurrent=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, app)
+        await gate.wait_entered(1)
+        data = (await call(app)).error()["data"]
+        gate.release.set()
+    assert {key: data[key] for key in ("budget", "cost", "remaining", "limit")} == {
+        "budget": "concurrency",
+        "cost": 1,
+        "remaining": 0,
+        "limit": 1,
+    }
+
+
+async def test_the_admitted_request_may_spend_more_of_its_own_bucket() -> None:
+    """The limiter lends the request's budget to the handler (bucket.REQUEST_BUDGET): what the
+    handler charges comes from the caller's bucket, and `remaining` reads it."""
+    seen: list[tuple[float, int | None]] = []
+
+    async def spends(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append((charge(2), remaining()))
+        await ok(scope, receive, send)
+
+    app = limiter(spends, rate=0.001, burst=5)
+    assert (await call(app)).status == 200
+    assert seen[0] == (0.0, 2)  # 5 - 1 (admission) - 2
+    assert (await call(app)).status == 200
+    wait, left = seen[1]
+    assert wait > 0  # 2 more than the 1 left after admission: refused, nothing taken
+    assert left == 1
+    assert (await call(app)).status == 200  # the one token the refused charge left
+    assert_rate_limited(await call(app))
+    assert remaining() is None  # outside a request the limiter admitted
 
 
 async def test_concurrency_is_counted_per_principal() -> None:

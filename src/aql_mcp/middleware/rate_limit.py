@@ -6,7 +6,9 @@ from the principal's bucket (`burst` tokens, refilled at `rate_per_second`); an 
 with `Retry-After` set to the whole seconds until a token is back. A POST also takes a concurrency
 slot until the app returns, raises or is cancelled; one over `max_concurrent` is 429 with
 `Retry-After: 1`. A request that does the work of several pays for the rest from the same bucket while it
-runs (`bucket.charge`: a batch of N MCP-AQL operations costs N). A GET stream can stay open for
+runs (`bucket.charge`: a batch pays the cost of each MCP-AQL operation in it, operations/cost.py). One
+slot is one operation in flight: a batch runs its operations one after another, never two at once.
+Each 429 names the budget it found spent in `data.budget` (`rate` or `concurrency`). A GET stream can stay open for
 hours, so it pays its token but holds no slot; so does a modern `subscriptions/listen` POST, whose
 streams endpoint/modern/listeners.py caps instead. It is told by its `Mcp-Method` header and a
 modern `MCP-Protocol-Version`: only the modern edge checks that header against the body (and refuses
@@ -23,12 +25,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.auth.principal import principal_key
-from aql_mcp.bucket import REQUEST_BUDGET, TokenBucket
+from aql_mcp.bucket import REQUEST_BUDGET, RequestBudget, TokenBucket
 from aql_mcp.exceptions import RateLimited
 from aql_mcp.protocol.versions import Era, era_of
 from aql_mcp.responses import send_error
@@ -87,17 +90,19 @@ class RateLimitMiddleware:
         bucket = self._bucket(key, now)
         wait = bucket.take(now)
         if wait > 0:
-            await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait))))
+            spent = _spent("rate", bucket.capacity, max(0, math.floor(bucket.tokens)))
+            await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait)), data=spent))
             return
         if scope["method"] != "POST" or _is_listen(scope):
             await self.app(scope, receive, send)
             return
         if self.in_flight.get(key, 0) >= self.max_concurrent:
-            error = RateLimited("Too many concurrent calls; retry later", retry_after=1)
+            spent = _spent("concurrency", self.max_concurrent, 0)
+            error = RateLimited("Too many concurrent calls; retry later", retry_after=1, data=spent)
             await self._refuse(scope, send, key, "concurrency", error)
             return
         self.in_flight[key] = self.in_flight.get(key, 0) + 1
-        budget = REQUEST_BUDGET.set(lambda cost: bucket.take(self.clock(), cost, paid=1))
+        budget = REQUEST_BUDGET.set(RequestBudget(bucket, self.clock))
         try:
             await self.app(scope, receive, send)
         finally:
@@ -144,6 +149,13 @@ class RateLimitMiddleware:
         if self.on_refusal is not None:
             self.on_refusal(reason)
         await send_error(send, error, request_id=request_id)
+
+
+def _spent(budget: str, limit: int, remaining: int) -> dict[str, Any]:
+    """What a 429 says of the budget it found spent (docs/errors.md, "Rate limits"): `rate` (this
+    replica's share of the burst is `limit`) or `concurrency` (calls in flight at once); a request
+    the limiter refuses asked for one unit, before its body (and its MCP-AQL cost) was read."""
+    return {"budget": budget, "cost": 1, "remaining": remaining, "limit": limit}
 
 
 def _is_listen(scope: Scope) -> bool:

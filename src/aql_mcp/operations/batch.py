@@ -16,12 +16,10 @@ with `input_required`; the items before it are remembered in the request state, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
-from aql_mcp.bucket import charge
-from aql_mcp.exceptions import RateLimited
+from aql_mcp.operations.cost import cost_of, pay
 from aql_mcp.operations.models import Call
 from aql_mcp.operations.results import (
     CONFIRMATION_REQUIRED,
@@ -47,7 +45,11 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
         return refusal
     assert isinstance(items, list)
     memo = call.ctx.memo
-    _pay(sum(1 for index in range(len(items)) if f"batch.{index}" not in memo))
+    # Items an earlier round ran answer from the memo: they were paid for then.
+    pay(
+        (cost_of(router.registry.get, item) for index, item in enumerate(items) if f"batch.{index}" not in memo),
+        "this batch",
+    )
     results: list[dict[str, Any]] = []
     succeeded = failed = 0
     in_batch = replace(call, batch=True)
@@ -83,18 +85,6 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
         results.append({"index": index, "operation": name, "result": result})
     summary = {"total": len(items), "succeeded": succeeded, "failed": failed}
     return {"success": True, "data": None, "results": results, "summary": summary}
-
-
-def _pay(runs: int) -> None:
-    """A batch costs its caller's rate budget one call per operation it runs (the request paid for
-    one): refused as a whole, before any item runs, when the budget cannot cover it now."""
-    wait = charge(runs - 1)
-    if wait > 0:
-        raise RateLimited(
-            f"Rate limited: this batch costs {runs} calls of your rate budget; retry later",
-            retry_after=max(1, math.ceil(wait)),
-            data={"budget": "rate", "cost": runs},
-        )
 
 
 def failed_codes(envelope: Envelope) -> list[str]:

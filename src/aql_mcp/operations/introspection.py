@@ -98,6 +98,9 @@ def _details(operation: Operation, surface: Surface, registry: OperationRegistry
     )
     if operation.side_effects:
         description += f" Side effects: {operation.side_effects}"
+    if operation.cost > 1:
+        # ParameterInfo and OperationDetails allow no key of ours (docs/aql.md): the cost is said in words.
+        description += f" Rate cost: {operation.cost} calls of the caller's budget per call."
     out: dict[str, Any] = {
         **_summary(operation, surface),
         "mcpTool": surface.tool_for(operation),

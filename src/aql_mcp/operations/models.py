@@ -166,7 +166,9 @@ class Operation:
     `parameter_hints` adds ParameterInfo keys per parameter that the model cannot know, such as
     defaults and descriptions taken from the settings (a page size default, the size it clamps to).
     `bare_errors` answers failures with `code` and `message` only (the introspection response
-    schema's IntrospectionError).
+    schema's IntrospectionError). `cost` is what one call takes from its caller's rate budget, an
+    integer from 1 to 100 checked at registration: more than 1 for an operation that does the work
+    of many calls, such as an import or an export (operations/cost.py; docs/aql.md, "Cost of a call").
     """
 
     name: str
@@ -188,6 +190,7 @@ class Operation:
     reserved: bool = False
     parameter_hints: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     bare_errors: bool = False
+    cost: int = 1
 
     @property
     def danger_level(self) -> DangerLevel:

@@ -6,6 +6,7 @@ protocol are refused unless the operation is the protocol's own (`reserved=True`
 category the specification gives it. A parameter name that is not snake_case (§4.3) fails at startup
 too, naming the plugin, the operation and the parameter: another spelling may only be a declared
 alias of a published parameter (the parameter model's `parameter_aliases`, docs/aql.md "Parameter names").
+A declared cost outside 1..100 fails at startup too (operations/cost.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from aql_mcp.exceptions import ConfigError
+from aql_mcp.operations.cost import check_cost
 from aql_mcp.operations.models import Category, Operation, TrustLevel, TypeDef
 
 OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # MCP-AQL §8.5.2
@@ -55,6 +57,7 @@ class OperationRegistry:
                 f"(category {reserved}); choose another name"
             )
         check_parameter_names(operation, plugin)
+        check_cost(operation, plugin)
         self._operations[name] = operation
         self._owners[name] = plugin
         self._trust[name] = trust

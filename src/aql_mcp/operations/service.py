@@ -13,6 +13,7 @@ from typing import Any
 from aql_mcp.observability.telemetry import Telemetry, current_call
 from aql_mcp.operations.audit import AuditLog
 from aql_mcp.operations.batch import failed_codes, run_batch
+from aql_mcp.operations.cost import cost_of, pay
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
 from aql_mcp.operations.execution_sources import ExecutionSource, ExecutionSources
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
@@ -121,6 +122,7 @@ class AqlService:
     async def _dispatch(self, family: str | None, arguments: dict[str, Any], call: Call) -> Envelope:
         if "operations" in arguments:
             return await run_batch(self.router, family, arguments, call, cap=self.settings.aql.max_batch_size)
+        pay([cost_of(self.operations.get, arguments)], "this operation")
         return await self.router.run(family, arguments, call)
 
     def _served(self) -> set[str]:

@@ -30,6 +30,9 @@ EXECUTION = Returns(
 # Imports and exports: cancellable between batches, retried from where they stopped, with progress.
 LIFECYCLE = Lifecycle(supports_cancel=True, supports_retry=True, progress_reporting=True)
 REF = {"execution_id": "exec_0123456789abcdef01234567"}
+# What starting one costs of the caller's rate budget (docs/aql.md, "Cost of a call"): the call answers
+# at once, but the work it starts reads or writes a whole collection, batch after batch, like many calls.
+BACKGROUND_COST = 5
 
 
 def catalog(executions: ExecutionHandlers) -> list[Operation]:
@@ -51,6 +54,7 @@ def _starting(executions: ExecutionHandlers) -> list[Operation]:
             danger_reasons=("Adds records, counted against the tenant's quotas; they can be deleted again",),
             side_effects="Adds the payload's valid rows as records, in atomic batches.",
             lifecycle=LIFECYCLE,
+            cost=BACKGROUND_COST,
             examples=(
                 Example(
                     {
@@ -77,6 +81,7 @@ def _starting(executions: ExecutionHandlers) -> list[Operation]:
             danger="safe",
             side_effects="Keeps a copy of the collection's records as NDJSON until the execution's retention ends.",
             lifecycle=LIFECYCLE,
+            cost=BACKGROUND_COST,
             examples=(Example({"operation": "execute_export", "params": {"collection": "notes"}}),),
         ),
     ]
@@ -133,6 +138,7 @@ def _steering(executions: ExecutionHandlers) -> list[Operation]:
             danger="reversible",
             side_effects="The failed execution becomes running again.",
             lifecycle=LIFECYCLE,
+            cost=BACKGROUND_COST,
             examples=(Example({"operation": "retry_execution", "params": REF}),),
         ),
     ]
