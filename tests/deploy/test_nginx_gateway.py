@@ -273,3 +273,10 @@ def test_the_strict_policy_admits_single_modern_calls_only(strict: Gateway, serv
     assert legacy.status_code == 400
     assert legacy.json()["error"]["data"]["supported"] == [MODERN]
     assert sum("upstream=127.0.0.1:" in line for line in strict.access_log()) == 1
+
+
+def test_the_discovery_documents_pass_the_gateway(gateway: Gateway) -> None:
+    """A client that got 401 fetches the protected-resource metadata through the same gateway."""
+    response = httpx.get(f"{gateway.base}/.well-known/oauth-protected-resource", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json()["resource"].endswith("/mcp")

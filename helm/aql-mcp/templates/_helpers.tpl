@@ -171,6 +171,15 @@ limits.tool_timeout_seconds; the kubelet must not SIGKILL before all of that, pl
 {{- ceil $sum | int }}
 {{- end }}
 
+{{/*
+The gateway's timeouts (Ingress proxy-read/send-timeout, HTTPRoute request/backendRequest), in whole
+seconds: the tool timeout plus the route's margin, so a call the service still answers is never cut.
+Called with (dict "root" . "margin" <seconds>).
+*/}}
+{{- define "aql-mcp.gatewayTimeoutSeconds" -}}
+{{- ceil (addf .root.Values.config.limits.tool_timeout_seconds .margin) | int }}
+{{- end }}
+
 {{/* The service's config file: the settings from .Values.config plus what the chart owns. */}}
 {{- define "aql-mcp.configFile" -}}
 {{- $config := deepCopy .Values.config }}
