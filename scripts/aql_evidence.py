@@ -62,6 +62,10 @@ class Client:
             "mcp-method": "tools/call",
             "mcp-name": tool,
         }
+        operation = arguments.get("operation")
+        if isinstance(operation, str):
+            # The endpoint tools mirror `operation` into this header (x-mcp-header); a batch has none.
+            headers["mcp-param-operation"] = operation
         response = self._http.post(self._url, content=orjson.dumps(body), headers=headers)
         for _ in range(RETRIES):
             if response.status_code != 429:
