@@ -101,6 +101,7 @@ PROCESS_MODULES = {
     "tests.support.chart",
     "tests.support.flood",
     "tests.support.filesystem",
+    "tests.support.oidc",
 }
 PROCESS_FIXTURES = {"server", "postgres_server", "database", "deploy_tools"}
 
