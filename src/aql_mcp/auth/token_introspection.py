@@ -170,8 +170,13 @@ class Introspector:
         return principal
 
     def _principal(self, answer: Any) -> Principal | None:
-        """RFC 7662 §2.2: only `active: true` counts; a token past its `exp` is inactive whatever it says."""
-        if not isinstance(answer, dict) or answer.get("active") is not True or not isinstance(answer.get("sub"), str):
+        """RFC 7662 §2.2: only `active: true` with a subject counts; a token past its `exp` is inactive
+        whatever it says. `sub` is optional there: a client's own token (client credentials, RFC 6749
+        §4.4) may carry only `client_id`, which is then its subject, as in the IdP's JWTs (RFC 9068 §2.2)."""
+        if not isinstance(answer, dict) or answer.get("active") is not True:
+            return None
+        subject = answer.get("sub", answer.get("client_id"))
+        if not isinstance(subject, str):
             return None
         exp = answer.get("exp")
         if isinstance(exp, bool) or not isinstance(exp, int | float | None):
@@ -180,7 +185,7 @@ class Introspector:
             return None
         scope = answer.get("scope", "")
         return Principal(
-            subject=answer["sub"],
+            subject=subject,
             scopes=frozenset(scope.split() if isinstance(scope, str) else ()),
             expires_at=float(exp) if exp is not None else None,
         )
