@@ -10,9 +10,12 @@ between two progress notifications: the service's SSE keep-alives (`streams.keep
 below that timeout) hold the connection (docs/gateway.md).
 
 nginx runs the site example deploy/nginx/aql-mcp.conf, with only its read timeout shortened (the
-example sets it inside `location /mcp`, where nothing around the include can override it). The era
-is asserted from the wire, never from success alone: both SDKs quietly fall back to `initialize`.
-Which replica served a request is read from the replicas' access logs by its X-Request-Id.
+example sets it inside `location /mcp`, where nothing around the include can override it). The
+clients' tokens are JWT access tokens from a real OpenID provider (oidc-provider over HTTPS behind a
+CA made for the test, tests/support/oidc.py: client credentials, the audience as RFC 8707 resource),
+which the replicas trust through its JWKS. The era is asserted from the wire, never from success
+alone: both SDKs quietly fall back to `initialize`. Which replica served a request is read from the
+replicas' access logs by its X-Request-Id.
 """
 
 from __future__ import annotations
@@ -24,9 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import jwt
 import pytest
 
+from tests.support.modern import modern_body, modern_headers
 from tests.support.nginx import Gateway, running_gateway, site_with_read_timeout
+from tests.support.oidc import OidcProvider, running_oidc_provider, trust
 from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
 from tests.support.typescript import TypeScriptClient, install_ts_client
 from tests.support.walkthrough import WATCHED, python_walkthrough
@@ -50,12 +57,27 @@ ENV = {
     "AQL_MCP_STREAMS__KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS),
 }
 RUN_SECONDS = 60
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "gateway-test", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+SCOPES = ("mcp", "aql:read", "aql:write")
 
 
 @pytest.fixture(scope="module")
-def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
+    with running_oidc_provider(tmp_path_factory.mktemp("oidc-provider")) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def replicas(database: str, idp: OidcProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    """The replicas trust the provider (its issuer, JWKS over HTTPS with the test's CA, the audience);
+    development mode stays on for the loopback Host and Origin defaults only."""
     root = tmp_path_factory.mktemp("gateway-replicas")
-    with start_replicas(root, database, env=ENV, share_request_state_key=True) as started:
+    env = {**ENV, **idp.service_env(introspection=False)}
+    with start_replicas(root, database, env=env, share_request_state_key=True) as started:
         wait_for_replica_count(started, 3)
         yield started
 
@@ -76,14 +98,19 @@ def ts_client() -> TypeScriptClient:
 WALKS: dict[tuple[str, str], dict[str, Any]] = {}
 
 
-async def walk(client: str, era: str, gateway: Gateway, replicas: Replicas, ts: TypeScriptClient) -> dict[str, Any]:
-    """One client's walk in one era, run once and kept for the module's tests."""
+async def walk(client: str, era: str, gateway: Gateway, idp: OidcProvider, ts: TypeScriptClient) -> dict[str, Any]:
+    """One client's walk in one era with a token of its own from the provider, run once and kept
+    for the module's tests; the summary notes the token's header and claims."""
     if (client, era) not in WALKS:
-        token = replicas.token(f"{client}-{MODES[era]}")
+        token = idp.token(SCOPES)
         if client == "python":
             summary = await python_walkthrough(gateway.url, token, MODES[era], SLOW, CAUSES)
         else:
             summary = await _typescript_walkthrough(ts, gateway.url, token, MODES[era])
+        summary["token"] = {
+            **jwt.get_unverified_header(token),
+            **jwt.decode(token, options={"verify_signature": False}),
+        }
         WALKS[client, era] = summary
     return WALKS[client, era]
 
@@ -107,10 +134,10 @@ async def _typescript_walkthrough(ts: TypeScriptClient, url: str, token: str, mo
 
 @pytest.fixture
 async def summary(
-    request: pytest.FixtureRequest, gateway: Gateway, replicas: Replicas, ts_client: TypeScriptClient
+    request: pytest.FixtureRequest, gateway: Gateway, idp: OidcProvider, ts_client: TypeScriptClient
 ) -> dict[str, Any]:
     client, era = request.param
-    return await walk(client, era, gateway, replicas, ts_client)
+    return await walk(client, era, gateway, idp, ts_client)
 
 
 EVERY_WALK = pytest.mark.parametrize(
@@ -120,6 +147,26 @@ EVERY_WALK = pytest.mark.parametrize(
 
 def requests_of(summary: dict[str, Any], method: str) -> list[dict[str, Any]]:
     return [entry for entry in summary["wire"]["requests"] if method in entry["methods"]]
+
+
+@EVERY_WALK
+async def test_the_client_calls_with_a_token_of_the_openid_provider(summary: dict[str, Any], idp: OidcProvider) -> None:
+    """Not the replicas' development key: a JWT access token (RFC 9068 `at+jwt`) the provider
+    signed with a key it publishes, for the service's audience; every request of the walk carried it."""
+    token = summary["token"]
+    assert (token["iss"], token["aud"], token["alg"], token["typ"]) == (idp.issuer, idp.audience, "RS256", "at+jwt")
+    assert set(SCOPES) <= set(token["scope"].split())
+    async with httpx.AsyncClient(verify=trust(idp.tls), timeout=10.0) as http:
+        published = (await http.get(idp.jwks_uri)).json()
+    assert token["kid"] in {key["kid"] for key in published["keys"]}
+
+
+async def test_a_token_of_the_replicas_development_key_is_refused(gateway: Gateway, replicas: Replicas) -> None:
+    """The control for the test above: the replicas judge tokens by the provider's issuer now."""
+    body = modern_body("tools/list", None, META, 1)
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        response = await http.post(gateway.url, json=body, headers=modern_headers(replicas.token(), "tools/list"))
+    assert response.status_code == 401, response.text
 
 
 @EVERY_WALK
