@@ -55,6 +55,8 @@ ENV = {
     "AQL_MCP_MCP__MODERN_ERA": "true",
     "AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true",
     "AQL_MCP_STREAMS__KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS),
+    # The site example passes `Host: $host`: the name the client asked for, without its port.
+    "AQL_MCP_HTTP__ALLOWED_HOSTS": json.dumps(["127.0.0.1"]),
 }
 RUN_SECONDS = 60
 META = {
@@ -73,8 +75,9 @@ def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
 
 @pytest.fixture(scope="module")
 def replicas(database: str, idp: OidcProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    """The replicas trust the provider (its issuer, JWKS over HTTPS with the test's CA, the audience);
-    development mode stays on for the loopback Host and Origin defaults only."""
+    """The replicas trust the provider (its issuer, JWKS over HTTPS with the test's CA, the audience)
+    and the Host nginx passes. They run in development mode, as `start_replicas` starts them, but
+    the development key's tokens name another issuer and are refused (the control below)."""
     root = tmp_path_factory.mktemp("gateway-replicas")
     env = {**ENV, **idp.service_env(introspection=False)}
     with start_replicas(root, database, env=env, share_request_state_key=True) as started:
@@ -95,24 +98,25 @@ def ts_client() -> TypeScriptClient:
     return install_ts_client()
 
 
-WALKS: dict[tuple[str, str], dict[str, Any]] = {}
+Walks = dict[tuple[str, str], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def walks(gateway: Gateway) -> Walks:
+    """The summaries of the walks made through this module's gateway, each made once."""
+    return {}
 
 
 async def walk(client: str, era: str, gateway: Gateway, idp: OidcProvider, ts: TypeScriptClient) -> dict[str, Any]:
-    """One client's walk in one era with a token of its own from the provider, run once and kept
-    for the module's tests; the summary notes the token's header and claims."""
-    if (client, era) not in WALKS:
-        token = idp.token(SCOPES)
-        if client == "python":
-            summary = await python_walkthrough(gateway.url, token, MODES[era], SLOW, CAUSES)
-        else:
-            summary = await _typescript_walkthrough(ts, gateway.url, token, MODES[era])
-        summary["token"] = {
-            **jwt.get_unverified_header(token),
-            **jwt.decode(token, options={"verify_signature": False}),
-        }
-        WALKS[client, era] = summary
-    return WALKS[client, era]
+    """One client's walk in one era with a token of its own from the provider; the summary notes
+    the token's header and claims."""
+    token = idp.token(SCOPES)
+    if client == "python":
+        summary = await python_walkthrough(gateway.url, token, MODES[era], SLOW, CAUSES)
+    else:
+        summary = await _typescript_walkthrough(ts, gateway.url, token, MODES[era])
+    summary["token"] = {**jwt.get_unverified_header(token), **jwt.decode(token, options={"verify_signature": False})}
+    return summary
 
 
 async def _typescript_walkthrough(ts: TypeScriptClient, url: str, token: str, mode: str) -> dict[str, Any]:
@@ -134,10 +138,12 @@ async def _typescript_walkthrough(ts: TypeScriptClient, url: str, token: str, mo
 
 @pytest.fixture
 async def summary(
-    request: pytest.FixtureRequest, gateway: Gateway, idp: OidcProvider, ts_client: TypeScriptClient
+    request: pytest.FixtureRequest, walks: Walks, gateway: Gateway, idp: OidcProvider, ts_client: TypeScriptClient
 ) -> dict[str, Any]:
     client, era = request.param
-    return await walk(client, era, gateway, idp, ts_client)
+    if (client, era) not in walks:
+        walks[client, era] = await walk(client, era, gateway, idp, ts_client)
+    return walks[client, era]
 
 
 EVERY_WALK = pytest.mark.parametrize(
