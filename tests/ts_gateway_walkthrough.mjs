@@ -1,8 +1,8 @@
 // The official TypeScript client (@modelcontextprotocol/client) walks through everything a user
 // of aql-mcp does, through the gateway (nginx) in front of several replicas: tools, resources,
-// prompts, an MCP-AQL write and a read of it, a delete the user confirms by elicitation, a
-// notification on its stream (the legacy session's GET stream, or a modern `subscriptions/listen`)
-// caused by a call the gateway sends elsewhere, and a long call with progress. Driven by
+// prompts, an MCP-AQL write and a read of it, a delete the user confirms by elicitation, and
+// notifications on its stream (the legacy session's GET stream, or a modern `subscriptions/listen`)
+// caused by calls the gateway sends elsewhere, before and after a long call with progress. Driven by
 // tests/test_gateway_clients.py, which runs the official Python client through the same steps and
 // checks both summaries the same way.
 //
@@ -11,7 +11,6 @@
 //     MCP_URL, MCP_TOKEN the gateway's /mcp and a bearer token for it
 //     MCP_MODE           "legacy" (the 2025-11-25 handshake) or "auto" (probes 2026-07-28 first)
 //     MCP_SLOW           JSON arguments of the long call (test_slow: steps, step_seconds)
-//     MCP_CAUSES         how many changes of the watched resource to cause, one after the other
 //
 // Prints one JSON summary on stdout. Every HTTP request carries an X-Request-Id of its own and the
 // summary lists them, so the test can ask the replicas' access logs which one served each request.
@@ -22,7 +21,6 @@ import { join } from 'node:path';
 const sdk = createRequire(join(process.env.TS_CLIENT_PACKAGE, 'package.json'))('@modelcontextprotocol/client');
 const mode = process.env.MCP_MODE ?? 'legacy';
 const slowArguments = JSON.parse(process.env.MCP_SLOW ?? '{"steps": 2}');
-const causes = Number(process.env.MCP_CAUSES ?? '2');
 const WATCHED = 'test://watched-resource';
 const DEADLINE_MS = 20000;
 
@@ -121,7 +119,8 @@ const listed = await aql('mcp_aql_read', 'list_collections', {});
 summary.collectionsAfter = (listed.envelope?.data?.items ?? []).map((item) => item.name);
 
 // A stream that hears changes: the legacy session's GET stream (opened by the transport after
-// the handshake) with a resource subscription, or a modern listen stream.
+// the handshake) with a resource subscription, or a modern listen stream. One change is heard
+// before the long call and one after it, on the same stream.
 let subscription = null;
 if (summary.era === 'legacy') {
   await client.subscribeResource({ uri: WATCHED });
@@ -129,13 +128,14 @@ if (summary.era === 'legacy') {
   subscription = await client.listen({ resourceSubscriptions: [WATCHED] });
 }
 summary.causes = [];
-for (let count = 1; count <= causes; count += 1) {
+async function change() {
   const before = wire.requests.length;
   await client.callTool({ name: 'test_update_watched_resource', arguments: {} });
-  summary.causes.push(...wire.requests.slice(before).filter((r) => r.name === 'test_update_watched_resource').map((r) => r.id));
-  await nextNotification(count);
+  const sent = wire.requests.slice(before).filter((r) => r.name === 'test_update_watched_resource');
+  summary.causes.push(...sent.map((r) => r.id));
+  await nextNotification(summary.causes.length);
 }
-summary.heard = [...heard];
+await change();
 
 // A call that runs longer than the gateway's read timeout, silent between its progress
 // notifications for longer than that timeout: only the service's keep-alives hold it open.
@@ -146,6 +146,9 @@ const slow = await client.callTool(
 );
 summary.progress = progress;
 summary.slow = { isError: slow.isError === true, text: text(slow.content) };
+
+await change();
+summary.heard = [...heard];
 
 if (subscription) await subscription.close();
 await client.close();

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -64,7 +65,7 @@ def _text(blocks: list[Any]) -> str:
     return "\n".join(block.text for block in blocks if isinstance(block, types.TextContent))
 
 
-async def python_walkthrough(url: str, token: str, mode: str, slow: dict[str, Any], causes: int = 2) -> dict[str, Any]:
+async def python_walkthrough(url: str, token: str, mode: str, slow: dict[str, Any]) -> dict[str, Any]:
     """The walk with `mcp.Client` in `mode` ("legacy" or "auto") against `url`; the summary."""
     wire = Wire()
     asked: list[str] = []
@@ -99,9 +100,7 @@ async def python_walkthrough(url: str, token: str, mode: str, slow: dict[str, An
             summary["protocolVersion"] = client.protocol_version
             summary |= await _primitives(client)
             summary |= await _records(client, f"py_{mode}_{uuid.uuid4().hex[:6]}", asked)
-        summary |= await _changes(client, wire, heard, causes)
-        with anyio.fail_after(SLOW_DEADLINE):
-            summary |= await _long_call(client, slow)
+        summary |= await _changes_around_a_long_call(client, wire, heard, slow)
     summary["wire"] = {"requests": wire.requests, "sessionIds": wire.session_ids}
     return summary
 
@@ -145,36 +144,49 @@ async def _records(client: Client, collection: str, asked: list[str]) -> dict[st
     }
 
 
-async def _changes(
-    client: Client, wire: Wire, heard: anyio.abc.ObjectReceiveStream[str], causes: int
+async def _changes_around_a_long_call(
+    client: Client, wire: Wire, heard: anyio.abc.ObjectReceiveStream[str], slow: dict[str, Any]
 ) -> dict[str, Any]:
-    """Changes of the watched resource, caused one after the other, each heard before the next."""
+    """On one stream: a change of the watched resource heard, the long call, a second change heard
+    (the stream outlived the call)."""
     cause_ids: list[str] = []
     heard_uris: list[str] = []
 
-    async def cause(receive: Callable[[], Awaitable[str]]) -> None:
-        for _ in range(causes):
-            with anyio.fail_after(DEADLINE):
-                before = len(wire.requests)
-                await client.call_tool("test_update_watched_resource", {})
-                cause_ids.extend(e["id"] for e in wire.requests[before:] if e["name"] == "test_update_watched_resource")
-                heard_uris.append(await receive())
+    async def change(receive: Callable[[], Awaitable[str]]) -> None:
+        with anyio.fail_after(DEADLINE):
+            before = len(wire.requests)
+            await client.call_tool("test_update_watched_resource", {})
+            cause_ids.extend(e["id"] for e in wire.requests[before:] if e["name"] == "test_update_watched_resource")
+            heard_uris.append(await receive())
 
+    async with _hearing(client, heard) as receive:
+        await change(receive)
+        with anyio.fail_after(SLOW_DEADLINE):
+            long_call = await _long_call(client, slow)
+        await change(receive)
+    return {"causes": cause_ids, "heard": heard_uris, **long_call}
+
+
+@asynccontextmanager
+async def _hearing(
+    client: Client, legacy_notifications: anyio.abc.ObjectReceiveStream[str]
+) -> AsyncIterator[Callable[[], Awaitable[str]]]:
+    """A stream of the watched resource's changes: the session's GET stream with a resource
+    subscription (2025-11-25), or `subscriptions/listen` (2026-07-28); yields "the next change"."""
     if client.protocol_version == LEGACY:
         with warnings.catch_warnings():
             # resources/subscribe is what this era has; the SDK flags it for the modern one.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.subscribe_resource(WATCHED)
-        await cause(heard.receive)
-    else:
-        async with client.listen(resource_subscriptions=[WATCHED]) as subscription:
+        yield legacy_notifications.receive
+        return
+    async with client.listen(resource_subscriptions=[WATCHED]) as subscription:
 
-            async def next_event() -> str:
-                event = await anext(subscription)
-                return str(getattr(event, "uri", event))
+        async def next_event() -> str:
+            event = await anext(subscription)
+            return str(getattr(event, "uri", event))
 
-            await cause(next_event)
-    return {"causes": cause_ids, "heard": heard_uris}
+        yield next_event
 
 
 async def _long_call(client: Client, arguments: dict[str, Any]) -> dict[str, Any]:
