@@ -7,7 +7,7 @@ read of it, a delete the user confirms by elicitation, changes heard on a stream
 stream, or `subscriptions/listen`) that calls on other replicas caused, and a long call whose
 progress and result arrive although it is silent for longer than nginx's `proxy_read_timeout`
 between two progress notifications: the service's SSE keep-alives (`streams.keepalive_seconds`,
-below that timeout) hold the connection (docs/gateway.md).
+below that timeout) hold the connection, and the stream too, which hears a change after that call.
 
 nginx runs the site example deploy/nginx/aql-mcp.conf, with only its read timeout shortened (the
 example sets it inside `location /mcp`, where nothing around the include can override it). The
