@@ -39,7 +39,13 @@ def keycloak() -> Iterator[IdentityProvider]:
         yield idp
 
 
-def service_settings(tmp_path: Path, entra: IdentityProvider, keycloak: IdentityProvider, **auth: Any) -> Settings:
+def service_settings(
+    tmp_path: Path,
+    entra: IdentityProvider,
+    keycloak: IdentityProvider,
+    records: dict[str, Any] | None = None,
+    **auth: Any,
+) -> Settings:
     issuers = [
         {
             "issuer": entra.issuer,
@@ -54,9 +60,8 @@ def service_settings(tmp_path: Path, entra: IdentityProvider, keycloak: Identity
             "claims": {"tenant": "org", "scopes": ["realm_access.roles"]},
         },
     ]
-    return dev_settings(
-        tmp_path, auth={"issuers": issuers, **auth}, limits={"rate_per_second": 10_000, "rate_burst": 10_000}
-    )
+    limits = {"rate_per_second": 10_000, "rate_burst": 10_000}
+    return dev_settings(tmp_path, auth={"issuers": issuers, **auth}, limits=limits, records=records or {})
 
 
 @pytest.fixture
@@ -244,3 +249,49 @@ async def test_a_required_scope_that_requires_delegation_is_403_for_a_direct_tok
     assert challenge(refused)["error_description"] == "only a delegated token (act) may use this scope"
     assert refused.json()["error"]["data"]["delegation"] == "required"
     assert allowed.status_code == 200
+
+
+async def test_a_mapped_tenant_shares_records_within_its_issuer_only(
+    tmp_path: Path, entra: IdentityProvider, keycloak: IdentityProvider
+) -> None:
+    """`records.tenant_claim` other than `sub` reads the tenant each issuer maps (`tid`, `org`)."""
+    settings = service_settings(tmp_path, entra, keycloak, records={"tenant_claim": "tenant"})
+    collection = "team_" + secrets.token_hex(4)
+    async with client_for(settings) as http:
+        created = await call(
+            http, entra_token(entra, oid="alice"), "mcp_aql_create", "create_collection", collection=collection
+        )
+        colleague = await call(http, entra_token(entra, oid="bob"), "mcp_aql_read", "list_collections")
+        # Keycloak's tenant has the same value, `tenant-a`, but it is another issuer's tenant.
+        stranger = await call(http, keycloak_token(keycloak, org="tenant-a"), "mcp_aql_read", "list_collections")
+        unmapped = await call(http, keycloak_token(keycloak, org=None), "mcp_aql_read", "list_collections")
+
+    assert created["success"] is True, created
+    assert collection in str(colleague["data"])
+    assert stranger["success"] is True
+    assert collection not in str(stranger["data"])
+    assert unmapped["error"]["code"] == "PERMISSION_DENIED"
+
+
+async def test_a_prompt_and_a_tool_refused_by_the_delegation_policy_say_so(
+    tmp_path: Path, entra: IdentityProvider, keycloak: IdentityProvider
+) -> None:
+    policy = {"prompts": {"test_simple_prompt": ["prompts"]}, "tools": {"mcp_aql_read": ["reader"]}}
+    settings = service_settings(
+        tmp_path, entra, keycloak, policy=policy, delegation={"refuse": ["prompts"], "require": ["reader"]}
+    )
+    async with client_for(settings) as http:
+        delegated = await open_session(http, entra_token(entra, scp="mcp prompts reader", act={"sub": "agent"}))
+        prompt = await http.post("/mcp", json=rpc("prompts/get", {"name": "test_simple_prompt"}, 4), headers=delegated)
+        direct = await open_session(http, entra_token(entra, scp="mcp prompts reader"))
+        tool = rpc("tools/call", {"name": "mcp_aql_read", "arguments": {"operation": "list_collections"}}, 5)
+        refused_tool = await http.post("/mcp", json=tool, headers=direct)
+        allowed_tool = await http.post("/mcp", json=tool, headers=delegated)
+
+    data = prompt.json()["error"]["data"]
+    assert (data["reason"], data["scope"], data["delegation"]) == ("insufficient_scope", "prompts", "refused")
+    result = refused_tool.json()["result"]
+    assert result["isError"] is True
+    assert "reader" in result["content"][0]["text"]
+    assert "delegation policy" in result["content"][0]["text"]
+    assert allowed_tool.json()["result"]["structuredContent"]["success"] is True
