@@ -15,11 +15,17 @@ import pytest
 from aql_mcp.auth.principal import subject_digest
 from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
 from tests.support.idp import IdentityProvider, running_idp
+from tests.support.modern import MODERN, modern_body, modern_headers
 from tests.support.redaction import remember_secret
 from tests.support.server import ServerProcess, start_server
 from tests.support.wait import until
 
 SECONDS = 20.0
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "issuers-e2e", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +84,29 @@ def call(server: ServerProcess, bearer: str, tool: str, operation: str, **params
     return lines_of(server, request_id)
 
 
+def modern_call(server: ServerProcess, bearer: str, tool: str, operation: str, **params: Any) -> list[dict[str, Any]]:
+    """One stateless 2026-07-28 tools/call; the log lines of its request."""
+    request_id = "act-" + secrets.token_hex(6)
+    headers = {**modern_headers(bearer, "tools/call", tool), "x-request-id": request_id}
+    arguments = {"operation": operation, "params": params}
+    body = modern_body("tools/call", {"name": tool, "arguments": arguments}, META, 4)
+    response = httpx.post(server.url, json=body, headers=headers, timeout=SECONDS)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["structuredContent"]["success"] is True, response.text
+    return lines_of(server, request_id)
+
+
+CALLERS = {"2025-11-25": call, MODERN: modern_call}
+
+
+@pytest.mark.parametrize("era", CALLERS)
 def test_a_delegated_call_names_its_actors_on_the_call_and_audit_lines(
-    idp: IdentityProvider, server: ServerProcess
+    idp: IdentityProvider, server: ServerProcess, era: str
 ) -> None:
     delegated = token(idp, act={"sub": "agent-42", "act": {"sub": "planner-7"}})
     collection = "delegated_" + secrets.token_hex(4)
 
-    lines = call(server, delegated, "mcp_aql_create", "create_collection", collection=collection)
+    lines = CALLERS[era](server, delegated, "mcp_aql_create", "create_collection", collection=collection)
 
     actors = [subject_digest(f"{idp.issuer}#{actor}") for actor in ("agent-42", "planner-7")]
     principal = subject_digest(f"{idp.issuer}#user-1")
