@@ -124,6 +124,20 @@ async def test_an_active_token_becomes_a_principal_with_its_scopes_and_expiry(
     assert principal.expires_at == int(clock.now) + 600
 
 
+async def test_a_client_credentials_token_without_sub_has_its_client_as_subject(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """RFC 7662 makes `sub` optional; oidc-provider leaves it out for a client's own token and names the
+    client, which its JWTs carry as `sub` (RFC 9068 §2.2). A `sub` that is there still wins."""
+    own, delegated = random_token(), random_token()
+    idp.answer_introspection(own, active(clock, sub=None, client_id="agent"))
+    idp.answer_introspection(delegated, active(clock, client_id="agent"))
+    checker = introspector(idp, http, clock, monotonic)
+
+    assert (await checker.introspect(own)).subject == "agent"
+    assert (await checker.introspect(delegated)).subject == "robot"
+
+
 async def test_introspection_authenticates_with_http_basic_and_posts_the_token_as_a_form(
     idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
 ) -> None:
@@ -143,6 +157,7 @@ INACTIVE: dict[str, dict[str, Any] | None] = {
     "inactive": {"active": False},
     "unknown-to-the-idp": None,
     "active-without-sub": {"active": True, "scope": "mcp"},
+    "active-with-a-numeric-client-id-only": {"active": True, "client_id": 7},
     "active-as-a-string": {"active": "true", "sub": "robot"},
     "expired": {"active": True, "sub": "robot", "exp": 1},
 }

@@ -173,11 +173,15 @@ class Introspector:
         return principal
 
     def _principal(self, answer: Any) -> Principal | None:
-        """RFC 7662 §2.2: only `active: true` counts; a token past its `exp` is inactive whatever it says.
-        The caller is read with the issuer's claim mapping (`sub` and `scope` by default); an answer
-        without a subject, or with a malformed `act`, counts as inactive."""
+        """RFC 7662 §2.2: only `active: true` with a subject counts; a token past its `exp` is inactive
+        whatever it says. The caller is read with the issuer's claim mapping (`sub` and `scope` by
+        default); an answer with a malformed `act` counts as inactive. `sub` is optional there: a
+        client's own token (client credentials, RFC 6749 §4.4) may carry only `client_id`, which is then
+        its subject, as in the IdP's JWTs (RFC 9068 §2.2)."""
         if not isinstance(answer, dict) or answer.get("active") is not True:
             return None
+        if self._mapping.subject == "sub" and "sub" not in answer and isinstance(answer.get("client_id"), str):
+            answer = {**answer, "sub": answer["client_id"]}
         exp = answer.get("exp")
         if isinstance(exp, bool) or not isinstance(exp, int | float | None):
             return None
