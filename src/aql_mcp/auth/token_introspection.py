@@ -39,6 +39,7 @@ import orjson
 import structlog
 
 from aql_mcp.auth.cache import TtlCache
+from aql_mcp.auth.claims import INTROSPECTION_MAPPING, ClaimMapping
 from aql_mcp.auth.principal import Principal
 from aql_mcp.bucket import TokenBucket
 from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, RetryLater
@@ -86,8 +87,10 @@ class Introspector:
         monotonic: Callable[[], float] = time.monotonic,
         on_call: Callable[[str], None] | None = None,
         on_refusal: Callable[[str], None] | None = None,
+        mapping: ClaimMapping = INTROSPECTION_MAPPING,
     ) -> None:
         self._url = url
+        self._mapping = mapping
         self._client = client
         self._auth = httpx.BasicAuth(client_id, client_secret)
         self._limits = limits
@@ -171,24 +174,23 @@ class Introspector:
 
     def _principal(self, answer: Any) -> Principal | None:
         """RFC 7662 §2.2: only `active: true` with a subject counts; a token past its `exp` is inactive
-        whatever it says. `sub` is optional there: a client's own token (client credentials, RFC 6749
-        §4.4) may carry only `client_id`, which is then its subject, as in the IdP's JWTs (RFC 9068 §2.2)."""
+        whatever it says. The caller is read with the issuer's claim mapping (`sub` and `scope` by
+        default); an answer with a malformed `act` counts as inactive. `sub` is optional there: a
+        client's own token (client credentials, RFC 6749 §4.4) may carry only `client_id`, which is then
+        its subject, as in the IdP's JWTs (RFC 9068 §2.2)."""
         if not isinstance(answer, dict) or answer.get("active") is not True:
             return None
-        subject = answer.get("sub", answer.get("client_id"))
-        if not isinstance(subject, str):
-            return None
+        if self._mapping.subject == "sub" and "sub" not in answer and isinstance(answer.get("client_id"), str):
+            answer = {**answer, "sub": answer["client_id"]}
         exp = answer.get("exp")
         if isinstance(exp, bool) or not isinstance(exp, int | float | None):
             return None
         if exp is not None and exp <= self._clock():
             return None
-        scope = answer.get("scope", "")
-        return Principal(
-            subject=subject,
-            scopes=frozenset(scope.split() if isinstance(scope, str) else ()),
-            expires_at=float(exp) if exp is not None else None,
-        )
+        try:
+            return self._mapping.principal(answer, expires_at=float(exp) if exp is not None else None)
+        except InvalidToken:
+            return None
 
 
 def _retrieve(flight: asyncio.Task[Principal | None]) -> None:
