@@ -45,10 +45,10 @@ LEGACY, MODERN = "2025-11-25", "2026-07-28"
 CLIENTS = ("python", "typescript")
 # The client's own negotiation setting: "auto" probes `server/discover` first, as a dual-era client does.
 MODES = {LEGACY: "legacy", MODERN: "auto"}
-READ_TIMEOUT_SECONDS = 2
+READ_TIMEOUT_SECONDS = 3
 KEEPALIVE_SECONDS = 0.5
-# Two progress notifications 2.5 s apart: the call is silent for longer than nginx's read timeout.
-STEPS, STEP_SECONDS = 2, 2.5
+# Two progress notifications 3.5 s apart: the call is silent for longer than nginx's read timeout.
+STEPS, STEP_SECONDS = 2, 3.5
 SLOW = {"steps": STEPS, "step_seconds": STEP_SECONDS}
 # One change heard before the long call and one after it, on the same stream.
 CAUSES = 2
