@@ -31,10 +31,14 @@ import httpx
 import jwt
 import pytest
 
+from tests.support.asgi import CONFORMANCE
 from tests.support.modern import modern_body, modern_headers
 from tests.support.nginx import Gateway, running_gateway, site_with_read_timeout
 from tests.support.oidc import OidcProvider, running_oidc_provider, trust
+from tests.support.replicas import SLOW as SLOW_PLUGIN
 from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
+from tests.support.server import start_server
+from tests.support.sse import Event, iter_events
 from tests.support.typescript import TypeScriptClient, install_ts_client
 from tests.support.walkthrough import WATCHED, python_walkthrough
 
@@ -265,3 +269,37 @@ async def test_a_long_call_reports_progress_and_its_result_past_the_gateway_read
     assert summary["progress"] == list(range(STEPS))
     assert summary["slow"] == {"isError": False, "text": "done"}
     assert "upstream timed out" not in gateway.error_log.read_text(encoding="utf-8")
+
+
+async def test_the_control_with_keep_alives_rarer_than_the_read_timeout_nginx_cuts_the_same_call(
+    tmp_path: Path,
+) -> None:
+    """The same gateway and the same silent call, but the service's keep-alive interval above
+    nginx's read timeout: nginx gives up on the call, so the walks' long calls above are held by
+    the keep-alives and not by a timeout that never bit."""
+    env = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_STREAMS__KEEPALIVE_SECONDS": "30"}
+    site = site_with_read_timeout(tmp_path / "site", READ_TIMEOUT_SECONDS)
+    call = {"name": "test_slow", "arguments": {"steps": 1, "step_seconds": STEP_SECONDS}}
+    body = modern_body("tools/call", call, {**META, "progressToken": "p"}, 5)
+    events: list[Event] = []
+
+    async def read(response: httpx.Response) -> None:
+        async for event in iter_events(response):
+            events.append(event)
+
+    (tmp_path / "server").mkdir()
+    with (
+        start_server(tmp_path / "server", env=env, plugins=(CONFORMANCE, SLOW_PLUGIN)) as server,
+        running_gateway(tmp_path / "nginx", [server.port], site=site) as gateway,
+    ):
+        headers = modern_headers(server.token(), "tools/call", "test_slow")
+        async with (
+            httpx.AsyncClient(timeout=RUN_SECONDS) as http,
+            http.stream("POST", gateway.url, json=body, headers=headers) as response,
+        ):
+            assert response.status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):
+                await read(response)
+        error_log = gateway.error_log.read_text(encoding="utf-8")
+    assert [event.message["method"] for event in events if event.data] == ["notifications/progress"]
+    assert "upstream timed out" in error_log
