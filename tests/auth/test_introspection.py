@@ -111,6 +111,45 @@ def active(clock: Clock, **changes: Any) -> dict[str, Any]:
 # The call and its answer --------------------------------------------------------------------------
 
 
+OURS = "https://mcp.example.test/mcp"
+
+
+@pytest.mark.parametrize(
+    ("aud", "accepted"),
+    [
+        (None, True),
+        (OURS, True),
+        (["https://other.example.test", OURS], True),
+        ("https://other.example.test", False),
+        (["https://other.example.test"], False),
+        ([], False),
+        (42, False),
+    ],
+)
+async def test_an_answer_naming_another_audience_is_refused(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock, aud: Any, accepted: bool
+) -> None:
+    """RFC 7662 §4: a token the IdP issued for another resource server is not good here, although the
+    IdP calls it active. An answer without `aud` is the IdP's word to the resource server that asked."""
+    token = random_token()
+    idp.answer_introspection(token, active(clock, aud=aud))
+    checker = Introspector(
+        idp.introspection_url,
+        client=http,
+        client_id=INTROSPECTION_CLIENT_ID,
+        client_secret=idp.introspection_secret,
+        limits=IntrospectionLimits(),
+        clock=clock,
+        monotonic=monotonic,
+        audiences=(OURS,),
+    )
+
+    if accepted:
+        assert (await checker.introspect(token)).subject == "robot"
+    else:
+        await refused(checker, token)
+
+
 async def test_an_active_token_becomes_a_principal_with_its_scopes_and_expiry(
     idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
 ) -> None:

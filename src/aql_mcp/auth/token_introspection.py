@@ -88,9 +88,11 @@ class Introspector:
         on_call: Callable[[str], None] | None = None,
         on_refusal: Callable[[str], None] | None = None,
         mapping: ClaimMapping = INTROSPECTION_MAPPING,
+        audiences: tuple[str, ...] = (),
     ) -> None:
         self._url = url
         self._mapping = mapping
+        self._audiences = frozenset(audiences)
         self._client = client
         self._auth = httpx.BasicAuth(client_id, client_secret)
         self._limits = limits
@@ -187,10 +189,22 @@ class Introspector:
             return None
         if exp is not None and exp <= self._clock():
             return None
+        if not self._meant_for_us(answer.get("aud")):
+            return None
         try:
             return self._mapping.principal(answer, expires_at=float(exp) if exp is not None else None)
         except InvalidToken:
             return None
+
+    def _meant_for_us(self, aud: Any) -> bool:
+        """RFC 7662 §4: an active token the IdP issued for another resource server must not be
+        accepted here. An answer that names its audience (a string or a list, as in a JWT) must name
+        one of ours; an answer without `aud` is taken as the IdP's word for this resource server,
+        whose credentials asked."""
+        if aud is None or not self._audiences:
+            return True
+        named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        return any(isinstance(value, str) and value in self._audiences for value in named)
 
 
 def _retrieve(flight: asyncio.Task[Principal | None]) -> None:

@@ -137,6 +137,7 @@ def _listed(auth: AuthSettings, entry: TrustedIssuer, client: httpx.AsyncClient,
             on_call=hooks.on_introspection,
             on_refusal=hooks.on_limit,
             mapping=mapping,
+            audiences=entry.audiences,
         )
     return Issuer(entry.issuer, entry.audiences, mapping, jwks=jwks, introspector=introspector)
 
@@ -189,4 +190,5 @@ def _introspector(
         limits=limits,
         on_call=on_call,
         on_refusal=on_refusal,
+        audiences=(settings.audience,),
     )
