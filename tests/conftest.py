@@ -102,6 +102,7 @@ PROCESS_MODULES = {
     "tests.support.flood",
     "tests.support.filesystem",
     "tests.support.nginx",
+    "tests.support.oidc",
 }
 PROCESS_FIXTURES = {"server", "postgres_server", "database", "deploy_tools"}
 

@@ -17,17 +17,15 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.server import ServerProcess, start_server
+from tests.support.typescript import TypeScriptClient, install_ts_client
 from tests.support.versions import TS_CLIENT_PACKAGE, TS_CLIENT_VERSION
 
-ROOT = Path(__file__).resolve().parents[1]
-NODE_SCRIPT = ROOT / "scripts" / "node.sh"
 SMOKE = Path(__file__).with_name("ts_client_smoke.mjs")
 PACKAGE, VERSION = TS_CLIENT_PACKAGE, TS_CLIENT_VERSION
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -35,22 +33,9 @@ RUN_SECONDS = 60
 ELICIT = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_AQL__CONFIRM_WITH_ELICITATION": "true"}
 
 
-@dataclass(frozen=True)
-class TypeScriptClient:
-    node: str
-    package: str
-
-
-def _install(*args: str) -> str:
-    done = subprocess.run([str(NODE_SCRIPT), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.fail(f"scripts/node.sh {' '.join(args)} failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
-
-
 @pytest.fixture(scope="session")
 def ts_client() -> TypeScriptClient:
-    return TypeScriptClient(node=_install(), package=_install(PACKAGE, VERSION, "tsclient"))
+    return install_ts_client()
 
 
 @pytest.fixture(scope="module")

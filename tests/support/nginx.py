@@ -13,6 +13,7 @@ connections, as a controller does when pods come and go.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "nginx.sh"
 SITE = ROOT / "deploy" / "nginx" / "aql-mcp.conf"
 KEEPALIVE = 16
+READ_TIMEOUT = re.compile(r"^([ \t]*)proxy_read_timeout\s+[^;]+;", re.MULTILINE)
 
 
 @dataclass
@@ -121,3 +123,14 @@ def running_gateway(
         yield gateway
     finally:
         _script("stop", directory)
+
+
+def site_with_read_timeout(directory: Path, seconds: int) -> Path:
+    """A copy of the site example in `directory` whose `proxy_read_timeout` is `seconds`: the
+    example sets it inside `location /mcp`, where it wins over anything `server_extra` could say."""
+    text, found = READ_TIMEOUT.subn(rf"\1proxy_read_timeout {seconds}s;", SITE.read_text(encoding="utf-8"))
+    assert found == 1, f"the site example sets proxy_read_timeout {found} times, not once"
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / "aql-mcp-site.conf"
+    copy.write_text(text, encoding="utf-8")
+    return copy
