@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.modern import MODERN, modern_body, modern_headers
-from tests.support.nginx import ROOT, Gateway, running_gateway
+from tests.support.nginx import ROOT, Gateway, running_gateway, site_with_read_timeout
 from tests.support.server import CONFORMANCE, ServerProcess, start_server
 from tests.support.sse import answer
 
@@ -55,13 +55,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def policy_gateway(directory: Path, server: ServerProcess, *extra: Path) -> Any:
-    """nginx with the policy: part 1 in the http block, part 2 (and `extra`) before the site file."""
+    """nginx with the policy: part 1 in the http block, part 2 (and `extra`) before the site file,
+    which is the example with a short `proxy_read_timeout`."""
     return running_gateway(
         directory,
         [server.port],
+        site=site_with_read_timeout(directory / "site", READ_TIMEOUT_SECONDS),
         http_extra=f"    include {POLICY};",
-        server_extra="\n".join(f"        include {path};" for path in (CHECK, *extra))
-        + f"\n        proxy_read_timeout {READ_TIMEOUT_SECONDS}s;",
+        server_extra="\n".join(f"        include {path};" for path in (CHECK, *extra)),
     )
 
 
@@ -215,17 +216,15 @@ def test_a_batch_past_the_budget_is_429_through_the_gateway_and_stores_nothing(
     assert listed["data"]["items"] == []
 
 
-def test_a_held_call_outlives_the_read_timeout_and_its_progress_arrives_while_it_runs(
-    gateway: Gateway, server: ServerProcess, tmp_path: Path
-) -> None:
-    """nginx's default buffering, a 2 s `proxy_read_timeout`: the first progress event is read while
-    the tool is still held, then only keep-alive comments flow for longer than the timeout, and the
-    result still arrives once the test releases the tool."""
-    release = tmp_path / "release"
+def held_call(gateway: Gateway, server: ServerProcess, release: Path) -> tuple[int, dict[str, Any] | None]:
+    """`test_held` through the gateway: the first progress event is read while the tool is still
+    held (nginx passed it on before the call could finish), then the tool stays silent for longer
+    than the read timeout before the test releases it. The keep-alive comments read and the
+    result, or None when the gateway cut the stream."""
     params = {"name": "test_held", "arguments": {"release": str(release)}}
     body = modern_body("tools/call", params, {**META, "progressToken": "held"}, 9)
     headers = modern_headers(server.token(subject="held"), "tools/call", "test_held")
-    comments, result = 0, None
+    comments = 0
     with (
         httpx.Client(timeout=httpx.Timeout(30, read=10)) as http,
         http.stream("POST", gateway.url, json=body, headers=headers) as response,
@@ -234,20 +233,46 @@ def test_a_held_call_outlives_the_read_timeout_and_its_progress_arrives_while_it
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = response.iter_lines()
         first = next(line for line in lines if line.startswith("data:"))
-        # Read while the tool is held: nginx passed the event on before the call could finish.
         assert json.loads(first[5:])["params"]["message"] == "held"
         assert not release.exists()
         silent_until = time.monotonic() + READ_TIMEOUT_SECONDS + 1.5
-        for line in lines:
-            comments += line.startswith(":")
-            if time.monotonic() > silent_until and not release.exists():
-                release.touch()
-            if line.startswith("data:") and "result" in json.loads(line[5:]):
-                result = json.loads(line[5:])["result"]
-                break
+        try:
+            for line in lines:
+                comments += line.startswith(":")
+                if time.monotonic() > silent_until and not release.exists():
+                    release.touch()
+                if line.startswith("data:") and "result" in json.loads(line[5:]):
+                    result: dict[str, Any] = json.loads(line[5:])["result"]
+                    return comments, result
+        except httpx.RemoteProtocolError:
+            pass  # nginx closed the stream in the middle of its chunked body
+    return comments, None
+
+
+def test_a_held_call_outlives_the_read_timeout_and_its_progress_arrives_while_it_runs(
+    gateway: Gateway, server: ServerProcess, tmp_path: Path
+) -> None:
+    """nginx's default buffering, a 2 s `proxy_read_timeout`: only keep-alive comments flow while
+    the tool is held for longer than that, and the result still arrives once it is released."""
+    comments, result = held_call(gateway, server, tmp_path / "release")
     assert result is not None
     assert result["content"][0]["text"] == "released"
     assert comments >= READ_TIMEOUT_SECONDS  # at 0.5 s, several kept the silent stream alive
+
+
+def test_without_keep_alives_inside_the_read_timeout_nginx_cuts_the_held_call(tmp_path: Path) -> None:
+    """The control for the test above: the same gateway and call, with the service's keep-alive
+    interval above the read timeout, is cut by nginx."""
+    env = {"AQL_MCP_STREAMS__KEEPALIVE_SECONDS": "30"}
+    (tmp_path / "server").mkdir()
+    with (
+        start_server(tmp_path / "server", env=env, plugins=(CONFORMANCE, HELD)) as quiet,
+        policy_gateway(tmp_path / "nginx", quiet) as gateway,
+    ):
+        comments, result = held_call(gateway, quiet, tmp_path / "release")
+        assert "upstream timed out" in gateway.error_log.read_text(encoding="utf-8")
+    assert result is None
+    assert comments == 0
 
 
 def test_the_strict_policy_admits_single_modern_calls_only(strict: Gateway, server: ServerProcess) -> None:
