@@ -84,6 +84,7 @@ http {{
     upstream aql_mcp {{
 {servers}
         keepalive {KEEPALIVE};
+        keepalive_timeout 5s;
     }}
     server {{
         listen 127.0.0.1:{gateway.port};
