@@ -92,7 +92,8 @@ class Skill:
     def from_package(cls, package: str, directory: str, *, prefix: str = "") -> Skill:
         """The skill in `directory` of an installed package: its SKILL.md as written and every other
         file below it, read once at startup."""
-        found = _walk(package_files(package).joinpath(directory), "")
+        root = package_files(package).joinpath(directory)
+        found = _walk(root, "") if root.is_dir() else {}
         document = found.pop(SKILL_FILE, None)
         if document is None:
             raise ConfigError(f"skill {package}/{directory}: no {SKILL_FILE}")

@@ -1,0 +1,113 @@
+"""The skill model (`protocol/skill.py`), checked against the Skills extension (SEP-2640,
+`io.modelcontextprotocol/skills`, stable specification of modelcontextprotocol/ext-skills).
+
+What is checked, in our words:
+- a skill's name is 1-64 lower-case letters, digits and hyphens, no hyphen first, last or doubled;
+- SKILL.md starts with YAML frontmatter holding at least `name` and `description`, and an entry's
+  `frontmatter` is that YAML as a JSON object, field for field;
+- the SKILL.md URI is `skill://<prefix/>name/SKILL.md`, the last path segment before SKILL.md is
+  the name, and supporting files sit under the same root;
+- every file is in the manifest once, SKILL.md included, with `digest` = `sha256:` and 64 lower-case
+  hex digits of its bytes and `size` = their length;
+- at most 512 files per skill.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+import yaml
+
+from aql_mcp.exceptions import ConfigError
+from aql_mcp.protocol.skill import MAX_FILES, Skill, SkillFile, parse_frontmatter
+
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def test_a_written_skill_has_frontmatter_then_body_and_an_entry_measuring_its_bytes() -> None:
+    skill = Skill.of(
+        "pdf-forms",
+        "Fill PDF forms: naïve ones too",
+        "# Forms\n\nUse templates/.\n",
+        files=(SkillFile("templates/a.md", lambda: "A\r\n"),),
+        metadata={"version": "2"},
+    )
+    document = skill.document()
+    assert document.startswith(b"---\n")
+    assert yaml.safe_load(document.split(b"---\n")[1]) == {
+        "name": "pdf-forms",
+        "description": "Fill PDF forms: naïve ones too",
+        "metadata": {"version": "2"},
+    }
+    assert document.endswith(b"# Forms\n\nUse templates/.\n")
+
+    entry = skill.entry()
+    assert entry["uri"] == "skill://pdf-forms/SKILL.md"
+    assert entry["frontmatter"] == parse_frontmatter(document)
+    files = {item["uri"]: item for item in entry["resources"]}
+    assert list(files) == ["skill://pdf-forms/SKILL.md", "skill://pdf-forms/templates/a.md"]
+    for item, raw in zip(entry["resources"], (document, b"A\r\n"), strict=True):
+        assert DIGEST.fullmatch(item["digest"])
+        assert item["digest"] == "sha256:" + hashlib.sha256(raw).hexdigest()
+        assert item["size"] == len(raw)
+
+
+def test_a_prefix_goes_before_the_name_and_the_name_stays_last() -> None:
+    skill = Skill.of("refunds", "Refunds", "x", prefix="acme/billing")
+
+    assert skill.root == "skill://acme/billing/refunds"
+    assert skill.uri == "skill://acme/billing/refunds/SKILL.md"
+    assert skill.uri.rsplit("/", 2)[-2] == skill.frontmatter["name"]
+
+
+def test_a_body_written_at_each_read_is_measured_as_it_is_now() -> None:
+    text = ["first"]
+    skill = Skill.of("live", "Changes", lambda: text[0])
+    before = skill.entry()["resources"][0]
+    text[0] = "second, longer"
+    after = skill.entry()["resources"][0]
+
+    assert before["digest"] != after["digest"]
+    assert after["size"] == len(skill.document())
+
+
+@pytest.mark.parametrize("name", ["", "-lead", "trail-", "dou--ble", "Upper", "under_score", "a" * 65, "sp ace"])
+def test_names_outside_the_agent_skills_rule_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match="name"):
+        Skill.of(name, "d", "body")
+
+
+def test_a_description_is_required() -> None:
+    with pytest.raises(ConfigError, match="description"):
+        Skill.of("ok", "  ", "body")
+
+
+@pytest.mark.parametrize("path", ["SKILL.md", "../up.md", "/abs.md", "a//b.md", "a/./b.md", "sp ace.md"])
+def test_file_paths_must_be_relative_and_distinct_from_skill_md(path: str) -> None:
+    with pytest.raises(ConfigError, match="file path"):
+        Skill.of("ok", "d", "body", files=(SkillFile(path, lambda: "x"),))
+
+
+def test_a_file_given_twice_and_too_many_files_are_refused() -> None:
+    twice = (SkillFile("a.md", lambda: "x"), SkillFile("a.md", lambda: "y"))
+    with pytest.raises(ConfigError, match="twice"):
+        Skill.of("ok", "d", "body", files=twice)
+    many = tuple(SkillFile(f"f{index}.md", lambda: "x") for index in range(MAX_FILES))
+    with pytest.raises(ConfigError, match=str(MAX_FILES)):
+        Skill.of("ok", "d", "body", files=many)
+
+
+def test_a_packaged_skill_is_served_as_written_with_every_file_below_it() -> None:
+    skill = Skill.from_package("aql_mcp.plugins.records", "skill")
+
+    assert skill.name == "records-workspace"
+    uris = [item["uri"] for item in skill.entry()["resources"]]
+    assert uris == ["skill://records-workspace/SKILL.md", "skill://records-workspace/references/examples.md"]
+    assert skill.entry()["frontmatter"] == yaml.safe_load(skill.document().split(b"---\n")[1])
+
+
+def test_a_package_directory_without_skill_md_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"no SKILL\.md"):
+        Skill.from_package("aql_mcp.plugins.records", "missing")
