@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from aql_mcp.exceptions import ConfigError
+from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.skill import MAX_FILES, Skill, SkillFile, parse_frontmatter
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -111,3 +112,32 @@ def test_a_packaged_skill_is_served_as_written_with_every_file_below_it() -> Non
 def test_a_package_directory_without_skill_md_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"no SKILL\.md"):
         Skill.from_package("aql_mcp.plugins.records", "missing")
+
+
+def test_a_skill_registered_twice_stops_startup_naming_both_plugins() -> None:
+    registry = Registry()
+    registry.plugin = "first"
+    registry.add_skill(Skill.of("twin", "d", "body"))
+    registry.plugin = "second"
+    with pytest.raises(ConfigError, match=r"first.*second"):
+        registry.add_skill(Skill.of("twin", "other", "body"))
+
+
+def test_skill_files_resolve_for_reads_but_stay_out_of_the_resource_listing() -> None:
+    registry = Registry()
+    skill = Skill.of("guide", "d", "body", files=(SkillFile("a.md", lambda: "A"),))
+    registry.add_skill(skill)
+
+    assert [resource.uri for resource in registry.resources()] == []
+    for uri in ("skill://guide/SKILL.md", "skill://guide/a.md"):
+        found = registry.resolve(uri)
+        assert found is not None
+        assert found[0].uri == uri
+    skill_md = registry.resolve(skill.uri)
+    assert skill_md is not None
+    assert skill_md[0].to_wire() == {
+        "uri": "skill://guide/SKILL.md",
+        "name": "guide",
+        "description": "d",
+        "mimeType": "text/markdown",
+    }
