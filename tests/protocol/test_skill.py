@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -141,3 +142,44 @@ def test_skill_files_resolve_for_reads_but_stay_out_of_the_resource_listing() ->
         "description": "d",
         "mimeType": "text/markdown",
     }
+
+
+def write_package(root: Path, name: str, files: dict[str, bytes]) -> None:
+    package = root / name
+    (package / "skill").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for path, data in files.items():
+        (package / "skill" / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / "skill" / path).write_bytes(data)
+
+
+def test_a_packaged_frontmatter_passes_through_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    document = (
+        b"---\nname: verbatim\ndescription: As written\nlicense: Apache-2.0\nmetadata:\n  team: x\n---\r\nBody\r\n"
+    )
+    write_package(tmp_path, "verbatim_skill", {"SKILL.md": document, "scripts/run.py": b"print(1)\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    skill = Skill.from_package("verbatim_skill", "skill")
+
+    assert skill.document() == document
+    assert skill.entry()["frontmatter"] == {
+        "name": "verbatim",
+        "description": "As written",
+        "license": "Apache-2.0",
+        "metadata": {"team": "x"},
+    }
+    assert [item["uri"] for item in skill.entry()["resources"]] == [
+        "skill://verbatim/SKILL.md",
+        "skill://verbatim/scripts/run.py",
+    ]
+    assert [(file.path, file.mime_type) for file in skill.files] == [("scripts/run.py", "text/x-python")]
+
+
+def test_a_packaged_skill_over_16_mib_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    document = b"---\nname: huge\ndescription: Too big\n---\n"
+    write_package(tmp_path, "huge_skill", {"SKILL.md": document, "data.bin": b"\0" * (16 * 1024 * 1024)})
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    with pytest.raises(ConfigError, match="more than 16777216"):
+        Skill.from_package("huge_skill", "skill")

@@ -31,6 +31,16 @@ PATH_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
 # The per-skill limits every conforming host accepts (SEP-2640, "Limits").
 MAX_FILES = 512
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
+# The media type of a packaged file by its suffix; anything else is served as bytes (a blob).
+MEDIA_TYPES = {
+    "md": MARKDOWN,
+    "txt": "text/plain",
+    "json": "application/json",
+    "py": "text/x-python",
+    "sh": "text/x-shellscript",
+    "yaml": "application/yaml",
+    "csv": "text/csv",
+}
 FRONTMATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
 
 Content = Callable[[], str | bytes]
@@ -97,6 +107,10 @@ class Skill:
         document = found.pop(SKILL_FILE, None)
         if document is None:
             raise ConfigError(f"skill {package}/{directory}: no {SKILL_FILE}")
+        total = len(document) + sum(len(data) for data in found.values())
+        if total > MAX_TOTAL_BYTES:
+            # SEP-2640 "Limits": a larger skill is not guaranteed to load on any host.
+            raise ConfigError(f"skill {package}/{directory}: {total} bytes, more than {MAX_TOTAL_BYTES}")
         supporting = tuple(SkillFile(path, _constant(data), _mime_type(path)) for path, data in sorted(found.items()))
         return cls(parse_frontmatter(document), _constant(document), supporting, prefix)
 
@@ -167,17 +181,14 @@ def _walk(node: Any, prefix: str) -> dict[str, bytes]:
         if child.is_dir():
             if child.name != "__pycache__":
                 found.update(_walk(child, f"{path}/"))
-        elif not child.name.endswith((".py", ".pyc")):
+        elif not child.name.endswith(".pyc"):  # bytecode is the interpreter's, not the skill's
             found[path] = child.read_bytes()
     return found
 
 
 def _mime_type(path: str) -> str:
-    if path.endswith(".md"):
-        return MARKDOWN
-    if path.endswith(".json"):
-        return "application/json"
-    return "text/plain" if path.endswith(".txt") else "application/octet-stream"
+    suffix = path.rpartition(".")[2] if "." in path else ""
+    return MEDIA_TYPES.get(suffix, "application/octet-stream")
 
 
 def _constant(value: Any) -> Callable[[], Any]:
