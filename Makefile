@@ -48,12 +48,14 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 # The store tests run on SQLite and on a throwaway PostgreSQL the suite starts (scripts/postgres.sh);
-# the console's browser test on Debian's chromium (scripts/chromium.sh; AQL_MCP_TEST_SKIP_BROWSER=1 skips it).
+# the console's browser test on Debian's chromium (scripts/chromium.sh; AQL_MCP_TEST_SKIP_BROWSER=1 skips it);
+# the gateway tests on Debian's nginx (scripts/nginx.sh).
 # pytest-xdist runs the files on every core (WORKERS=1 for one process); a file's tests stay on one worker,
 # so its module fixtures (a server, a database) start once.
 WORKERS ?= auto
 unit: $(DEV_STAMP)
 	scripts/postgres.sh install
+	scripts/nginx.sh install
 	test "$$AQL_MCP_TEST_SKIP_BROWSER" = 1 || scripts/chromium.sh install
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 

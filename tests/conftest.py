@@ -101,6 +101,8 @@ PROCESS_MODULES = {
     "tests.support.chart",
     "tests.support.flood",
     "tests.support.filesystem",
+    "tests.support.nginx",
+    "tests.support.oidc",
 }
 PROCESS_FIXTURES = {"server", "postgres_server", "database", "deploy_tools"}
 

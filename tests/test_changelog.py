@@ -36,3 +36,11 @@ def test_every_heading_links_to_its_comparison_with_the_release_before() -> None
     for newer, older in itertools.pairwise(tags):
         assert LINKS[newer[1:]].endswith(f"/compare/{older}...{newer}")
     assert LINKS[names[-1]].endswith(f"/releases/tag/{tags[-1]}")
+
+
+def test_each_release_names_each_kind_of_change_once() -> None:
+    """Keep a Changelog groups a release's entries under one heading per kind; two `### Added` in
+    one release (what merging branches leaves) split what a reader looks for in one place."""
+    for release in re.split(r"^## ", TEXT, flags=re.MULTILINE)[1:]:
+        kinds = re.findall(r"^### (.+)$", release, flags=re.MULTILINE)
+        assert len(kinds) == len(set(kinds)), release.splitlines()[0]

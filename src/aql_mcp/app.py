@@ -149,7 +149,7 @@ def assemble(
         registry=registry,
         sessions=sessions,
         endpoint=endpoint,
-        probes=Probes(store, authentication.jwks, on_store_check=metrics.store_check),
+        probes=Probes(store, authentication.key_sources, on_store_check=metrics.store_check),
         dev_issuer=issuer,
         authentication=authentication,
         telemetry=telemetry,
@@ -334,7 +334,8 @@ def create_probes_app(probes: Probes) -> Starlette:
 def protected_resource(settings: Settings) -> Endpoint:
     document = {
         "resource": settings.audience,
-        "authorization_servers": [settings.issuer],
+        # Every trusted issuer (RFC 9728 §2): the single-issuer settings' first, then `auth.issuers`.
+        "authorization_servers": [settings.issuer, *(entry.issuer for entry in settings.auth.issuers)],
         "bearer_methods_supported": ["header"],
         "resource_name": settings.server.name,
     }

@@ -242,9 +242,14 @@ class InsufficientScope(WireError):
 
     status, code, message = 403, SERVER_ERROR, "Forbidden: the token lacks a required scope"
 
-    def __init__(self, missing: tuple[str, ...]) -> None:
-        super().__init__(data={"reason": "insufficient_scope", "scope": " ".join(missing)})
+    def __init__(self, missing: tuple[str, ...], delegation: str | None = None) -> None:
+        data = {"reason": "insufficient_scope", "scope": " ".join(missing)}
+        if delegation is not None:
+            # The token carries the scope, but the delegation policy withheld it (docs/errors.md).
+            data["delegation"] = delegation
+        super().__init__(data=data)
         self.missing = missing
+        self.delegation = delegation
 
 
 class UpstreamUnavailable(WireError):

@@ -82,13 +82,13 @@ def lifespan(
         services.telemetry.metrics.store_sessions(await store.count_sessions())
         changes_in, changes_out = anyio.create_memory_object_stream[Kind](100)
         services.registry.on_change(lambda kind: _offer(changes_in, kind))
-        jwks = services.authentication.jwks
-        if jwks is not None:
-            await jwks.refresh()  # not ready until it succeeds; the refresher keeps trying
+        key_sources = services.authentication.key_sources
+        for jwks in key_sources:
+            await jwks.refresh()  # not ready until one succeeds; the refresher keeps trying
         for plugin in background:
             await plugin.start()
         async with anyio.create_task_group() as group:
-            if jwks is not None:
+            for jwks in key_sources:
                 group.start_soon(_refresh_keys, jwks)
             group.start_soon(_housekeeping, services, hooks)
             group.start_soon(_heartbeat, services, store)

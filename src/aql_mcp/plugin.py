@@ -64,7 +64,7 @@ from __future__ import annotations
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.opaque import digest as credential_digest
-from aql_mcp.auth.principal import Principal, principal_key, subject_digest
+from aql_mcp.auth.principal import Principal, principal_key, subject_digest, tenant_key
 from aql_mcp.auth.tokens import BearerVerifier, TokenVerifier, bearer_credential
 from aql_mcp.exceptions import (
     AqlMcpError,
@@ -281,6 +281,7 @@ __all__ = [
     "subject_digest",
     "success",
     "tasks_negotiated",
+    "tenant_key",
     "text",
     "text_contents",
     "to_tool_result",

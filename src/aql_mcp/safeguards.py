@@ -42,11 +42,17 @@ def _check_token_sources(settings: Settings) -> None:
     if "HS256" in auth.algorithms and auth.hs256_secret is None:
         raise ConfigError("auth.hs256_secret (AQL_MCP_AUTH__HS256_SECRET): HS256 is allowed but no secret is set")
     opaque = auth.opaque_tokens or auth.opaque_tokens_file or auth.introspection_url
-    if not settings.server.dev and not (auth.jwks_url or opaque):
+    if not settings.server.dev and not (auth.jwks_url or opaque or auth.issuers):
         raise ConfigError(
             "auth.jwks_url (AQL_MCP_AUTH__JWKS_URL): no token source is configured; set the corporate JWKS "
-            "URL (or opaque tokens), or start with --dev on a workstation (development issuer)"
+            "URL (or opaque tokens, or auth.issuers), or start with --dev on a workstation (development issuer)"
         )
+    for index, entry in enumerate(auth.issuers):
+        if entry.issuer == settings.issuer:
+            raise ConfigError(
+                f"auth.issuers[{index}].issuer (AQL_MCP_AUTH__ISSUERS): {entry.issuer!r} is already the issuer of "
+                "the single-issuer settings (auth.issuer, or the service's own URL); each issuer has one entry"
+            )
     if not settings.server.dev and auth.jwks_url and not (auth.issuer and auth.audience):
         raise ConfigError(
             "auth.issuer (AQL_MCP_AUTH__ISSUER) and auth.audience (AQL_MCP_AUTH__AUDIENCE): both are required "
@@ -106,10 +112,15 @@ def _check_idp_transport(settings: Settings) -> None:
     auth = settings.auth
     if settings.server.dev or auth.allow_insecure_http:
         return
-    for name, url in (("jwks_url", auth.jwks_url), ("introspection_url", auth.introspection_url)):
+    single = (("jwks_url", auth.jwks_url), ("introspection_url", auth.introspection_url))
+    urls = [(f"auth.{name}", f"AQL_MCP_AUTH__{name.upper()}", url) for name, url in single]
+    for index, entry in enumerate(auth.issuers):
+        for name, url in (("jwks_url", entry.jwks_url), ("introspection_url", entry.introspection_url)):
+            urls.append((f"auth.issuers[{index}].{name}", "AQL_MCP_AUTH__ISSUERS", url))
+    for setting, variable, url in urls:
         if url and urlsplit(url).scheme == "http":
             raise ConfigError(
-                f"auth.{name} (AQL_MCP_AUTH__{name.upper()}): plain http is refused outside development mode; "
+                f"{setting} ({variable}): plain http is refused outside development mode; "
                 "use https, or set auth.allow_insecure_http (AQL_MCP_AUTH__ALLOW_INSECURE_HTTP) to true for an "
                 "IdP you reach over a trusted path"
             )

@@ -111,6 +111,45 @@ def active(clock: Clock, **changes: Any) -> dict[str, Any]:
 # The call and its answer --------------------------------------------------------------------------
 
 
+OURS = "https://mcp.example.test/mcp"
+
+
+@pytest.mark.parametrize(
+    ("aud", "accepted"),
+    [
+        (None, True),
+        (OURS, True),
+        (["https://other.example.test", OURS], True),
+        ("https://other.example.test", False),
+        (["https://other.example.test"], False),
+        ([], False),
+        (42, False),
+    ],
+)
+async def test_an_answer_naming_another_audience_is_refused(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock, aud: Any, accepted: bool
+) -> None:
+    """RFC 7662 §4: a token the IdP issued for another resource server is not good here, although the
+    IdP calls it active. An answer without `aud` is the IdP's word to the resource server that asked."""
+    token = random_token()
+    idp.answer_introspection(token, active(clock, aud=aud))
+    checker = Introspector(
+        idp.introspection_url,
+        client=http,
+        client_id=INTROSPECTION_CLIENT_ID,
+        client_secret=idp.introspection_secret,
+        limits=IntrospectionLimits(),
+        clock=clock,
+        monotonic=monotonic,
+        audiences=(OURS,),
+    )
+
+    if accepted:
+        assert (await checker.introspect(token)).subject == "robot"
+    else:
+        await refused(checker, token)
+
+
 async def test_an_active_token_becomes_a_principal_with_its_scopes_and_expiry(
     idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
 ) -> None:
@@ -122,6 +161,20 @@ async def test_an_active_token_becomes_a_principal_with_its_scopes_and_expiry(
     assert principal.subject == "robot"
     assert principal.scopes == frozenset({"mcp", "read"})
     assert principal.expires_at == int(clock.now) + 600
+
+
+async def test_a_client_credentials_token_without_sub_has_its_client_as_subject(
+    idp: IdentityProvider, http: httpx.AsyncClient, clock: Clock, monotonic: Clock
+) -> None:
+    """RFC 7662 makes `sub` optional; oidc-provider leaves it out for a client's own token and names the
+    client, which its JWTs carry as `sub` (RFC 9068 §2.2). A `sub` that is there still wins."""
+    own, delegated = random_token(), random_token()
+    idp.answer_introspection(own, active(clock, sub=None, client_id="agent"))
+    idp.answer_introspection(delegated, active(clock, client_id="agent"))
+    checker = introspector(idp, http, clock, monotonic)
+
+    assert (await checker.introspect(own)).subject == "agent"
+    assert (await checker.introspect(delegated)).subject == "robot"
 
 
 async def test_introspection_authenticates_with_http_basic_and_posts_the_token_as_a_form(
@@ -143,6 +196,7 @@ INACTIVE: dict[str, dict[str, Any] | None] = {
     "inactive": {"active": False},
     "unknown-to-the-idp": None,
     "active-without-sub": {"active": True, "scope": "mcp"},
+    "active-with-a-numeric-client-id-only": {"active": True, "client_id": 7},
     "active-as-a-string": {"active": "true", "sub": "robot"},
     "expired": {"active": True, "sub": "robot", "exp": 1},
 }

@@ -70,6 +70,15 @@ def server_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
+# One `config.auth.issuers` entry as values give it (docs/identity.md).
+ISSUER_ENTRY: dict[str, Any] = {
+    "issuer": "https://idp.example.com/realms/agents",
+    "jwks_url": "https://idp.example.com/realms/agents/certs",
+    "audiences": ["aql-mcp"],
+    "claims": {"tenant": "organization", "scopes": ["realm_access.roles"]},
+}
+
+
 def rendered_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load(only(docs, "ConfigMap")["data"]["config.yaml"])
     return loaded
@@ -301,6 +310,19 @@ def test_a_plain_http_idp_url_is_refused_at_install_unless_the_operator_opts_in(
     assert rendered_config(opted_in)["auth"]["allow_insecure_http"] is True
 
 
+def test_a_plain_http_issuers_entry_is_refused_at_install_unless_the_operator_opts_in(
+    deploy_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    entry = {**ISSUER_ENTRY, "jwks_url": "http://idp.example.com/keys"}
+    path = values_file(tmp_path, {"config": {"auth": {"issuers": [entry]}}})
+    result = helm(deploy_tools, "template", "aql", "-f", PRODUCTION, "-f", path)
+    assert result.returncode != 0
+    assert "config.auth.issuers[0].jwks_url is plain http" in result.stderr, result.stderr
+
+    opted_in = render(deploy_tools, "-f", PRODUCTION, "-f", path, "--set", "config.auth.allow_insecure_http=true")
+    assert rendered_config(opted_in)["auth"]["issuers"] == [entry]
+
+
 def test_the_chart_does_not_allow_a_plain_http_idp_by_default(default_docs: list[dict[str, Any]]) -> None:
     assert rendered_config(default_docs)["auth"].get("allow_insecure_http", False) is False
 
@@ -452,6 +474,16 @@ def test_production_config_file_is_accepted_by_check_config(
     assert "dev=False" in result.stdout
     auth = rendered_config(production_docs)["auth"]
     assert all(auth.get(name) for name in ("jwks_url", "issuer", "audience"))
+
+
+def test_a_config_file_with_an_issuers_entry_is_accepted_by_check_config(
+    deploy_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    path = values_file(tmp_path, {"config": {"auth": {"issuers": [ISSUER_ENTRY], "delegation": {"refuse": ["x"]}}}})
+    docs = render(deploy_tools, "-f", PRODUCTION, "-f", path)
+    result = check_config(only(docs, "ConfigMap")["data"]["config.yaml"], pod_environment(docs), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert rendered_config(docs)["auth"]["issuers"] == [ISSUER_ENTRY]
 
 
 def test_default_config_file_is_accepted_once_an_idp_is_given(
@@ -751,6 +783,11 @@ BROKEN_VALUES = {
     },
     "request-state ttl too short": {"config": {"mcp": {"request_state_ttl_seconds": 10}}},
     "request-state secret without a key": {"secrets": {"requestStateKey": {"name": "rsk", "key": ""}}},
+    "client secret in an issuers entry": {
+        "config": {"auth": {"issuers": [{**ISSUER_ENTRY, "introspection_client_secret": "s"}]}}
+    },
+    "issuers entry without audiences": {"config": {"auth": {"issuers": [{**ISSUER_ENTRY, "audiences": []}]}}},
+    "issuers entry with HS256": {"config": {"auth": {"issuers": [{**ISSUER_ENTRY, "algorithms": ["HS256"]}]}}},
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.support.versions import CONFORMANCE_ALPHA, TS_CLIENT_VERSION
+from tests.support.versions import CONFORMANCE_ALPHA, OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION, TS_CLIENT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements"
@@ -284,3 +284,11 @@ def test_the_npm_versions_the_project_runs_are_locked() -> None:
     wanted = {"node22-x64", "node22-arm64", f"tsclient-{TS_CLIENT_VERSION}", f"conformance-{default.group(1)}"}
     wanted.add(f"conformance-{CONFORMANCE_ALPHA}")
     assert wanted <= {path.name for path in NPM.iterdir() if (path / "package-lock.json").is_file()}
+
+
+def test_the_openid_provider_the_auth_tests_run_is_locked() -> None:
+    """tests/support/oidc.py installs oidc-provider through scripts/node.sh: from its lock, never resolved."""
+    lock = NPM / f"oidc-provider-{OIDC_PROVIDER_VERSION}"
+    manifest = json.loads((lock / "package.json").read_text(encoding="utf-8"))
+    assert manifest["dependencies"] == {OIDC_PROVIDER_PACKAGE: OIDC_PROVIDER_VERSION}
+    assert (lock / "package-lock.json").is_file()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,9 @@ def private_ca(directory: Path) -> Tls:
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "aql-mcp test corporate CA")])
+    # A name of its own: two test CAs in one bundle must not look alike to the verifier, which finds
+    # a certificate's issuer by name (as two corporate CAs' names differ).
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"aql-mcp test corporate CA {secrets.token_hex(4)}")])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)

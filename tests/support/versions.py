@@ -6,3 +6,4 @@ from __future__ import annotations
 # The conformance suite's alpha, beside the default that scripts/conformance.sh names.
 CONFORMANCE_ALPHA = "0.2.0-alpha.12"
 TS_CLIENT_PACKAGE, TS_CLIENT_VERSION = "@modelcontextprotocol/client", "2.4.0"
+OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION = "oidc-provider", "9.13.3"

@@ -144,6 +144,11 @@ elsewhere) or corrupt the store, so replicas and the autoscaler wait for the Pos
 {{- fail (printf "config.auth.%s is plain http: the IdP must be reached over https (config.auth.allow_insecure_http is for test IdPs only)" $name) }}
 {{- end }}
 {{- end }}
+{{- range $index, $entry := $auth.issuers | default list }}
+{{- if and (hasPrefix "http://" (lower ($entry.jwks_url | default ""))) (not $auth.allow_insecure_http) }}
+{{- fail (printf "config.auth.issuers[%d].jwks_url is plain http: the IdP must be reached over https (config.auth.allow_insecure_http is for test IdPs only)" $index) }}
+{{- end }}
+{{- end }}
 {{- $current := .Values.secrets.requestStateKey }}
 {{- $previous := .Values.secrets.requestStatePreviousKey }}
 {{- if and $previous.name (eq $previous.name (include "aql-mcp.requestStateSecretName" .)) (eq $previous.key $current.key) }}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from aql_mcp.section import Section
 
@@ -33,6 +33,75 @@ class ScopePolicy(Section):
     resources: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     operations: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     families: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+
+# The algorithms an `auth.issuers` entry may list: asymmetric ones only, HS256 is for development.
+IssuerAlgorithm = Literal["RS256", "PS256", "ES256", "EdDSA"]
+
+
+class IssuerClaims(Section):
+    """Where an issuer puts who the caller is (docs/identity.md, "Claim mapping"): claim paths, a
+    name as written or else dotted nested names; `scopes` are tried in order, the first present wins."""
+
+    subject: str = Field(default="sub", min_length=1)
+    tenant: str | None = Field(default=None, min_length=1)
+    scopes: tuple[str, ...] = Field(default=("scope", "scp"), min_length=1)
+
+
+class TrustedIssuer(Section):
+    """One more IdP whose tokens are accepted (`auth.issuers`): JWTs whose `iss` is exactly `issuer`,
+    checked with its own keys (`jwks_url`) or asked about at its own `introspection_url`."""
+
+    issuer: str = Field(min_length=1)
+    jwks_url: str | None = None
+    introspection_url: str | None = None
+    introspection_client_id: str | None = None
+    introspection_client_secret: SecretStr | None = None
+    audiences: tuple[str, ...] = Field(min_length=1)
+    algorithms: tuple[IssuerAlgorithm, ...] = Field(default=("RS256", "ES256"), min_length=1)
+    claims: IssuerClaims = Field(default_factory=lambda: IssuerClaims())
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str) -> str:
+        # RFC 8414 §2: an issuer has no query or fragment; `#` also separates issuer and subject in
+        # the qualified names of auth/principal.py.
+        if "#" in value or "?" in value:
+            raise ValueError("an issuer identifier has no query or fragment ('?' or '#', RFC 8414 §2)")
+        return value
+
+    @field_validator("jwks_url", "introspection_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme.lower() not in ("http", "https"):
+            raise ValueError("must be an http(s) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrustedIssuer:
+        if (self.jwks_url is None) == (self.introspection_url is None):
+            raise ValueError(f"issuer {self.issuer!r}: set exactly one of jwks_url and introspection_url")
+        if self.introspection_url and not (self.introspection_client_id and self.introspection_client_secret):
+            raise ValueError(
+                f"issuer {self.issuer!r}: introspection_client_id and introspection_client_secret are required "
+                "with introspection_url"
+            )
+        return self
+
+
+class DelegationPolicy(Section):
+    """Scopes delegated tokens (RFC 8693 `act`) may not use (`refuse`), and scopes only delegated
+    tokens may use (`require`); docs/identity.md, "Delegation"."""
+
+    require: tuple[str, ...] = ()
+    refuse: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> DelegationPolicy:
+        both = sorted(set(self.require) & set(self.refuse))
+        if both:
+            raise ValueError(f"scope(s) {' '.join(both)} both required and refused for delegated tokens")
+        return self
 
 
 class AuthSettings(Section):
@@ -64,12 +133,25 @@ class AuthSettings(Section):
     introspection_rate_burst: int = Field(default=40, ge=1, le=100_000)
     allow_insecure_http: bool = False
     operator_scope: str = Field(default="aql:operator", pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")
+    # More IdPs beside the single-issuer settings above, each routed to by a token's `iss`.
+    issuers: tuple[TrustedIssuer, ...] = ()
+    delegation: DelegationPolicy = Field(default_factory=lambda: DelegationPolicy())
 
     @field_validator("jwks_url", "introspection_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is not None and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError("must be an http(s) URL")
+        return value
+
+    @field_validator("issuers")
+    @classmethod
+    def _distinct(cls, value: tuple[TrustedIssuer, ...]) -> tuple[TrustedIssuer, ...]:
+        seen: set[str] = set()
+        for entry in value:
+            if entry.issuer in seen:
+                raise ValueError(f"issuer {entry.issuer!r} is listed twice; each issuer has one entry")
+            seen.add(entry.issuer)
         return value
 
     @field_validator("opaque_tokens")

@@ -39,6 +39,7 @@ import orjson
 import structlog
 
 from aql_mcp.auth.cache import TtlCache
+from aql_mcp.auth.claims import INTROSPECTION_MAPPING, ClaimMapping
 from aql_mcp.auth.principal import Principal
 from aql_mcp.bucket import TokenBucket
 from aql_mcp.exceptions import IntrospectionBudgetSpent, InvalidToken, RetryLater
@@ -86,8 +87,12 @@ class Introspector:
         monotonic: Callable[[], float] = time.monotonic,
         on_call: Callable[[str], None] | None = None,
         on_refusal: Callable[[str], None] | None = None,
+        mapping: ClaimMapping = INTROSPECTION_MAPPING,
+        audiences: tuple[str, ...] = (),
     ) -> None:
         self._url = url
+        self._mapping = mapping
+        self._audiences = frozenset(audiences)
         self._client = client
         self._auth = httpx.BasicAuth(client_id, client_secret)
         self._limits = limits
@@ -170,20 +175,36 @@ class Introspector:
         return principal
 
     def _principal(self, answer: Any) -> Principal | None:
-        """RFC 7662 §2.2: only `active: true` counts; a token past its `exp` is inactive whatever it says."""
-        if not isinstance(answer, dict) or answer.get("active") is not True or not isinstance(answer.get("sub"), str):
+        """RFC 7662 §2.2: only `active: true` with a subject counts; a token past its `exp` is inactive
+        whatever it says. The caller is read with the issuer's claim mapping (`sub` and `scope` by
+        default); an answer with a malformed `act` counts as inactive. `sub` is optional there: a
+        client's own token (client credentials, RFC 6749 §4.4) may carry only `client_id`, which is then
+        its subject, as in the IdP's JWTs (RFC 9068 §2.2)."""
+        if not isinstance(answer, dict) or answer.get("active") is not True:
             return None
+        if self._mapping.subject == "sub" and "sub" not in answer and isinstance(answer.get("client_id"), str):
+            answer = {**answer, "sub": answer["client_id"]}
         exp = answer.get("exp")
         if isinstance(exp, bool) or not isinstance(exp, int | float | None):
             return None
         if exp is not None and exp <= self._clock():
             return None
-        scope = answer.get("scope", "")
-        return Principal(
-            subject=answer["sub"],
-            scopes=frozenset(scope.split() if isinstance(scope, str) else ()),
-            expires_at=float(exp) if exp is not None else None,
-        )
+        if not self._meant_for_us(answer.get("aud")):
+            return None
+        try:
+            return self._mapping.principal(answer, expires_at=float(exp) if exp is not None else None)
+        except InvalidToken:
+            return None
+
+    def _meant_for_us(self, aud: Any) -> bool:
+        """RFC 7662 §4: an active token the IdP issued for another resource server must not be
+        accepted here. An answer that names its audience (a string or a list, as in a JWT) must name
+        one of ours; an answer without `aud` is taken as the IdP's word for this resource server,
+        whose credentials asked."""
+        if aud is None or not self._audiences:
+            return True
+        named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        return any(isinstance(value, str) and value in self._audiences for value in named)
 
 
 def _retrieve(flight: asyncio.Task[Principal | None]) -> None:

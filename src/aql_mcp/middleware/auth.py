@@ -16,12 +16,18 @@ from collections.abc import Callable
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aql_mcp.auth.principal import withheld_reason
 from aql_mcp.auth.tokens import TokenVerifier, bearer_credential
 from aql_mcp.exceptions import AuthError, InsufficientScope, InvalidToken, WireError
 from aql_mcp.responses import ResponseWatch, send_error
 from aql_mcp.scope import PRINCIPAL_KEY, header, request_id_of
 
 log = structlog.get_logger("aql_mcp.auth")
+# RFC 6750 §3 `error_description`: why a token that carries the scope still lacks it (auth.delegation).
+DELEGATION_DESCRIPTIONS = {
+    "refused": ', error_description="a delegated token (act) may not use this scope"',
+    "required": ', error_description="only a delegated token (act) may use this scope"',
+}
 
 
 class AuthMiddleware:
@@ -67,7 +73,7 @@ class AuthMiddleware:
         principal = await self.verifier.verify(bearer_credential(value))
         missing = tuple(sorted(self.required - principal.scopes))
         if missing:
-            raise InsufficientScope(missing)
+            raise InsufficientScope(missing, withheld_reason(principal, missing))
         scope[PRINCIPAL_KEY] = principal
 
     async def _refuse(self, scope: Scope, send: Send, exc: WireError) -> None:
@@ -77,6 +83,7 @@ class AuthMiddleware:
         if isinstance(exc, InsufficientScope):
             exc.headers["www-authenticate"] = (
                 f'{self.challenge}, error="insufficient_scope", scope="{" ".join(exc.missing)}"'
+                + DELEGATION_DESCRIPTIONS.get(exc.delegation or "", "")
             )
             log.info("auth_failed", reason="insufficient_scope", request_id=request_id_of(scope))
         elif isinstance(exc, AuthError):

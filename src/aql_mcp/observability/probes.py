@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 from starlette.requests import Request
@@ -27,19 +27,23 @@ class Probes:
     leaves the rotation, while `/health` stays 200 so liveness does not restart it for what a
     restart cannot mend. The store's answer is kept `STORE_CHECK_SECONDS`; the write probe is one
     small upsert bounded by `store.base.PROBE_SECONDS`.
+
+    With several issuers (`auth.issuers`) `jwks` sums up their key sets: `unavailable` only when none
+    is usable, `degraded` when some but not all are, so one IdP's outage does not take the replicas
+    that still serve the others' callers out of the load balancer (docs/identity.md).
     """
 
     def __init__(
         self,
         store: Store,
-        jwks: JwksKeySource | None = None,
+        key_sources: Sequence[JwksKeySource] = (),
         *,
         clock: Callable[[], float] = time.monotonic,
         on_store_check: Callable[..., None] | None = None,
     ) -> None:
         self._store = store
         self._on_store_check = on_store_check
-        self._jwks = jwks
+        self._key_sources = tuple(key_sources)
         self._clock = clock
         self._started = clock()
         self._store_checks: dict[str, str] = {}
@@ -52,8 +56,8 @@ class Probes:
 
     async def ready(self, request: Request) -> Response:
         checks = dict(await self._check_store())
-        if self._jwks is not None:
-            checks["jwks"] = self._jwks.status()
+        if self._key_sources:
+            checks["jwks"] = key_status(self._key_sources)
         ready = "unavailable" not in checks.values() and not self.draining
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks}, status_code=200 if ready else 503
@@ -74,3 +78,9 @@ class Probes:
 
 def _status(ok: bool) -> str:
     return "ok" if ok else "unavailable"
+
+
+def key_status(sources: Sequence[JwksKeySource]) -> str:
+    """`ok` when every key set is, `unavailable` when none is usable, `degraded` in between."""
+    statuses = {source.status() for source in sources}
+    return statuses.pop() if len(statuses) == 1 else "degraded"

@@ -2,6 +2,8 @@
 
 The protocol layer reports each tool call here once, with its outcome class; nothing here sees
 argument values, so nothing marked sensitive can reach a log line, a label or a span attribute.
+A call on a delegated token (RFC 8693 `act`) names its actor chain as digests, current actor first:
+`actors` on the `tool_call` line and `mcp.actors` on the call's span (docs/identity.md, "Delegation").
 """
 
 from __future__ import annotations
@@ -91,7 +93,14 @@ class CallRecord:
         self._span_scope: AbstractContextManager[Any] = NO_SPAN
         self._started = 0.0
         if telemetry.tracing.enabled:
-            attributes = {"mcp.method": "tools/call", "mcp.tool": tool, "mcp.session": (ctx.session_id or "")[:8]}
+            attributes: dict[str, Any] = {
+                "mcp.method": "tools/call",
+                "mcp.tool": tool,
+                "mcp.session": (ctx.session_id or "")[:8],
+            }
+            if ctx.principal is not None and ctx.principal.actors:
+                # The delegation chain as digests, current actor first (docs/identity.md, "Delegation").
+                attributes["mcp.actors"] = list(ctx.principal.actor_digests)
             self._span_scope = telemetry.tracing.span(f"tools/call {tool}", attributes, meta)
 
     def __enter__(self) -> CallRecord:
@@ -121,6 +130,7 @@ class CallRecord:
             duration_ms=round(seconds * 1000, 2),
             session_id=(ctx.session_id or "")[:8] or None,
             subject=ctx.principal.digest if ctx.principal else None,
+            actors=list(ctx.principal.actor_digests) or None if ctx.principal else None,
             jsonrpc_id=ctx.message_id,
         )
         return self._span_scope.__exit__(exc_type, exc, traceback)

@@ -1,7 +1,9 @@
 """Audit events: every mutation, gate decision and confirmation-token event, on its own logger.
 
 An event names its type, the operation, the caller's principal digest, the resource id and the
-outcome; never a parameter value (corporate standard: no secrets or payloads in logs).
+outcome; never a parameter value (corporate standard: no secrets or payloads in logs). A call made
+on a delegated token (RFC 8693 `act`) adds `actors`: the digests of its actor chain, current actor
+first, as the principal is a digest (docs/identity.md, "Delegation").
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ class AuditLog:
         outcome: str,
         resource_id: str | None = None,
         code: str | None = None,
+        actors: tuple[str, ...] = (),
     ) -> None:
         fields: dict[str, Any] = {"audit": kind, "operation": operation, "principal": principal, "outcome": outcome}
+        if actors:
+            fields["actors"] = list(actors)
         if resource_id is not None:
             fields["resource_id"] = resource_id
         if code is not None:

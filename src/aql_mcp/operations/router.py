@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import structlog
 
-from aql_mcp.auth.principal import principal_key
+from aql_mcp.auth.principal import principal_key, withheld_reason
 from aql_mcp.exceptions import (
     CapabilityNotDeclared,
     InputRequired,
@@ -155,9 +155,7 @@ class Router:
             # Every refused mutation and every refusal by policy is audited; a confirmation
             # request is audited by the gate as a token event.
             if exc.code != CONFIRMATION_REQUIRED and (operation.category != "READ" or exc.code == PERMISSION_DENIED):
-                self.audit.event(
-                    "refusal", operation=operation.name, principal=principal, outcome="refused", code=exc.code
-                )
+                self._audit("refusal", operation, call, "refused", code=exc.code)
             raise
 
     async def _execute(self, operation: Operation, item: dict[str, Any], call: Call, principal: str) -> Envelope:
@@ -171,10 +169,14 @@ class Router:
         await self._gate(operation, verdict, params, token, call, principal)
         envelope = self._shape(operation, await operation.handler(params, call), selection, notices)
         if operation.category != "READ":
-            self.audit.event(
-                "mutation", operation=operation.name, principal=principal, outcome="success", resource_id=_id(envelope)
-            )
+            self._audit("mutation", operation, call, "success", resource_id=_id(envelope))
         return envelope
+
+    def _audit(self, kind: str, operation: Operation, call: Call, outcome: str, **details: Any) -> None:
+        """An audit event of this call; a delegated call's carries its actor chain as digests."""
+        actors = call.principal.actor_digests if call.principal is not None else ()
+        principal = principal_key(call.principal)
+        self.audit.event(kind, operation=operation.name, principal=principal, outcome=outcome, actors=actors, **details)
 
     def _authorize(self, operation: Operation, call: Call) -> None:
         """The one place an operation's scopes are checked, whatever tool carried it (`mcp_aql`, a family
@@ -189,16 +191,16 @@ class Router:
             family_tool_exists=self.surface.has_families,
         )
         if missing:
-            raise OperationError(
-                PERMISSION_DENIED,
-                f"Permission denied: requires '{' '.join(missing)}' scope",
-                {
-                    "reason": "insufficient_scope",
-                    "required_scope": " ".join(missing),
-                    "http_status": 403,
-                    "operation": operation.name,
-                },
-            )
+            details = {
+                "reason": "insufficient_scope",
+                "required_scope": " ".join(missing),
+                "http_status": 403,
+                "operation": operation.name,
+            }
+            delegation = withheld_reason(call.principal, missing)
+            if delegation is not None:
+                details["delegation"] = delegation  # carried, but withheld by auth.delegation (docs/errors.md)
+            raise OperationError(PERMISSION_DENIED, f"Permission denied: requires '{' '.join(missing)}' scope", details)
 
     def _find(self, family: str | None, name: Any) -> Operation:
         if name is None:
@@ -240,7 +242,7 @@ class Router:
         if verdict == "allow":
             return
         if verdict == "deny":
-            self.audit.event("gate", operation=operation.name, principal=principal, outcome="denied")
+            self._audit("gate", operation, call, "denied")
             raise self.gatekeeper.deny(operation, self.registry.trust(operation.name))
         # Only a gated call binds a token to its parameters: the dump is not paid on every call.
         values, session = params.model_dump(mode="json"), call.session_id or ""
@@ -248,11 +250,9 @@ class Router:
             try:
                 await self.gatekeeper.redeem(token, operation, values, principal, session)
             except OperationError as exc:
-                self.audit.event(
-                    "token", operation=operation.name, principal=principal, outcome="rejected", code=exc.code
-                )
+                self._audit("token", operation, call, "rejected", code=exc.code)
                 raise
-            self.audit.event("token", operation=operation.name, principal=principal, outcome="redeemed")
+            self._audit("token", operation, call, "redeemed")
             return
         if (
             self.options.confirm_with_elicitation
@@ -261,7 +261,7 @@ class Router:
         ):
             await self._elicit(operation, values, call, principal, session)
             return
-        self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
+        self._audit("token", operation, call, "issued")
         raise await self.gatekeeper.require(operation, values, principal, session)
 
     async def _elicit(
@@ -284,11 +284,11 @@ class Router:
                 # The principal became held while the question was open (it started an execution
                 # from another session, say): the answer may be the agent's own, so the call gets
                 # a token a watcher holds for an operator instead (docs/safety.md).
-                self.audit.event("token", operation=operation.name, principal=principal, outcome="issued")
+                self._audit("token", operation, call, "issued")
                 raise await self.gatekeeper.require(operation, values, principal, session)
-            self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="approved")
+            self._audit("confirmation", operation, call, "approved")
             return
-        self.audit.event("confirmation", operation=operation.name, principal=principal, outcome="declined")
+        self._audit("confirmation", operation, call, "declined")
         raise OperationError(
             PERMISSION_DENIED,
             "Permission denied: 'the user did not confirm the operation'",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aql_mcp.auth.principal import withheld_reason
 from aql_mcp.exceptions import InsufficientScope, InvalidParams
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
@@ -37,7 +38,7 @@ class PromptMethods:
             raise InvalidParams("Unknown prompt", data={"field": "name", "reason": "unknown"})
         missing = self._rules.missing_for_prompt(name, ctx.principal)
         if missing:
-            raise InsufficientScope(missing)
+            raise InsufficientScope(missing, withheld_reason(ctx.principal, missing))
         for argument in prompt.arguments:
             if argument.required and argument.name not in arguments:
                 raise InvalidParams(data={"field": f"arguments.{argument.name}", "reason": "required"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from aql_mcp.auth.principal import Principal
+from aql_mcp.auth.principal import Principal, withheld_reason
 from aql_mcp.exceptions import InsufficientScope, InvalidParams, ResourceNotFound
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
@@ -75,7 +75,7 @@ async def readable(
         raise ResourceNotFound(data={"uri": uri})
     missing = rules.missing_for_resource(uri, principal)
     if missing:
-        raise InsufficientScope(missing)
+        raise InsufficientScope(missing, withheld_reason(principal, missing))
     target, variables = found
     if isinstance(target, ResourceTemplate) and target.check is not None:
         await target.check(uri, variables, principal)

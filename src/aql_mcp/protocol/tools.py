@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import structlog
 from jsonschema.exceptions import ValidationError
 
+from aql_mcp.auth.principal import withheld_reason
 from aql_mcp.exceptions import InputRequired, InvalidParams, ToolError, ToolTimeout, UnknownTool, WireError
 from aql_mcp.observability.telemetry import AUTH_ERROR, CLIENT_ERROR, INTERNAL, OK, TIMEOUT, CallRecord, Telemetry
 from aql_mcp.protocol.content import text
@@ -104,6 +105,8 @@ class ToolMethods:
         if missing:
             record.outcome = AUTH_ERROR
             refusal = f"Permission denied: this tool needs the scope(s) {' '.join(missing)}, which the token lacks."
+            if withheld_reason(ctx.principal, missing) is not None:
+                refusal += " The delegation policy withholds it from this token (auth.delegation)."
             return ToolResult([text(refusal)], is_error=True).to_wire()
         error = entry.first_error(arguments)
         if error is not None:

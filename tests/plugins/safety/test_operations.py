@@ -273,3 +273,12 @@ def test_an_operator_sees_the_subject_and_a_tenant_claim_other_than_the_subject(
     assert identity_of(principal, "sub") == Identity(principal.digest, "alice", None)
     assert identity_of(principal, "org") == Identity(principal.digest, "alice", "acme")
     assert identity_of(principal, "team") == Identity(principal.digest, "alice", None)
+
+
+def test_an_operator_sees_a_listed_issuers_caller_qualified_by_its_issuer() -> None:
+    """docs/identity.md: two issuers' `alice` are two principals, and the operator can tell which is which."""
+    principal = Principal(subject="alice", claims={"sub": "alice"}, tenant="acme", issuer="https://idp.test")
+    assert identity_of(principal, "sub") == Identity(principal.digest, "https://idp.test#alice", None)
+    assert identity_of(principal, "org") == Identity(
+        principal.digest, "https://idp.test#alice", "https://idp.test#acme"
+    )

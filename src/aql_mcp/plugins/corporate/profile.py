@@ -47,6 +47,8 @@ CLAIMS = {
     "sub": "required; the caller's identity (users and services alike)",
     "scope": "space-separated scopes the token grants",
     "scp": "scopes as a list or a string, read when `scope` is absent",
+    "act": "optional (RFC 8693 delegation): the actor chain, recorded with the call; some scopes may be "
+    "refused to delegated tokens, or kept for them",
 }
 HEADERS_READ = {
     "Authorization": "`Bearer <token>` on every /mcp request; never a token in the query string",
@@ -238,6 +240,7 @@ def plugin(settings: Settings) -> CorporatePlugin:
         mode
         for mode, on in (
             ("jwt-jwks", auth.jwks_url is not None),
+            ("jwt-issuers", bool(auth.issuers)),
             ("jwt-dev-issuer", settings.server.dev),
             ("opaque", bool(auth.opaque_tokens or auth.opaque_tokens_file or auth.introspection_url)),
         )

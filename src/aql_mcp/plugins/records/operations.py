@@ -32,6 +32,7 @@ from aql_mcp.plugin import (
     Principal,
     Settings,
     deep_merge,
+    tenant_key,
 )
 from aql_mcp.plugins.records.params import (
     SYSTEM_FIELDS,
@@ -85,10 +86,11 @@ class Records:
         return self.tenant_of(call.principal)
 
     def tenant_of(self, principal: Principal | None) -> str:
-        """The records tenant `principal` belongs to (`records.tenant_claim`); PERMISSION_DENIED without one."""
+        """The records tenant `principal` belongs to (`records.tenant_claim`, read by `tenant_key`: the
+        tenant its issuer maps, when one does); PERMISSION_DENIED without one."""
         claim = self.settings.records.tenant_claim
-        value = None if principal is None else principal.subject if claim == "sub" else principal.claims.get(claim)
-        if not isinstance(value, str) or not value:
+        value = None if principal is None else tenant_key(principal, claim)
+        if value is None:
             raise OperationError(
                 PERMISSION_DENIED, f"Permission denied: 'the token has no {claim} claim'", {"reason": "no tenant"}
             )

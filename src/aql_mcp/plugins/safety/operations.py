@@ -38,6 +38,7 @@ from aql_mcp.plugin import (
     Store,
     TrustLevel,
     principal_key,
+    tenant_key,
     token_digest,
 )
 from aql_mcp.plugins.safety.agent_runs import STATE_TYPE, AgentRunSource
@@ -70,8 +71,8 @@ def caller(call: Call) -> str:
 def identity_of(principal: Principal, tenant_claim: str) -> Identity:
     """Who `principal` is for an operator: its subject, and its records tenant (`records.tenant_claim`)
     when that is another claim than the subject."""
-    tenant = principal.claims.get(tenant_claim) if tenant_claim != "sub" else None
-    return Identity(principal.digest, principal.subject, tenant if isinstance(tenant, str) and tenant else None)
+    tenant = tenant_key(principal, tenant_claim) if tenant_claim != "sub" else None
+    return Identity(principal.digest, principal.qualified(principal.subject), tenant)
 
 
 @dataclass
