@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from aql_mcp.testing.client import McpError, PluginClient, plugin_client
-from tests.support.asgi import MCP_HEADERS, initialize_params, rpc
+from tests.support.asgi import MCP_HEADERS, asgi_client, dev_settings, initialize_params, rpc
 from tests.support.guided import TABLE, URI, Guided
+from tests.support.modern import modern_body, modern_headers
 
 pytestmark = pytest.mark.anyio
 EXTENSION = "io.modelcontextprotocol/skills"
@@ -180,3 +182,32 @@ async def test_server_discover_declares_the_extension_beside_tasks_and_resources
         assert extensions[EXTENSION] == {}
         assert "io.modelcontextprotocol/tasks" in extensions
         assert "resources" in result["capabilities"]
+
+
+async def test_anonymous_listing_does_not_open_the_skills(tmp_path: Path) -> None:
+    """`auth.anonymous_listing` opens `tools/list` and `prompts/list`; a guide names tools, so the
+    skills still need a token in both eras (401, the bearer challenge)."""
+    async with asgi_client(dev_settings(tmp_path, auth={"anonymous_listing": True})) as http:
+        opened = await http.post("/mcp", json=rpc("initialize", initialize_params()), headers=MCP_HEADERS)
+        session = {
+            **MCP_HEADERS,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        await http.post("/mcp", json=rpc("notifications/initialized", message_id=None), headers=session)
+        assert (await http.post("/mcp", json=rpc("tools/list", {}, 2), headers=session)).status_code == 200
+        refused = [await http.post("/mcp", json=rpc(method, params, 3), headers=session) for method, params in CALLS]
+        for method, params in CALLS:
+            headers = {k: v for k, v in modern_headers("", method).items() if k != "authorization"}
+            refused.append(await http.post("/mcp", json=modern_body(method, params, MODERN_META, 4), headers=headers))
+    for response in refused:
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer ")
+
+
+CALLS = [("skills/list", {}), ("skills/get", {"uri": "skill://mcp-aql/SKILL.md"})]
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "skills-tests", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
