@@ -151,3 +151,22 @@ def test_postgres_replicas_in_production_need_a_shared_request_state_key() -> No
 def test_a_request_state_key_shorter_than_32_bytes_is_refused() -> None:
     message = refusal({**PRODUCTION_POSTGRES, "AQL_MCP_MCP__REQUEST_STATE_KEY": "short"})
     assert "request_state_key" in message
+
+
+PRODUCTION = {
+    "AQL_MCP_AUTH__JWKS_URL": "https://idp.example/jwks.json",
+    "AQL_MCP_AUTH__ISSUER": "https://idp.example",
+    "AQL_MCP_AUTH__AUDIENCE": "https://mcp.example/mcp",
+}
+
+
+def test_a_server_card_in_production_mode_needs_the_public_url() -> None:
+    """The card would otherwise name the bind address (`http://0.0.0.0:8000/mcp`) as the MCP URL."""
+    message = refusal({**PRODUCTION, "AQL_MCP_DISCOVERY__SERVER_CARD": "true"})
+    assert "AQL_MCP_DISCOVERY__SERVER_CARD" in message
+    assert "AQL_MCP_SERVER__PUBLIC_URL" in message
+    settings = load_settings(
+        None,
+        {**PRODUCTION, "AQL_MCP_DISCOVERY__SERVER_CARD": "true", "AQL_MCP_SERVER__PUBLIC_URL": "https://mcp.example"},
+    )
+    assert settings.discovery.server_card is True

@@ -3,8 +3,9 @@
 Global middleware, outermost first: request id -> tracing -> access log/metrics -> errors ->
 body limit -> Origin/CORS (the request id is outermost so that even a 500 carries it).
 The MCP endpoint adds route middleware: Host -> auth -> rate limit -> protocol version. Probes,
-the service page and the discovery documents stay outside MCP auth; plugins' routes (the
-safety plugin's operator console) come last and bring their own guards (docs/plugins.md).
+the service page and the discovery documents (OAuth metadata, the Server Card and the catalogs)
+stay outside MCP auth; plugins' routes (the safety plugin's operator console) come last and bring
+their own guards (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from aql_mcp import __version__
+from aql_mcp import __version__, discovery
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.verifier import Authentication, build_authentication
 from aql_mcp.endpoint.edges import Edges
@@ -245,11 +246,14 @@ def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRout
         Route("/ready", services.probes.ready, methods=["GET"]),
         Route(
             "/",
-            ServicePage(name=settings.server.name, dev=settings.server.dev).render,
+            ServicePage(
+                name=settings.server.name, dev=settings.server.dev, discovery=discovery.enabled(settings)
+            ).render,
             methods=["GET"],
             middleware=[Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)],
         ),
         Route("/.well-known/oauth-protected-resource", protected_resource(settings), methods=["GET"]),
+        *discovery_routes(services),
         *extra,
     ]
     if services.dev_issuer is not None:
@@ -258,6 +262,26 @@ def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRout
         metrics = services.telemetry.metrics
         routes.append(Route("/metrics", MetricsEndpoint(metrics, allowed=settings.metrics.allowed_clients)))
     return routes
+
+
+def discovery_routes(services: Services) -> list[BaseRoute]:
+    """The Server Card and the catalogs (discovery.py), when `discovery.server_card` serves them:
+    anonymous, so outside `/mcp`'s authentication, behind the Host check and a rate limit of their
+    own (every caller shares the anonymous budget; SEP-2127, "Denial of Service")."""
+    settings, metrics = services.settings, services.telemetry.metrics
+    guards = [
+        Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
+        Middleware(
+            RateLimitMiddleware,
+            rate_per_second=settings.limits.rate_per_second,
+            burst=settings.limits.rate_burst,
+            max_concurrent=settings.limits.max_concurrent_calls,
+            share=services.share,
+            on_refusal=metrics.limit_event,
+        ),
+    ]
+    documents = discovery.documents(settings)
+    return [Route(path, document.respond, methods=["GET"], middleware=guards) for path, document in documents.items()]
 
 
 def plugin_routes(settings: Settings, plugins: Sequence[AnyPlugin], services: RouteServices) -> list[BaseRoute]:

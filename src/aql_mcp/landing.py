@@ -15,13 +15,18 @@ ENDPOINTS = (
     ("GET", "/ready", "readiness: status and dependency checks"),
     ("GET", "/.well-known/oauth-protected-resource", "OAuth protected resource metadata (RFC 9728)"),
 )
+# Shown when `discovery.server_card` serves them (discovery.py).
+DISCOVERY = (
+    ("GET", "/mcp/server-card", "MCP Server Card (SEP-2127, experimental)"),
+    ("GET", "/.well-known/ai-catalog.json", "catalog of this domain's MCP servers"),
+)
 
 
 class ServicePage:
-    def __init__(self, *, name: str, dev: bool) -> None:
+    def __init__(self, *, name: str, dev: bool, discovery: bool = False) -> None:
         rows = "".join(
             f"<tr><td>{escape(m)}</td><td><code>{escape(p)}</code></td><td>{escape(d)}</td></tr>"
-            for m, p, d in ENDPOINTS
+            for m, p, d in (*ENDPOINTS, *(DISCOVERY if discovery else ()))
         )
         mode = (
             "<p><strong>Development mode</strong>: tokens come from <code>aql-mcp dev-token</code>.</p>" if dev else ""

@@ -16,6 +16,10 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `async def`), `ToolResult`, `ToolError`, `Prompt`, `PromptArgument`, `Resource`,
   `ResourceTemplate` (its reader raises `ResourceNotFound` or `InvalidParams`), `with_deprecation`
   for a deprecated one's description, and the handler context `Context`.
+- Skills (the Skills extension; docs/discovery.md, "Skills"): a usage guide a plugin serves as a
+  skill, `Skill.from_package` (a directory of the plugin's package holding SKILL.md and supporting
+  files) or `Skill.of` (written in code, with `SkillFile`s), given to `Registry.add_skill` or
+  `PluginOperations.add_skill`.
 - Content helpers: `text`, `image`, `audio`, `text_contents`, `blob_contents`, `embedded`, `message`.
 - What a plugin is: `Plugin` (tools, prompts, resources) and `OperationsPlugin` (operations),
   `ConfigurablePlugin` for one with settings of its own (`settings_model` and `configure`, the
@@ -154,6 +158,7 @@ from aql_mcp.protocol.primitives import (
     ToolResult,
     with_deprecation,
 )
+from aql_mcp.protocol.skill import Skill, SkillFile
 from aql_mcp.protocol.task_mapping import TaskHandler, TaskMapper, tasks_negotiated
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
@@ -241,6 +246,8 @@ __all__ = [
     "SessionEndPlugin",
     "Settings",
     "SigningKey",
+    "Skill",
+    "SkillFile",
     "SourcedExecution",
     "SqliteEngine",
     "Store",

@@ -25,6 +25,12 @@ def check_safety(settings: Settings) -> None:
     _check_idp_transport(settings)
     _check_store(settings)
     _check_ports(settings)
+    if not settings.server.dev and settings.discovery.server_card and not settings.server.public_url:
+        # The card and the catalog name the URL clients connect to; the bind address is not one.
+        raise ConfigError(
+            "discovery.server_card (AQL_MCP_DISCOVERY__SERVER_CARD): the Server Card names the public MCP URL; "
+            "set server.public_url (AQL_MCP_SERVER__PUBLIC_URL) to the URL clients reach"
+        )
     if settings.server.dev and not _is_loopback(settings.server.host):
         raise ConfigError(
             f"server.host (AQL_MCP_SERVER__HOST): development mode binds to loopback only, not {settings.server.host!r}"

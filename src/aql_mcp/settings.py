@@ -249,6 +249,18 @@ class McpSettings(Section):
         return value
 
 
+class DiscoverySettings(Section):
+    """The documents a client reads before it connects: the Server Card and the catalog (docs/discovery.md)."""
+
+    # Serve `/mcp/server-card` and the catalog (SEP-2127 is experimental). Unset: in development mode only.
+    server_card: bool | None = None
+    # The card's reverse-DNS name; unset: the public URL's host reversed, '/', then `server.name`.
+    name: str | None = Field(default=None, min_length=3, max_length=200, pattern=r"^[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+$")
+    description: str = Field(default="MCP server fronting an MCP-AQL operation router.", min_length=1, max_length=100)
+    # How long a client or a shared cache may keep a document before it revalidates (its ETag).
+    max_age_seconds: int = Field(default=3600, ge=0, le=86_400)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -272,6 +284,7 @@ class Settings(BaseSettings):
     aql: AqlSettings = AqlSettings()
     records: RecordsSettings = RecordsSettings()
     mcp: McpSettings = McpSettings()
+    discovery: DiscoverySettings = DiscoverySettings()
     executions: ExecutionSettings = ExecutionSettings()
     safety: SafetySettings = SafetySettings()
     console: ConsoleSettings = ConsoleSettings()

@@ -23,9 +23,11 @@ from aql_mcp.operations.payload import Limits
 from aql_mcp.operations.registry import OperationRegistry
 from aql_mcp.operations.results import Envelope, to_tool_result
 from aql_mcp.operations.router import Router, RouterOptions
+from aql_mcp.operations.skill import AgentGuide
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry, ToolResult
+from aql_mcp.protocol.skill import Skill
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.plugin_tables import F, Tables
@@ -71,6 +73,20 @@ class AqlService:
         self.operations.add(
             introspect_operation(self.operations, self.surface, self.protocol), plugin=CORE, trust="certified"
         )
+        self._add_guide()
+
+    def _add_guide(self) -> None:
+        """The MCP-AQL agent guide as a skill of the core's (operations/skill.py)."""
+        guide = AgentGuide(self.surface, self.operations, max_batch_size=self.settings.aql.max_batch_size)
+        previous, self._registry.plugin = self._registry.plugin, CORE
+        try:
+            self._registry.add_skill(guide.skill())
+        finally:
+            self._registry.plugin = previous
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
 
     def for_plugin(self, plugin: str, trust: TrustLevel, declared: TrustLevel | None = None) -> PluginOperations:
         return PluginOperations(self, plugin=plugin, trust=trust, declared=declared or trust)
@@ -210,6 +226,10 @@ class PluginOperations:
 
     def add_type(self, type_def: TypeDef) -> None:
         self.service.operations.add_type(type_def, plugin=self.plugin)
+
+    def add_skill(self, skill: Skill) -> None:
+        """A usage guide of this plugin's, served as a skill (Skills extension; docs/discovery.md)."""
+        self.service.registry.add_skill(skill)
 
     def add_execution_source(self, source: ExecutionSource) -> None:
         """Executions this plugin keeps, shown and cancelled by the lifecycle operations

@@ -14,6 +14,7 @@ import orjson
 from aql_mcp import __version__
 from aql_mcp.exceptions import InvalidParams
 from aql_mcp.jsonrpc.nesting import exceeds_depth
+from aql_mcp.protocol.skill import EXTENSION as SKILLS_EXTENSION
 from aql_mcp.protocol.versions import (
     DEFAULT_HEADER_VERSION,
     LATEST,
@@ -54,13 +55,15 @@ def negotiate(requested: Any) -> str:
 
 
 def capabilities() -> dict[str, Any]:
-    """What the server supports, declared truthfully: every method behind these is served."""
+    """What the server supports, declared truthfully: every method behind these is served. The
+    Skills extension is declared in both eras, as its SDKs do (docs/discovery.md, "Skills")."""
     return {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},
         "resources": {"subscribe": True, "listChanged": True},
         "logging": {},
         "completions": {},
+        "extensions": {SKILLS_EXTENSION: {}},
     }
 
 

@@ -13,6 +13,7 @@ from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
+from aql_mcp.protocol.skills import SkillMethods
 from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.protocol.tools import TaskLauncher, ToolMethods
 from aql_mcp.settings import Settings
@@ -61,6 +62,7 @@ def build_dispatcher(
     prompts = PromptMethods(registry, page_size=page_size, rules=rules)
     resources = ResourceMethods(registry, page_size=page_size, rules=rules)
     completion = CompletionMethods(registry)
+    skills = SkillMethods(registry, page_size=page_size, rules=rules)
     return Dispatcher(
         {
             "ping": ping,
@@ -75,6 +77,9 @@ def build_dispatcher(
             "resources/unsubscribe": resources.unsubscribe,
             "completion/complete": completion.complete,
             "logging/setLevel": set_level,
+            # The Skills extension, in both eras (protocol/skills.py).
+            "skills/list": skills.list,
+            "skills/get": skills.get,
         },
         # notifications/cancelled is handled by the transport, which owns the requests in flight.
         {"notifications/initialized": initialized},

@@ -1,4 +1,4 @@
-"""What plugins register: tools, prompts, resources and resource templates.
+"""What plugins register: tools, prompts, resources, resource templates and skills.
 
 A plugin calls `registry.add_tool(...)` and friends from its `register(registry)`; nothing is
 registered by import side effects. The registry knows which plugin added what, so a duplicate
@@ -8,6 +8,7 @@ sessions can send `notifications/*/list_changed`.
 
 from __future__ import annotations
 
+import base64
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -23,6 +24,7 @@ from aql_mcp.protocol.arguments import ArgumentCheck, compile_check
 from aql_mcp.protocol.content import Content
 from aql_mcp.protocol.content import ToolResult as ToolResult
 from aql_mcp.protocol.param_headers import ParamHeader, declared_headers
+from aql_mcp.protocol.skill import Skill
 
 if TYPE_CHECKING:
     from aql_mcp.auth.principal import Principal
@@ -36,7 +38,7 @@ EMPTY_OBJECT_SCHEMA: Mapping[str, Any] = {
     "additionalProperties": False,
 }
 
-Kind = Literal["tool", "prompt", "resource", "template"]
+Kind = Literal["tool", "prompt", "resource", "template", "skill"]
 
 
 ToolOutput = ToolResult | list[Content] | str
@@ -239,6 +241,8 @@ class Registry:
         self._prompts: dict[str, Prompt] = {}
         self._resources: dict[str, Resource] = {}
         self._templates: dict[str, tuple[ResourceTemplate, re.Pattern[str]]] = {}
+        self._skills: dict[str, Skill] = {}
+        self._skill_files: dict[str, Resource] = {}
         self._owners: dict[tuple[Kind, str], str] = {}
         self._listeners: list[Callable[[Kind], None]] = []
         self.plugin = "core"
@@ -268,6 +272,21 @@ class Registry:
         self._claim("template", template.uri_template)
         self._templates[template.uri_template] = (template, template.pattern())
         self._changed("resource")
+
+    def add_skill(self, skill: Skill) -> None:
+        """Register `skill` (Skills extension, docs/discovery.md): each of its files becomes a resource
+        under `skill://`, read like any other but listed by `skills/list` rather than `resources/list`
+        (SEP-2640 lets a skill be read whether or not it is enumerated)."""
+        self._claim("skill", skill.uri)
+        (uri, mime_type, data), *supporting = skill.contents()
+        # SEP-2640 "Resource Metadata": SKILL.md is named and described from its frontmatter.
+        description = str(skill.frontmatter["description"])
+        files = [Resource(uri, skill.name, _skill_reader(data, mime_type), description, mime_type)]
+        files.extend(Resource(u, _file_name(u), _skill_reader(d, m), mime_type=m) for u, m, d in supporting)
+        for file in files:
+            self._claim("resource", file.uri)
+            self._skill_files[file.uri] = file
+        self._skills[skill.uri] = skill
 
     def remove_tool(self, name: str) -> None:
         if self._tools.pop(name, None) is not None:
@@ -302,6 +321,12 @@ class Registry:
     def resources(self) -> Iterator[Resource]:
         return iter(self._resources.values())
 
+    def skills(self) -> Iterator[Skill]:
+        return iter(self._skills.values())
+
+    def skill(self, uri: str) -> Skill | None:
+        return self._skills.get(uri)
+
     def templates(self) -> Iterator[ResourceTemplate]:
         return (template for template, _ in self._templates.values())
 
@@ -311,7 +336,7 @@ class Registry:
 
     def resolve(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
         """The resource or template that serves `uri`, with the template's variables."""
-        resource = self._resources.get(uri)
+        resource = self._resources.get(uri) or self._skill_files.get(uri)
         if resource is not None:
             return resource, {}
         for template, pattern in self._templates.values():
@@ -329,6 +354,26 @@ class Registry:
     def _changed(self, kind: Kind) -> None:
         for listener in self._listeners:
             listener(kind)
+
+
+def _file_name(uri: str) -> str:
+    return uri.rsplit("/", 1)[-1]
+
+
+def _skill_reader(data: Callable[[], bytes], mime_type: str) -> ResourceReader:
+    """A skill file's reader: text when it is UTF-8 text, else a blob; the bytes are those its
+    manifest entry measured (protocol/skill.py)."""
+
+    async def reader(uri: str, ctx: Context) -> list[Content]:
+        raw = data()
+        if mime_type.startswith("text/") or mime_type == "application/json":
+            try:
+                return [{"uri": uri, "mimeType": mime_type, "text": raw.decode("utf-8")}]
+            except UnicodeDecodeError:
+                pass
+        return [{"uri": uri, "mimeType": mime_type, "blob": base64.b64encode(raw).decode("ascii")}]
+
+    return reader
 
 
 def _compile(tool: Tool) -> Validator:

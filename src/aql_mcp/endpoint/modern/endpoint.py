@@ -85,6 +85,9 @@ SERVED = frozenset(
         "tasks/get",
         "tasks/update",
         "tasks/cancel",
+        # The Skills extension (protocol/skills.py).
+        "skills/list",
+        "skills/get",
     }
 )
 # Which body field `Mcp-Name` mirrors (2026-07-28 Streamable HTTP, "Standard Request Headers").
@@ -99,7 +102,18 @@ NAMED = {
 }
 # Results a client may cache, and for how long (2026-07-28 server/utilities/caching). Lists and
 # reads depend on the caller's scopes, hence "private"; discovery is the same for everyone.
-CACHED = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"})
+CACHED = frozenset(
+    {
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "resources/read",
+        # SEP-2640: both results are `CacheableResult`s.
+        "skills/list",
+        "skills/get",
+    }
+)
 CACHE_TTL_MS = 60_000
 
 log = structlog.get_logger("aql_mcp.modern")
@@ -318,7 +332,7 @@ class ModernEndpoint:
             caps["tools"] = {}
             caps["prompts"] = {}
         caps.pop("logging", None)
-        caps["extensions"] = {TASKS_EXTENSION: {}}
+        caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
         return {
             "supportedVersions": supported_versions(modern_enabled=True),
             "capabilities": caps,

@@ -22,6 +22,7 @@ from aql_mcp.plugin import (
     Registry,
     Resource,
     Settings,
+    Skill,
     message,
     text,
     text_contents,
@@ -130,6 +131,15 @@ class CorporatePlugin:
         )
         for resource in self._resources(guide):
             registry.add_resource(resource)
+        # The same operating instructions as a skill (docs/discovery.md, "Skills"), written at each read.
+        registry.add_skill(
+            Skill.of(
+                "agent-guide",
+                f"Operating instructions for {service}: every tool, security constraints, answer format, examples.",
+                guide.prompt,
+                metadata={"plugin": self.name},
+            )
+        )
 
     def _resources(self, guide: AgentGuide) -> list[Resource]:
         profile = self.profile

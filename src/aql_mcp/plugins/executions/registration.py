@@ -19,6 +19,7 @@ from aql_mcp.plugin import (
     ResourceNotFound,
     ResourceTemplate,
     Settings,
+    Skill,
     TrustLevel,
 )
 from aql_mcp.plugins.executions.catalog import catalog
@@ -107,6 +108,8 @@ class ExecutionsPlugin:
         operations_list: list[Operation] = catalog(self.executions)
         for operation in operations_list:
             operations.add(operation)
+        # The plugin's usage guide, served as a skill (docs/discovery.md, "Skills").
+        operations.add_skill(Skill.from_package("aql_mcp.plugins.executions", "skill"))
         # The MCP-AQL tools that carry the operations a task may run.
         tasked = [op for op in operations_list if op.name in TASK_OPERATIONS]
         self._task_tools = set().union(*(operations.tools_for(op) for op in tasked))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aql_mcp.plugin import Example, Operation, Params, PluginOperations, Returns, Settings, TrustLevel
+from aql_mcp.plugin import Example, Operation, Params, PluginOperations, Returns, Settings, Skill, TrustLevel
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.params import (
     PRESETS,
@@ -222,6 +222,8 @@ class RecordsPlugin:
             operations.add_type(type_def)
         for operation in catalog(self.records):
             operations.add(operation)
+        # The plugin's usage guide, served as a skill (docs/discovery.md, "Skills").
+        operations.add_skill(Skill.from_package("aql_mcp.plugins.records", "skill"))
 
     async def housekeeping(self, now: float) -> None:
         if self.records is not None:

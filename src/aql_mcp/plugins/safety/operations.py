@@ -34,6 +34,7 @@ from aql_mcp.plugin import (
     Returns,
     RouteServices,
     Settings,
+    Skill,
     Store,
     TrustLevel,
     principal_key,
@@ -316,6 +317,8 @@ class SafetyPlugin:
         operations.add_execution_source(AgentRunSource(safety, loop))
         for operation in catalog(SafetyOperations(settings, store, safety, loop)):
             operations.add(operation)
+        # The plugin's usage guide, served as a skill (docs/discovery.md, "Skills").
+        operations.add_skill(Skill.from_package("aql_mcp.plugins.safety", "skill"))
 
 
 plugin = SafetyPlugin()
