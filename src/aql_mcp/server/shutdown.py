@@ -1,11 +1,16 @@
 """Graceful shutdown for Kubernetes: drain, then stop accepting, then let calls finish.
 
 On SIGTERM `/ready` turns 503 at once while the service keeps serving for `shutdown.drain_seconds`,
-so the endpoints controller takes the pod out of rotation before connections are refused. Then
-uvicorn stops accepting, open GET streams end with a `retry` hint (clients reconnect elsewhere),
-`subscriptions/listen` streams with their response (the modern era's graceful closure: the client
-listens again elsewhere), and in-flight calls get `shutdown.grace_seconds` to finish before the
-process exits 0. A call waiting for the client's answer to a server request (elicitation, sampling)
+so the endpoints controller takes the pod out of rotation before connections are refused; every
+answer in the drain says `Connection: close` (middleware/drain.py), so a gateway keeps no idle
+connection to the replica. Then, in this order: the replica stops accepting (a gateway's new
+connection is refused, which it safely tries on another replica), idle connections close (uvicorn
+closes the others after their answer), and only then do open GET streams end with a `retry` hint
+and `subscriptions/listen` streams with their response (the modern era's graceful closure): a
+client that comes straight back can only reach another replica, never this one in its last
+moments, where a GET would stay open unended and a listen be refused. In-flight calls get
+`shutdown.grace_seconds` to finish before the process exits 0 (docs/connections.md, "Rolling
+restarts"). A call waiting for the client's answer to a server request (elicitation, sampling)
 is the exception: that answer comes as a new POST, which this replica no longer accepts, so it
 would only hold the exit until the grace period ends. It is answered at once instead, in its SSE
 stream, with JSON-RPC -32006 and `data.retryAfter` (`ShuttingDown`), in an event that also carries
@@ -71,6 +76,7 @@ class DrainingServer(uvicorn.Server):
         self._retry_ms = retry_ms
         self._draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ending: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -85,6 +91,15 @@ class DrainingServer(uvicorn.Server):
             self._on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn's own first steps, taken before the streams end (see the module docstring); it
+        # takes them again harmlessly, then waits for the calls in flight.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        self._end_streams()
         await super().shutdown(sockets)
         for companion in self._companions:
             if companion.server.started:
@@ -101,14 +116,16 @@ class DrainingServer(uvicorn.Server):
         timer.daemon = True
         timer.start()
 
+    def _end_streams(self) -> None:
+        # A task, as a stream whose client stopped reading must not hold the shutdown (its write
+        # waits until `http.body_timeout_seconds` aborts the connection).
+        self._ending = asyncio.get_running_loop().create_task(self._endpoint.end_streams(self._retry_ms))
+        if self._listeners is not None:
+            # Each `subscriptions/listen` stream ends with its response
+            # (endpoint/modern/listen.py, Graceful Closure).
+            self._listeners.stop_all()
+
     def _stop(self, sig: int) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._endpoint.end_streams(self._retry_ms)))
-            if self._listeners is not None:
-                # Each `subscriptions/listen` stream ends with its response
-                # (endpoint/modern/listen.py, Graceful Closure).
-                loop.call_soon_threadsafe(self._listeners.stop_all)
         # Not `super().handle_exit`: uvicorn would re-raise the signal after its shutdown, and a
         # drained, completed shutdown is a clean exit (0), not death by SIGTERM.
         if self.should_exit and sig == signal.SIGINT:

@@ -1,0 +1,128 @@
+"""What a gateway sees of a draining replica (docs/connections.md, "Rolling restarts"; server/shutdown.py).
+
+During the drain every answer says `Connection: close` and the connection closes after it, so a
+gateway's pool of idle connections to the replica empties; a connection left idle through the drain
+is closed when the drain ends; and the replica stops accepting before it ends its streams, so a
+client that comes straight back is refused (and a gateway tries another replica) instead of landing
+on the replica in its last moments.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.asgi import open_session
+from tests.support.listen import listen_body
+from tests.support.modern import modern_headers
+from tests.support.rawhttp import connect, is_closed_by_peer, read_response
+from tests.support.server import ServerProcess, start_server
+from tests.support.sse import iter_events
+from tests.support.wait import until
+
+pytestmark = pytest.mark.anyio
+
+HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+# Long enough that the drain outlasts what a test does in it; the fixture's stop (a second SIGTERM)
+# skips the rest of it.
+LONG_DRAIN = {"AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "60"}
+
+
+def served_keeping_alive(server: ServerProcess) -> socket.socket:
+    """A connection that was answered once and stays open, as a gateway pools it."""
+    sock = connect(server.port)
+    sock.sendall(HEALTH)
+    answer = read_response(sock)
+    assert answer.status == 200
+    assert "connection" not in answer.headers
+    return sock
+
+
+def start_draining(server: ServerProcess) -> None:
+    server.process.send_signal(signal.SIGTERM)
+    until(lambda: httpx.get(f"{server.base}/ready").status_code == 503, "the replica did not start draining")
+
+
+def test_a_draining_replica_answers_connection_close_and_closes_after_the_answer(tmp_path: Path) -> None:
+    with start_server(tmp_path, env=LONG_DRAIN) as server:
+        pooled = served_keeping_alive(server)
+        start_draining(server)
+        pooled.sendall(HEALTH)
+        answer = read_response(pooled)
+        closed = is_closed_by_peer(pooled)
+        pooled.close()
+
+    assert answer.status == 200  # still served: the gateway may not know yet
+    assert answer.headers["connection"] == "close"
+    assert closed
+
+
+def test_a_connection_idle_through_the_drain_is_closed_when_it_ends(tmp_path: Path) -> None:
+    env = {"AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "1", "AQL_MCP_SHUTDOWN__GRACE_SECONDS": "10"}
+    with start_server(tmp_path, env=env) as server:
+        idle = served_keeping_alive(server)
+        used = served_keeping_alive(server)
+        start_draining(server)
+        # A connection idle since before SIGTERM still serves in the drain (closing it would race
+        # a request the gateway is writing onto it) ...
+        used.sendall(HEALTH)
+        answer = read_response(used)
+        # ... and one left idle is closed once the replica stops accepting, without a byte.
+        idle.settimeout(15)
+        received = idle.recv(65536)
+        code = server.process.wait(timeout=30)
+        idle.close()
+        used.close()
+
+    assert answer.status == 200
+    assert received == b""
+    assert code == 0
+
+
+async def test_a_client_whose_stream_ended_cannot_come_back_to_the_stopping_replica(tmp_path: Path) -> None:
+    """The GET stream's retry hint and the listen response come only once the port is closed: a
+    reconnection made the moment a stream ends is refused, so a gateway sends it elsewhere."""
+    env = {"AQL_MCP_MCP__MODERN_ERA": "true", "AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0.2"}
+    refused: dict[str, bool] = {}
+    with start_server(tmp_path, env=env) as server:
+        token = server.token()
+        async with httpx.AsyncClient(base_url=server.base, timeout=10) as http:
+            session = await open_session(http, token)
+            get = http.stream("GET", "/mcp", headers={**session, "accept": "text/event-stream"})
+            listen = http.stream(
+                "POST",
+                "/mcp",
+                json=listen_body({"toolsListChanged": True}),
+                headers=modern_headers(token, "subscriptions/listen"),
+            )
+            with anyio.fail_after(15):
+                async with get as get_stream, listen as listen_stream:
+                    events = iter_events(listen_stream)
+                    first = await anext(events)  # the listen is acknowledged: it is open
+                    server.process.send_signal(signal.SIGTERM)
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(_read_then_reconnect, get_stream.aiter_bytes(), server.port, refused, "get")
+                        group.start_soon(_read_then_reconnect, events, server.port, refused, "listen")
+            code = await anyio.to_thread.run_sync(lambda: server.process.wait(timeout=15))
+
+    assert first.message["method"] == "notifications/subscriptions/acknowledged"
+    assert refused == {"get": True, "listen": True}
+    assert code == 0
+
+
+async def _read_then_reconnect(stream: AsyncIterator[object], port: int, refused: dict[str, bool], name: str) -> None:
+    async for _ in stream:
+        pass
+    try:
+        connection = await anyio.connect_tcp("127.0.0.1", port)
+    except OSError:
+        refused[name] = True
+        return
+    await connection.aclose()
+    refused[name] = False
