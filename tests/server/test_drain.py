@@ -2,9 +2,10 @@
 
 During the drain every answer says `Connection: close` and the connection closes after it, so a
 gateway's pool of idle connections to the replica empties; a connection left idle through the drain
-is closed when the drain ends; and the replica stops accepting before it ends its streams, so a
-client that comes straight back is refused (and a gateway tries another replica) instead of landing
-on the replica in its last moments.
+is closed when the drain ends, while one opened just before and not yet used gets its request
+answered; and the replica stops accepting before it ends its streams, so a client that comes
+straight back is refused (and a gateway tries another replica) instead of landing on the replica in
+its last moments.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import signal
 import socket
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -83,6 +85,34 @@ def test_a_connection_idle_through_the_drain_is_closed_when_it_ends(tmp_path: Pa
     assert answer.status == 200
     assert received == b""
     assert code == 0
+
+
+def test_a_connection_opened_before_the_replica_stops_accepting_gets_its_request_answered(tmp_path: Path) -> None:
+    """A gateway opens a connection to send a request: one accepted just before the port closed,
+    whose request comes after, is answered (then closed), not cut with the request on its way."""
+    env = {"AQL_MCP_SHUTDOWN__DRAIN_SECONDS": "0.2", "AQL_MCP_SHUTDOWN__GRACE_SECONDS": "10"}
+    with start_server(tmp_path, env=env) as server:
+        fresh = connect(server.port)
+        server.process.send_signal(signal.SIGTERM)
+        until(partial(refuses, server.port), "the replica did not stop accepting")
+        fresh.sendall(HEALTH)
+        answer = read_response(fresh)
+        closed = is_closed_by_peer(fresh)
+        code = server.process.wait(timeout=30)
+        fresh.close()
+
+    assert answer.status == 200
+    assert answer.headers["connection"] == "close"
+    assert closed
+    assert code == 0
+
+
+def refuses(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 async def test_a_client_whose_stream_ended_cannot_come_back_to_the_stopping_replica(tmp_path: Path) -> None:
