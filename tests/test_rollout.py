@@ -110,9 +110,10 @@ async def test_restarting_every_replica_in_turn_fails_no_call_in_either_era(
     replicas: Replicas, gateway: Gateway, model: str
 ) -> None:
     tally, legacy_heard, modern_heard = Tally(), Heard(), Heard()
+    draining: set[int] = set()
     async with anyio.create_task_group() as group:
         if model == CONTROLLER:
-            group.start_soon(follow_readiness, replicas, gateway, tally)
+            group.start_soon(follow_readiness, replicas, gateway, tally, draining)
         for _ in range(CLIENTS_PER_ERA):
             group.start_soon(legacy_load, replicas, gateway, tally)
             group.start_soon(modern_load, replicas, gateway, tally)
@@ -145,6 +146,8 @@ async def test_restarting_every_replica_in_turn_fails_no_call_in_either_era(
     print("rollout:", json.dumps(summary), file=sys.stderr)
     assert tally.failures == [], tally.failures[:20]
     assert codes == [0, 0, 0]
+    if model == CONTROLLER:  # readiness went false first: each replica was seen alive and draining
+        assert draining == set(replicas.ports)
     assert during >= MINIMUM_CALLS, summary
     # Each replica ended the modern listen stream it held, or none held it: at least one resumed.
     assert modern_heard.streams >= 2, summary

@@ -63,21 +63,30 @@ class Tally:
             self.failures.append(f"{kind}: answered with an error")
 
 
-async def follow_readiness(replicas: Replicas, gateway: Gateway, tally: Tally) -> None:
-    """The endpoints controller: nginx's upstreams are the replicas whose `/ready` says 200."""
+async def follow_readiness(replicas: Replicas, gateway: Gateway, tally: Tally, draining: set[int]) -> None:
+    """The endpoints controller: nginx's upstreams are the replicas whose `/ready` says 200. The
+    ports it saw answer 503 (alive, but draining) go into `draining`."""
     async with httpx.AsyncClient(timeout=1.0) as http:
         while tally.running:
-            ready = [server.port for server in replicas.servers if await _is_ready(http, server.base)]
+            ready = []
+            for server in replicas.servers:
+                status = await _readiness(http, server.base)
+                if status == 200:
+                    ready.append(server.port)
+                elif status == 503:
+                    draining.add(server.port)
             if ready and ready != gateway.upstreams:
                 await anyio.to_thread.run_sync(gateway.set_upstreams, ready)
+            # The controller's period, not a wait for a condition: it watches until the test ends.
             await anyio.sleep(POLL_SECONDS)
 
 
-async def _is_ready(http: httpx.AsyncClient, base: str) -> bool:
+async def _readiness(http: httpx.AsyncClient, base: str) -> int | None:
+    """The status of `/ready`, None when the replica cannot be reached."""
     try:
-        return (await http.get(f"{base}/ready")).status_code == 200
+        return (await http.get(f"{base}/ready")).status_code
     except httpx.TransportError:
-        return False
+        return None
 
 
 def _http(replicas: Replicas, subject: str) -> httpx2.AsyncClient:
