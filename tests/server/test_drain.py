@@ -18,12 +18,14 @@ from pathlib import Path
 
 import anyio
 import httpx
+import orjson
 import pytest
 
-from tests.support.asgi import open_session
-from tests.support.listen import listen_body
-from tests.support.modern import modern_headers
+from tests.support.asgi import CONFORMANCE, open_session
+from tests.support.listen import META, listen_body
+from tests.support.modern import modern_body, modern_headers
 from tests.support.rawhttp import connect, is_closed_by_peer, read_response
+from tests.support.replicas import SLOW
 from tests.support.server import ServerProcess, start_server
 from tests.support.sse import iter_events
 from tests.support.wait import until
@@ -63,6 +65,48 @@ def test_a_draining_replica_answers_connection_close_and_closes_after_the_answer
     assert answer.status == 200  # still served: the gateway may not know yet
     assert answer.headers["connection"] == "close"
     assert closed
+
+
+def test_an_answer_under_way_when_the_drain_starts_closes_its_connection_when_it_ends(tmp_path: Path) -> None:
+    """A call whose answer began before SIGTERM (an SSE stream of progress) has sent its head without
+    `Connection: close`; its connection still closes after it, or a gateway would pool it, idle,
+    until the port closes."""
+    # No idle timeout may close it instead.
+    env = {**LONG_DRAIN, "AQL_MCP_HTTP__IDLE_TIMEOUT_SECONDS": "600"}
+    with start_server(tmp_path, env=env, plugins=(CONFORMANCE, SLOW)) as server:
+        sock = connect(server.port)
+        sock.sendall(slow_call(server))
+        head = read_until(sock, b"\r\n\r\n")
+        start_draining(server)
+        body = read_until(sock, b"\r\n0\r\n\r\n")  # the chunked body's end
+        closed = is_closed_by_peer(sock)
+        sock.close()
+
+    assert head.startswith(b"HTTP/1.1 200")
+    assert b"text/event-stream" in head
+    assert b"connection: close" not in head.lower()
+    assert b'"text":"done"' in body
+    assert closed
+
+
+def slow_call(server: ServerProcess) -> bytes:
+    """A raw 2026-07-28 call of the slow tool asking for progress, answered as an SSE stream."""
+    meta = {**META, "progressToken": "slow"}
+    body = orjson.dumps(modern_body("tools/call", {"name": "test_slow", "arguments": {"steps": 10}}, meta, 1))
+    headers = {**modern_headers(server.token(), "tools/call", "test_slow"), "content-type": "application/json"}
+    lines = [f"{name}: {value}" for name, value in headers.items()]
+    head = "\r\n".join(["POST /mcp HTTP/1.1", "host: 127.0.0.1", f"content-length: {len(body)}", *lines])
+    return head.encode() + b"\r\n\r\n" + body
+
+
+def read_until(sock: socket.socket, end: bytes) -> bytes:
+    sock.settimeout(15)
+    data = b""
+    while end not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before {end!r}: {data!r}"
+        data += chunk
+    return data
 
 
 def test_a_connection_idle_through_the_drain_is_closed_when_it_ends(tmp_path: Path) -> None:

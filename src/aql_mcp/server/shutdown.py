@@ -2,8 +2,9 @@
 
 On SIGTERM `/ready` turns 503 at once while the service keeps serving for `shutdown.drain_seconds`,
 so the endpoints controller takes the pod out of rotation before connections are refused; every
-answer in the drain says `Connection: close` (middleware/drain.py), so a gateway keeps no idle
-connection to the replica. Then, in this order: the replica stops accepting (a gateway's new
+answer in the drain says `Connection: close` (middleware/drain.py), and an answer already under
+way when it starts closes its connection when it ends, so a gateway keeps no idle connection to
+the replica. Then, in this order: the replica stops accepting (a gateway's new
 connection is refused, which it safely tries on another replica; those already in the accept queue
 are taken and served, server/backlog.py), idle connections close (uvicorn closes the others after
 their answer, and one accepted that has not yet sent its request is answered first), and only then
@@ -116,6 +117,7 @@ class DrainingServer(uvicorn.Server):
             return
         self._draining = True
         self._probes.draining = True
+        self._loop.call_soon_threadsafe(self._close_after_answers)
         log.info("drain_started", seconds=self._drain_seconds)
         timer = threading.Timer(self._drain_seconds, self._stop, args=(sig,))
         timer.daemon = True
@@ -134,6 +136,15 @@ class DrainingServer(uvicorn.Server):
 
         for connection in queued:
             await loop.connect_accepted_socket(protocol, connection)
+
+    def _close_after_answers(self) -> None:
+        """The answers in flight when the drain starts are their connections' last: their heads may
+        be sent already, without the drain's `Connection: close`, and a connection a gateway pooled
+        after such an answer would still be open, idle, when the port closes."""
+        for connection in self.server_state.connections:
+            cycle = getattr(connection, "cycle", None)  # the request being answered, on HTTP connections
+            if cycle is not None and not cycle.response_complete:
+                cycle.keep_alive = False
 
     def _end_streams(self) -> None:
         # A task, as a stream whose client stopped reading must not hold the shutdown (its write
