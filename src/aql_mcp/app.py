@@ -1,7 +1,8 @@
 """`create_app(settings)`: the ASGI application, assembled top to bottom by named builders.
 
-Global middleware, outermost first: request id -> tracing -> access log/metrics -> errors ->
-body limit -> Origin/CORS (the request id is outermost so that even a 500 carries it).
+Global middleware, outermost first: drain -> request id -> tracing -> access log/metrics -> errors ->
+body limit -> Origin/CORS (the request id is outermost but for the drain's `Connection: close`, so
+that even a 500 carries it).
 The MCP endpoint adds route middleware: Host -> auth -> rate limit -> protocol version. Probes,
 the service page and the discovery documents (OAuth metadata, the Server Card and the catalogs)
 stay outside MCP auth; plugins' routes (the safety plugin's operator console) come last and bring
@@ -36,6 +37,7 @@ from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
 from aql_mcp.middleware.access import AccessMiddleware
 from aql_mcp.middleware.auth import AuthMiddleware
+from aql_mcp.middleware.drain import DrainMiddleware
 from aql_mcp.middleware.errors import ServerErrorMiddleware
 from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.middleware.limits import BodyLimitMiddleware
@@ -294,7 +296,9 @@ def plugin_routes(settings: Settings, plugins: Sequence[AnyPlugin], services: Ro
 def global_middleware(services: Services) -> list[Middleware]:
     """Around every route, outermost first (the module docstring says why in this order)."""
     settings, telemetry = services.settings, services.telemetry
+    probes = services.probes
     return [
+        Middleware(DrainMiddleware, draining=lambda: probes.draining),
         Middleware(StartupRefusalMiddleware, refusal=services.refusal),
         Middleware(RequestIdMiddleware),
         Middleware(TracingMiddleware, tracing=telemetry.tracing),

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -31,6 +31,9 @@ class ServerProcess:
     port: int
     state: Path
     log_path: Path
+    # How it was started, for `start_again`; kept out of repr (the environment may carry a secret).
+    arguments: list[str] = field(default_factory=list, repr=False)
+    environ: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def base(self) -> str:
@@ -43,6 +46,14 @@ class ServerProcess:
     def token(self, subject: str = "tester", scopes: tuple[str, ...] = ("mcp",), ttl: int = 600) -> str:
         issuer = DevIssuer(state_dir=self.state, issuer=self.base, audience=self.url)
         return remember_secret(issuer.mint(subject=subject, scopes=list(scopes), ttl=ttl))
+
+    def start_again(self) -> None:
+        """A new process on the same port with the same settings, once the last one has exited (a
+        restarted pod); it appends to the same log."""
+        assert self.process.poll() is not None, "the last process still runs"
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(self.arguments, env=self.environ, stdout=log, stderr=subprocess.STDOUT)
+        _wait_healthy(self)
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -111,7 +122,7 @@ def start_server(
         arguments = [*command, "serve", "--port", str(port), *(["--dev"] if dev else [])]
         with log_path.open("wb") as log:
             process = subprocess.Popen(arguments, env=environ, stdout=log, stderr=subprocess.STDOUT)
-        server = ServerProcess(process, port, state, log_path)
+        server = ServerProcess(process, port, state, log_path, arguments, environ)
         try:
             _wait_healthy(server)
             break
@@ -122,7 +133,7 @@ def start_server(
     try:
         yield server
     finally:
-        _stop(process)
+        _stop(server.process)  # the last one started, after `start_again`
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

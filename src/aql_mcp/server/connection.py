@@ -35,7 +35,9 @@ A refusal is a JSON-RPC error from the one encoder (`responses.error_object`); a
 connection stops parsing, half-closes, and drops what still arrives for a moment, so the client can
 read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1). At most
 `max_lingering` refused connections of a port linger so; beyond that a refusal closes at once.
-A request in flight (a long tool call, an SSE stream) is never cut by these timers.
+A request in flight (a long tool call, an SSE stream) is never cut by these timers. When the
+replica stops accepting, a connection that has not yet sent its first request gets
+`LAST_WORD_SECONDS` for it and is answered `Connection: close` (server/shutdown.py).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from aql_mcp.responses import error_response
 from aql_mcp.scope import PRINCIPAL_KEY
 from aql_mcp.server.connection_limits import (
     FLOOD_REFUSALS,
+    LAST_WORD_SECONDS,
     LINGER_SECONDS,
     MAX_QUEUED_REQUESTS,
     ConnectionLimits,
@@ -103,6 +106,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._lingering = False
         self._stall = Deadline(self.loop)
         self._pipeline_full = False
+        self._answered = False
+        self._last_word = False
 
     # Connection -------------------------------------------------------------------------------
 
@@ -208,6 +213,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         answered = self.cycle
+        self._answered = True
         standing = Standing.TRUSTED if answered.scope.get(PRINCIPAL_KEY) is not None else Standing.SERVED
         super().on_response_complete()
         cycle = self.cycle  # the next pipelined request, if one was waiting
@@ -218,6 +224,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def shutdown(self) -> None:
         if self._refused:
             self.transport.close()
+            return
+        if self.cycle is None and not self._answered:
+            # Accepted as the replica stops accepting: a gateway opens a connection to send a
+            # request, which is on its way; closing now would lose it. Answered, then closed.
+            self._last_word = True
+            self._deadline.arm("last_word", LAST_WORD_SECONDS, self._close, keep=True)
             return
         super().shutdown()
 
@@ -244,6 +256,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
             self._stop_pipelining()
         super().on_headers_complete()
+        if self._last_word:
+            self.cycle.keep_alive = False
         self.table.mark(self, in_flight=True)
 
     def _stop_pipelining(self) -> None:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 # How long a refused connection keeps reading (and dropping) before it closes: enough for a client
 # to read the answer and stop sending, short enough that refusals hold few file descriptors.
 LINGER_SECONDS = 2.0
+# How long a connection accepted as the replica stops accepting waits for its first request (already
+# on its way from a gateway) before it closes; bounded, as a client may connect and say nothing.
+LAST_WORD_SECONDS = 1.0
 # Refused connections of a port that may linger at once, outside the connection cap: a connect
 # flood would otherwise hold twice the connect rate in descriptors (two seconds of refusals).
 LINGERING_REFUSALS = 32
