@@ -211,7 +211,8 @@ def test_an_mrtr_round_before_the_task_feeds_the_task_its_answer(tasks_server: S
 
 def test_discovery_advertises_the_extension(tasks_server: ServerProcess) -> None:
     caps = result_of(post(tasks_server, "server/discover", {}, caller="discover"))["capabilities"]
-    assert caps["extensions"] == {EXTENSION: {}}
+    # Beside the Skills extension (docs/discovery.md), which every server declares.
+    assert caps["extensions"] == {EXTENSION: {}, "io.modelcontextprotocol/skills": {}}
     assert "tasks" not in caps
 
 
