@@ -226,16 +226,22 @@ def mcp_middleware(services: Services) -> list[Middleware]:
             anonymous=settings.auth.anonymous_listing,
             on_failure=metrics.auth_failure,
         ),
-        Middleware(
-            RateLimitMiddleware,
-            rate_per_second=settings.limits.rate_per_second,
-            burst=settings.limits.rate_burst,
-            max_concurrent=settings.limits.max_concurrent_calls,
-            share=services.share,
-            on_refusal=metrics.limit_event,
-        ),
+        rate_limit(services),
         Middleware(ProtocolVersionMiddleware, modern_enabled=settings.mcp.modern_era),
     ]
+
+
+def rate_limit(services: Services) -> Middleware:
+    """The caller's rate budget and concurrency cap (`limits.*`), one per replica share."""
+    settings = services.settings
+    return Middleware(
+        RateLimitMiddleware,
+        rate_per_second=settings.limits.rate_per_second,
+        burst=settings.limits.rate_burst,
+        max_concurrent=settings.limits.max_concurrent_calls,
+        share=services.share,
+        on_refusal=services.telemetry.metrics.limit_event,
+    )
 
 
 def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:
@@ -270,17 +276,10 @@ def discovery_routes(services: Services) -> list[BaseRoute]:
     """The Server Card and the catalogs (discovery.py), when `discovery.server_card` serves them:
     anonymous, so outside `/mcp`'s authentication, behind the Host check and a rate limit of their
     own (every caller shares the anonymous budget; SEP-2127, "Denial of Service")."""
-    settings, metrics = services.settings, services.telemetry.metrics
+    settings = services.settings
     guards = [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
-        Middleware(
-            RateLimitMiddleware,
-            rate_per_second=settings.limits.rate_per_second,
-            burst=settings.limits.rate_burst,
-            max_concurrent=settings.limits.max_concurrent_calls,
-            share=services.share,
-            on_refusal=metrics.limit_event,
-        ),
+        rate_limit(services),
     ]
     documents = discovery.documents(settings)
     return [Route(path, document.respond, methods=["GET"], middleware=guards) for path, document in documents.items()]
