@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
+from aql_mcp.operations.gatekeeper import Gatekeeper, behavior, presented
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.results import OperationError
 from aql_mcp.store.sqlite.store import SqliteStore
@@ -127,3 +127,32 @@ async def test_a_token_survives_a_restart_of_the_service(tmp_path: Path) -> None
 )
 def test_gating_follows_the_trust_danger_matrix(danger: str, trust: str, verdict: str) -> None:
     assert behavior(_operation("x_y", danger), trust) == verdict  # type: ignore[arg-type]
+
+
+async def test_no_token_error_echoes_the_token_it_was_sent(tmp_path: Path) -> None:
+    """The corporate standard keeps secrets out of responses: TOKEN_* errors name the presented token
+    by its last four characters only (docs/aql.md), whichever way redeeming it failed."""
+    async with aql_session(records_settings(tmp_path)) as aql:
+        token = str((await _gated(aql))["error"]["details"]["confirmation_token"])
+        await aql.call("mcp_aql_create", "create_collection", collection="other")
+        mismatch = await aql.call("mcp_aql_delete", "delete_collection", collection="other", _confirmation=token)
+        await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        await aql.call("mcp_aql_create", "create_collection", collection="old")
+        used = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=token)
+        stranger = "conf_" + "s3cr3t" * 8
+        invalid = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation=stranger)
+        short = await aql.call("mcp_aql_delete", "delete_collection", collection="old", _confirmation="pw")
+    for refusal, sent in ((mismatch, token), (used, token), (invalid, stranger)):
+        assert sent not in str(refusal)
+        assert refusal["error"]["details"]["token"] == f"conf_...{sent[-4:]}"
+    assert [r["error"]["code"] for r in (mismatch, used, invalid)] == [
+        "TOKEN_SCOPE_MISMATCH",
+        "TOKEN_ALREADY_USED",
+        "TOKEN_INVALID",
+    ]
+    assert short["error"]["details"]["token"] == "..."
+
+
+def test_a_presented_token_is_named_by_its_last_four_characters_only() -> None:
+    assert presented("conf_" + "a" * 39 + "WXYZ") == "conf_...WXYZ"
+    assert presented("conf_1234") == "..."

@@ -137,7 +137,7 @@ class Gatekeeper:
         digest = token_digest(token)
         grant = await self._grants.get_grant(digest)
         if grant is None:
-            raise OperationError(TOKEN_INVALID, "Invalid confirmation token", {"token": token[:80]})
+            raise OperationError(TOKEN_INVALID, "Invalid confirmation token", {"token": presented(token)})
         if grant.operation != operation.name:
             raise _mismatch(token, grant.operation, operation.name, "operation")
         if grant.params_hash != params_hash(operation, params):
@@ -149,7 +149,7 @@ class Gatekeeper:
             raise OperationError(
                 TOKEN_EXPIRED,
                 "Confirmation token has expired",
-                {"token": token, "expired_at": iso(grant.expires_at), "current_time": iso(now)},
+                {"token": presented(token), "expired_at": iso(grant.expires_at), "current_time": iso(now)},
             )
         for watcher in self._watchers:
             await watcher.redeeming(operation, principal, digest)
@@ -157,15 +157,26 @@ class Gatekeeper:
             raise OperationError(
                 TOKEN_ALREADY_USED,
                 "Confirmation token has already been used",
-                {"token": token, "consumed_at": iso(grant.consumed_at or now)},
+                {"token": presented(token), "consumed_at": iso(grant.consumed_at or now)},
             )
+
+
+def presented(token: str) -> str:
+    """The `details.token` of a TOKEN_* error: which token the caller sent, never the token itself.
+
+    MCP-AQL's error codes (§5.9-5.12) put the presented token in the details; the corporate standard
+    keeps secrets out of every response, and a response travels through gateways and client logs
+    that the token must not reach (a token sent by another caller is still live for its owner). The
+    last four characters are enough for a caller to tell its tokens apart (docs/aql.md).
+    """
+    return f"{TOKEN_PREFIX}...{token[-4:]}" if len(token) > len(TOKEN_PREFIX) + 8 else "..."
 
 
 def _mismatch(token: str, granted: str, requested: str, what: str) -> OperationError:
     return OperationError(
         TOKEN_SCOPE_MISMATCH,
         "Confirmation token scope mismatch",
-        {"token": token, "token_operation": granted, "requested_operation": requested, "mismatch": what},
+        {"token": presented(token), "token_operation": granted, "requested_operation": requested, "mismatch": what},
     )
 
 
