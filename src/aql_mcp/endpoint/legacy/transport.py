@@ -226,8 +226,9 @@ class StreamableHTTPEndpoint:
         ctx.cancelled_by_client = lambda: running.cancelled
         try:
             try:
-                with self._telemetry.method(request.method, ctx, request.params.get("_meta")):
+                with self._telemetry.request(request.method, ctx, request.params) as mcp:
                     result = await self._dispatcher.call(request, ctx)
+                    mcp.answered(result)
             finally:
                 in_flight.pop(request.id, None)
         except asyncio.CancelledError:

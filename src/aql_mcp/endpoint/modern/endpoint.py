@@ -291,10 +291,12 @@ class ModernEndpoint:
     ) -> dict[str, Any] | BaseException:
         """The request's result, its `input_required` answer, or the exception to answer with."""
         try:
-            with self._telemetry.method(request.method, ctx, meta):
+            with self._telemetry.request(request.method, ctx, request.params) as mcp:
                 if request.method == "server/discover":
                     return self._discover()
-                return await self._dispatcher.call(request, ctx)
+                result = await self._dispatcher.call(request, ctx)
+                mcp.answered(result)
+                return result
         except InputRequired as asked:
             try:
                 state = await self._sealer.seal(inputs.next_state(asked.requests, ctx.memo), binding)
