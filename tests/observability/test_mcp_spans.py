@@ -253,3 +253,19 @@ async def test_a_deleted_session_is_measured_by_the_session_histogram(http: http
     exposition = (await http.get("/metrics")).text
     counts = samples(exposition, "mcp_server_session_duration_seconds_count")
     assert counts == [({"mcp_protocol_version": "2025-11-25", "error_type": ""}, 1.0)]
+
+
+async def test_an_unknown_method_is_a_span_with_error_type_minus_32601(
+    post: Post, exporter: InMemorySpanExporter
+) -> None:
+    """The modern era refuses it before dispatch, the legacy era in it: a span either way."""
+    exporter.clear()
+    response = await post("no/such_method", {"_meta": dict(META_CONTEXT)}, 17)
+    assert '"code":-32601' in response.text.replace(" ", "")
+
+    span = only(exporter)
+    assert span.name == "no/such_method"
+    attributes = check_common(span, exporter, message_id=17, parent=META_PARENT)
+    assert attributes["mcp.method.name"] == "no/such_method"
+    assert attributes["error.type"] == "-32601"
+    assert span.status.status_code is StatusCode.ERROR

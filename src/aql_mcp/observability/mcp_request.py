@@ -51,6 +51,20 @@ class Context(Protocol):
     def message_id(self) -> str | int | None: ...
 
 
+class RequestFacts:
+    """The context of a request refused before a handler's context exists (the modern era's checks of
+    headers, `_meta` and method): what the client said, and who it is."""
+
+    __slots__ = ("message_id", "principal", "protocol_version", "session_id")
+
+    def __init__(self, *, message_id: str | int | None, principal: Principal | None, protocol_version: Any) -> None:
+        self.message_id = message_id
+        self.principal = principal
+        # Caller input not yet checked: kept if it is a string, cut short.
+        self.protocol_version = protocol_version[:64] if isinstance(protocol_version, str) else None
+        self.session_id: str | None = None
+
+
 _CURRENT_REQUEST: ContextVar[McpRequest | None] = ContextVar("aql_mcp_current_request", default=None)
 
 

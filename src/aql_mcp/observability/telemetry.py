@@ -10,6 +10,7 @@ there, and each MCP-AQL operation inside it is a child span. A call on a delegat
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
@@ -153,6 +154,11 @@ class Telemetry:
     def request(self, method: str, ctx: Context, params: dict[str, Any]) -> McpRequest:
         """The SERVER span and `mcp.server.operation.duration` of one MCP request (any method)."""
         return McpRequest(self.tracing, self.mcp_metrics, method, ctx, params)
+
+    def refused(self, method: str, ctx: Context, params: dict[str, Any], exc: BaseException) -> None:
+        """The span and duration of a request refused before dispatch, with the error it is answered with."""
+        with contextlib.suppress(type(exc)), self.request(method[:128], ctx, params):
+            raise exc
 
     def operation(self, name: str, ctx: Context, *, batch: bool) -> OperationRecord:
         """An MCP-AQL operation inside the current tools/call: a child span, and the call's
