@@ -269,3 +269,20 @@ async def test_an_unknown_method_is_a_span_with_error_type_minus_32601(
     assert attributes["mcp.method.name"] == "no/such_method"
     assert attributes["error.type"] == "-32601"
     assert span.status.status_code is StatusCode.ERROR
+
+
+async def test_a_legacy_notification_is_a_span_without_a_request_id(
+    http: httpx.AsyncClient, token: str, exporter: InMemorySpanExporter
+) -> None:
+    session = await open_session(http, token)
+    exporter.clear()
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"_meta": dict(META_CONTEXT)}}
+    assert (await http.post("/mcp", json=notification, headers=session)).status_code == 202
+    span = only(exporter)
+    assert span.name == "notifications/initialized"
+    assert span.parent is not None
+    assert hex_span(span.parent.span_id) == META_PARENT
+    attributes = dict(span.attributes or {})
+    assert attributes["mcp.method.name"] == "notifications/initialized"
+    assert "jsonrpc.request.id" not in attributes
+    assert len(attributes["mcp.session.id"]) == 8
