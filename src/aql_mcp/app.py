@@ -47,6 +47,7 @@ from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.refusal import StartupRefusalMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.tracing import TracingMiddleware
+from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
@@ -93,14 +94,18 @@ def create_app(
 def build_telemetry(settings: Settings, span_exporter: SpanExporter | None) -> Telemetry:
     """Metrics and tracing of this app (docs/monitoring.md)."""
     metrics = Metrics(service=settings.server.name, version=__version__)
+    service = settings.tracing.service_name or settings.server.name
     tracing = Tracing(
-        service=settings.tracing.service_name or settings.server.name,
+        service=service,
         version=__version__,
         otlp_endpoint=settings.tracing.otlp_endpoint,
         sample_ratio=settings.tracing.sample_ratio,
         exporter=span_exporter,
     )
-    return Telemetry(metrics=metrics, tracing=tracing)
+    mcp_metrics = McpMetrics(
+        metrics.registry, service=service, version=__version__, otlp_endpoint=settings.tracing.otlp_metrics_endpoint
+    )
+    return Telemetry(metrics=metrics, tracing=tracing, mcp_metrics=mcp_metrics)
 
 
 def loaded_plugins(
@@ -124,7 +129,7 @@ def assemble(
 ) -> tuple[Services, EraRouter]:
     """What the app is made of, and `/mcp`: both eras' edges over one dispatcher (docs/eras.md)."""
     metrics, share = telemetry.metrics, ReplicaShare()
-    sessions = session_manager(settings, store, metrics, hooks)
+    sessions = session_manager(settings, store, telemetry, hooks)
     streams = settings.streams
     listeners = Listeners(
         max_open=streams.max_listens, max_per_owner=streams.max_listens_per_principal, on_limit=metrics.limit_event
@@ -164,15 +169,19 @@ def assemble(
     return services, EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
 
 
-def session_manager(settings: Settings, store: Store, metrics: Metrics, hooks: PluginHooks) -> SessionManager:
+def session_manager(settings: Settings, store: Store, telemetry: Telemetry, hooks: PluginHooks) -> SessionManager:
+    mcp_metrics = telemetry.mcp_metrics
     return SessionManager(
         store,
         idle_seconds=settings.sessions.idle_seconds,
         max_open=settings.sessions.max_open,
         max_per_owner=settings.limits.max_sessions_per_principal,
         retry_after=settings.sessions.retry_after_seconds,
-        on_limit=metrics.limit_event,
+        on_limit=telemetry.metrics.limit_event,
         on_end=hooks.session_end,
+        on_duration=lambda record, seconds: mcp_metrics.session(
+            seconds=seconds, protocol_version=record.protocol_version
+        ),
     )
 
 

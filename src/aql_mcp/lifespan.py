@@ -106,6 +106,7 @@ def lifespan(
         await services.tasks.close()
         await services.authentication.client.aclose()
         services.telemetry.tracing.shutdown()
+        services.telemetry.mcp_metrics.shutdown()
         await store.close()
 
     return run

@@ -141,6 +141,8 @@ class ProbesSettings(Section):
 
 class TracingSettings(Section):
     otlp_endpoint: str | None = None
+    # OTLP/HTTP metrics endpoint for the MCP conventions' histograms (docs/monitoring.md, "MCP metrics").
+    otlp_metrics_endpoint: str | None = None
     service_name: str | None = None
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
 

@@ -1,11 +1,11 @@
-"""The server span of each HTTP request, and the trace id in the log context (corporate §15.1)."""
+"""The server span of each HTTP request, and its trace and span ids in the log context (corporate §15.1)."""
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.observability.logging import bind_log_context
-from aql_mcp.observability.tracing import Tracing, current_trace_id, trace_id_of
+from aql_mcp.observability.tracing import CARRIER_KEYS, Tracing, current_span_id, current_trace_id, trace_id_of
 from aql_mcp.scope import header
 
 
@@ -24,10 +24,10 @@ class TracingMiddleware:
                 bind_log_context(trace_id=trace_id)
             await self.app(scope, receive, send)
             return
-        carrier = {k: v for k in ("traceparent", "tracestate") if (v := header(scope, k.encode())) is not None}
+        carrier = {k: v for k in CARRIER_KEYS if (v := header(scope, k.encode())) is not None}
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
         with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes) as span:
-            bind_log_context(trace_id=current_trace_id())
+            bind_log_context(trace_id=current_trace_id(), span_id=current_span_id())
 
             async def send_with_status(message: Message) -> None:
                 if message["type"] == "http.response.start" and span is not None:

@@ -51,6 +51,11 @@ def bind_log_context(**values: Any) -> None:
     _context.set({**_context.get(), **values})
 
 
+def extend_log_context(**values: Any) -> Token[dict[str, Any]]:
+    """Add `values` for a part of the request (one MCP request's span ids) until `end_log_context`."""
+    return _context.set({**_context.get(), **values})
+
+
 class LineFields:
     """Processor: what every line carries besides its own fields, in one step (it runs for every line).
 

@@ -100,15 +100,16 @@ def clamp_status(status: int) -> str:
 class BoundedNames:
     """Remembers up to `limit` distinct names; later new names, and non-names, become `other`."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, pattern: re.Pattern[str] = NAME) -> None:
         self._limit = limit
+        self._pattern = pattern
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
     def clamp(self, value: str) -> str:
         if value in self._seen or value == "":
             return value
-        if not NAME.fullmatch(value):
+        if not self._pattern.fullmatch(value):
             return OTHER
         with self._lock:
             if len(self._seen) >= self._limit:

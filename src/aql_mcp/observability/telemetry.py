@@ -1,24 +1,28 @@
-"""What one call leaves behind: a log line, metrics and a span (corporate §15).
+"""What one call leaves behind: a log line, metrics and span attributes (corporate §15).
 
 The protocol layer reports each tool call here once, with its outcome class; nothing here sees
 argument values, so nothing marked sensitive can reach a log line, a label or a span attribute.
-A call on a delegated token (RFC 8693 `act`) names its actor chain as digests, current actor first:
-`actors` on the `tool_call` line and `mcp.actors` on the call's span (docs/identity.md, "Delegation").
+Each MCP request has one SERVER span (observability/mcp_request.py); a tools/call names its tool
+there, and each MCP-AQL operation inside it is a child span. A call on a delegated token (RFC 8693
+`act`) names its actor chain as digests, current actor first: `actors` on the `tool_call` line and
+`mcp.actors` on the request's span (docs/identity.md, "Delegation").
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import structlog
 
-from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InputRequired, WireError
+from aql_mcp.observability.mcp_metrics import McpMetrics
+from aql_mcp.observability.mcp_request import Context, McpRequest, current_request
 from aql_mcp.observability.metrics import OUTCOMES, Metrics
 from aql_mcp.observability.tracing import Tracing, set_outcome
 
@@ -39,20 +43,6 @@ BATCH = "batch"
 MAX_LOGGED_CODES = 10
 
 
-class Context(Protocol):
-    """What telemetry reads of a call's context. `protocol.context.Context` has it; a protocol of its
-    own keeps observability below the protocol layer that imports it."""
-
-    @property
-    def session_id(self) -> str | None: ...
-
-    @property
-    def principal(self) -> Principal | None: ...
-
-    @property
-    def message_id(self) -> str | int | None: ...
-
-
 # The tools/call running in this task, so an MCP-AQL operation inside it can name itself there.
 _CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("aql_mcp_current_call", default=None)
 # Reusable: entering it does nothing, so one serves every call when tracing is off.
@@ -68,18 +58,17 @@ class CallRecord:
     __slots__ = (
         "_ctx",
         "_current",
-        "_span_scope",
+        "_request",
         "_started",
         "_telemetry",
         "code",
         "codes",
         "operation",
         "outcome",
-        "span",
         "tool",
     )
 
-    def __init__(self, telemetry: Telemetry, tool: str, ctx: Context, meta: Any) -> None:
+    def __init__(self, telemetry: Telemetry, tool: str, ctx: Context, *, known: bool) -> None:
         self._telemetry = telemetry
         self._ctx = ctx
         self.tool = tool
@@ -89,22 +78,13 @@ class CallRecord:
         self.code: str | None = None
         self.codes: list[str] | None = None
         self._current: Token[CallRecord | None] | None = None
-        self.span: Any = None
-        self._span_scope: AbstractContextManager[Any] = NO_SPAN
         self._started = 0.0
-        if telemetry.tracing.enabled:
-            attributes: dict[str, Any] = {
-                "mcp.method": "tools/call",
-                "mcp.tool": tool,
-                "mcp.session": (ctx.session_id or "")[:8],
-            }
-            if ctx.principal is not None and ctx.principal.actors:
-                # The delegation chain as digests, current actor first (docs/identity.md, "Delegation").
-                attributes["mcp.actors"] = list(ctx.principal.actor_digests)
-            self._span_scope = telemetry.tracing.span(f"tools/call {tool}", attributes, meta)
+        self._request = current_request()
+        # Only a registered tool names the request's span: an unknown name is caller input.
+        if known and self._request is not None:
+            self._request.name_tool(tool)
 
     def __enter__(self) -> CallRecord:
-        self.span = self._span_scope.__enter__()
         self._current = _CURRENT_CALL.set(self)
         self._started = time.perf_counter()
         return self
@@ -117,7 +97,11 @@ class CallRecord:
             _CURRENT_CALL.reset(self._current)
         if exc is not None and self.outcome == OK:
             self.outcome = _outcome_of(exc)
-        set_outcome(self.span, self.outcome)
+        if self._request is not None:
+            # MCP-AQL's own outcome class; the status is the request's, set from `error.type`.
+            self._request.set_attribute("aql.outcome", self.outcome)
+            if self.operation:
+                self._request.set_attribute("aql.operation", self.operation)
         self._telemetry.metrics.call(tool=self.tool, operation=self.operation, outcome=self.outcome, seconds=seconds)
         ctx = self._ctx
         log.info(
@@ -133,7 +117,7 @@ class CallRecord:
             actors=list(ctx.principal.actor_digests) or None if ctx.principal else None,
             jsonrpc_id=ctx.message_id,
         )
-        return self._span_scope.__exit__(exc_type, exc, traceback)
+        return None
 
     def operation_failed(self, code: str) -> None:
         """The MCP-AQL call as a whole failed with `code` (an operation, or a batch refused whole)."""
@@ -155,20 +139,26 @@ def current_call() -> CallRecord | None:
 
 
 class Telemetry:
-    def __init__(self, *, metrics: Metrics, tracing: Tracing) -> None:
+    """Metrics (the service's own and the MCP conventions' histograms) and tracing of one app."""
+
+    def __init__(self, *, metrics: Metrics, tracing: Tracing, mcp_metrics: McpMetrics) -> None:
         self.metrics = metrics
         self.tracing = tracing
+        self.mcp_metrics = mcp_metrics
 
-    def tool_call(self, tool: str, ctx: Context, meta: Any) -> CallRecord:
-        """Span, duration, outcome, one log line and the call metrics of one tools/call."""
-        return CallRecord(self, tool, ctx, meta)
+    def tool_call(self, tool: str, ctx: Context, *, known: bool = True) -> CallRecord:
+        """Duration, outcome, one log line and the call metrics of one tools/call; a `known` tool
+        names the request's span."""
+        return CallRecord(self, tool, ctx, known=known)
 
-    def method(self, method: str, ctx: Context, meta: Any) -> AbstractContextManager[Any]:
-        """The span of a JSON-RPC method other than tools/call."""
-        if not self.tracing.enabled:
-            return NO_SPAN
-        attributes = {"mcp.method": method, "mcp.session": (ctx.session_id or "")[:8]}
-        return self.tracing.span(method, attributes, meta)
+    def request(self, method: str, ctx: Context, params: dict[str, Any]) -> McpRequest:
+        """The SERVER span and `mcp.server.operation.duration` of one MCP request (any method)."""
+        return McpRequest(self.tracing, self.mcp_metrics, method, ctx, params)
+
+    def refused(self, method: str, ctx: Context, params: dict[str, Any], exc: BaseException) -> None:
+        """The span and duration of a request refused before dispatch, with the error it is answered with."""
+        with contextlib.suppress(type(exc)), self.request(method[:128], ctx, params):
+            raise exc
 
     def operation(self, name: str, ctx: Context, *, batch: bool) -> OperationRecord:
         """An MCP-AQL operation inside the current tools/call: a child span, and the call's
@@ -197,11 +187,9 @@ class OperationRecord:
         if self._call is not None:
             self._call.operation = BATCH if batch else name
         if telemetry.tracing.enabled:
-            attributes = {
-                "mcp.operation": name,
-                "mcp.tool": self._call.tool if self._call is not None else "",
-                "mcp.session": (ctx.session_id or "")[:8],
-            }
+            attributes = {"aql.operation": name}
+            if self._call is not None:
+                attributes["gen_ai.tool.name"] = self._call.tool
             self._span_scope = telemetry.tracing.span(f"aql {name}", attributes)
 
     def __enter__(self) -> OperationRecord:

@@ -109,6 +109,11 @@ class Context:
     def session_id(self) -> str | None:
         return self.peer.id if self.peer else None
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The session's negotiated version (legacy era), or the one this request names (modern)."""
+        return self.peer.protocol_version if self.peer else None
+
     def has_client_capability(self, name: str) -> bool:
         return self.peer is not None and name in self.peer.client_capabilities
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from aql_mcp.auth.principal import withheld_reason
 from aql_mcp.exceptions import InsufficientScope, InvalidParams
+from aql_mcp.observability.mcp_request import current_request
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
@@ -36,6 +37,9 @@ class PromptMethods:
         prompt = self._registry.prompt(name)
         if prompt is None:
             raise InvalidParams("Unknown prompt", data={"field": "name", "reason": "unknown"})
+        request = current_request()
+        if request is not None:
+            request.name_prompt(name)
         missing = self._rules.missing_for_prompt(name, ctx.principal)
         if missing:
             raise InsufficientScope(missing, withheld_reason(ctx.principal, missing))

@@ -91,7 +91,7 @@ class ToolMethods:
             raise InvalidParams(data={"field": "arguments", "reason": "type"})
         entry = self._registry.tool(name)
         # Only registered names become labels and log fields: an unknown name is caller input.
-        with self._telemetry.tool_call(name if entry else "unknown", ctx, params.get("_meta")) as record:
+        with self._telemetry.tool_call(name if entry else "unknown", ctx, known=entry is not None) as record:
             if entry is None:
                 record.outcome = CLIENT_ERROR
                 raise UnknownTool(data={"field": "name", "reason": "unknown"})

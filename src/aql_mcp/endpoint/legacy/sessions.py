@@ -186,9 +186,12 @@ class SessionManager:
         max_per_owner: int = 100,
         on_limit: Callable[[str], None] | None = None,
         on_end: SessionsEnded | None = None,
+        on_duration: Callable[[SessionRecord, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        # Told each session this replica ends with its record and age (`mcp.server.session.duration`).
+        self._on_duration = on_duration or (lambda record, seconds: None)
         # The plugins' hook (plugin_host/hooks.py): what they keep per session ends with it.
         self._on_end = on_end or _nothing_ended
         self._idle = idle_seconds
@@ -286,7 +289,9 @@ class SessionManager:
         self._live.pop(session.id, None)
         await session.close()
         await self.store.delete_session(session.id)
-        await self._on_end([session.id], self._clock())
+        now = self._clock()
+        self._on_duration(session.record, now - session.record.created_at)
+        await self._on_end([session.id], now)
         await self.store.bus.publish(Signal("session_ended", session.id))
 
     async def sweep(self) -> int:
@@ -300,6 +305,10 @@ class SessionManager:
                 self._live.pop(session.id, None)
         expired = await self.store.expire_sessions(now - self._idle)
         for session_id in expired:
+            live = self._live.get(session_id)
+            if live is not None:
+                # Measured where a copy is held: the store's expiry names ids only.
+                self._on_duration(live.record, now - live.record.created_at)
             await self._forget(session_id)
             await self._on_end([session_id], now)
             await self.store.bus.publish(Signal("session_ended", session_id))

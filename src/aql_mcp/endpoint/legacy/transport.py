@@ -177,7 +177,10 @@ class StreamableHTTPEndpoint:
         elif message.method == "notifications/cancelled":
             await _cancel(session, message)
         else:
-            await self._dispatcher.notify(message, self._context(scope, None, session, NoOutbound()))
+            ctx = self._context(scope, None, session, NoOutbound())
+            # A notification is an MCP request too in the conventions: a span, without a JSON-RPC id.
+            with self._telemetry.request(message.method, ctx, message.params):
+                await self._dispatcher.notify(message, ctx)
         await send_empty(send, 202)
 
     async def _initialize(self, scope: Scope, send: Send, message: Request, principal: Principal | None) -> None:
@@ -226,8 +229,9 @@ class StreamableHTTPEndpoint:
         ctx.cancelled_by_client = lambda: running.cancelled
         try:
             try:
-                with self._telemetry.method(request.method, ctx, request.params.get("_meta")):
+                with self._telemetry.request(request.method, ctx, request.params) as mcp:
                     result = await self._dispatcher.call(request, ctx)
+                    mcp.answered(result)
             finally:
                 in_flight.pop(request.id, None)
         except asyncio.CancelledError:

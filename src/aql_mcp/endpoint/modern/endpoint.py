@@ -44,6 +44,7 @@ from aql_mcp.exceptions import (
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import Request, encode_error, encode_result, parse_message, peek_id
 from aql_mcp.observability.logging import bind_log_context
+from aql_mcp.observability.mcp_request import RequestFacts
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
@@ -199,6 +200,7 @@ class ModernEndpoint:
         except AuthError:
             raise  # answered by the auth middleware, with its challenge
         except WireError as exc:
+            self._telemetry.refused(message.method, refused_facts(scope, message), message.params, exc)
             await _send_wire(send, exc, scope, message.id)
             return
         if self._listen is not None and message.method == LISTEN:
@@ -291,10 +293,12 @@ class ModernEndpoint:
     ) -> dict[str, Any] | BaseException:
         """The request's result, its `input_required` answer, or the exception to answer with."""
         try:
-            with self._telemetry.method(request.method, ctx, meta):
+            with self._telemetry.request(request.method, ctx, request.params) as mcp:
                 if request.method == "server/discover":
                     return self._discover()
-                return await self._dispatcher.call(request, ctx)
+                result = await self._dispatcher.call(request, ctx)
+                mcp.answered(result)
+                return result
         except InputRequired as asked:
             try:
                 state = await self._sealer.seal(inputs.next_state(asked.requests, ctx.memo), binding)
@@ -354,6 +358,13 @@ class ModernEndpoint:
             out.setdefault("ttlMs", CACHE_TTL_MS)
             out.setdefault("cacheScope", "private")
         return out
+
+
+def refused_facts(scope: Scope, request: Request) -> RequestFacts:
+    """What telemetry knows of a request refused by the era's checks (its span, docs/monitoring.md)."""
+    meta = request.params.get("_meta")
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    return RequestFacts(message_id=request.id, principal=principal_of(scope), protocol_version=version)
 
 
 def _check_headers(scope: Scope, request: Request, version: str) -> None:
