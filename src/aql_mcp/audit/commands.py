@@ -28,19 +28,25 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     audit = commands.add_parser("audit", help="verify, export or prune the audit trail")
     actions = audit.add_subparsers(required=True, metavar="ACTION")
     check = actions.add_parser("verify", help="check every chain; exit 1 naming the first broken record of each")
-    check.add_argument("--config", type=Path)
+    _settings_arguments(check)
     check.set_defaults(run=lambda args: asyncio.run(_verify(settings_of(args))))
     dump = actions.add_parser("export", help="print the records as NDJSON")
-    dump.add_argument("--config", type=Path)
+    _settings_arguments(dump)
     dump.add_argument("--since", type=_moment, help="ISO 8601 date or time (UTC unless it says)")
     dump.add_argument("--until", type=_moment, help="ISO 8601 date or time, excluded")
     dump.add_argument("--follow", action="store_true", help="keep printing new records (no --until)")
     dump.add_argument("--every", type=float, default=1.0, help="seconds between looks for new records (--follow)")
     dump.set_defaults(run=lambda args: asyncio.run(_export(settings_of(args), args)))
     prune = actions.add_parser("prune", help="delete records older than the retention, keeping chains verifiable")
-    prune.add_argument("--config", type=Path)
+    _settings_arguments(prune)
     prune.add_argument("--older-than-days", type=int, help="default: audit.retention_days")
     prune.set_defaults(run=lambda args: asyncio.run(_prune(settings_of(args), args.older_than_days)))
+
+
+def _settings_arguments(command: argparse.ArgumentParser) -> None:
+    """The settings of the service whose trail it is: its `--config`, and `--dev` as `serve --dev` reads them."""
+    command.add_argument("--config", type=Path, help="YAML config file of the service (see config/default.yaml)")
+    command.add_argument("--dev", action="store_true", default=None, help="the settings of `serve --dev`")
 
 
 def _moment(value: str) -> str:
