@@ -23,6 +23,7 @@ from aql_mcp.auth.principal import subject_digest
 from aql_mcp.store.audit import AuditRow
 from tests.support.aql import session
 from tests.support.audit import run_sql
+from tests.support.console import ConsoleClient, code_on, csrf_on, raise_challenge
 from tests.support.engines import Backend
 from tests.support.postgres import create_database, drop_database
 from tests.support.server import start_server
@@ -190,3 +191,33 @@ async def _recorded(backend: Backend) -> list[AuditRow]:
         return rows
     finally:
         await store.close()
+
+
+def test_a_safety_block_and_its_console_verification_are_recorded_without_the_code(backend: Backend) -> None:
+    with (
+        start_server(backend.path, env=_env(backend), plugins=()) as server,
+        session(server, subject="agent-audited") as agent,
+        httpx.Client(base_url=server.base, timeout=20) as http,
+    ):
+        operator = ConsoleClient(http, server.token(subject="olivia", scopes=("mcp", "aql:operator")))
+        challenge = raise_challenge(agent)
+        blocked = agent.call("mcp_aql_create", "record_execution_step", element_name="builder", nextActionHint="x")
+        html = operator.page()
+        code = code_on(html, challenge)
+        verified = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
+        refused = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
+    assert (blocked["success"], verified.status_code, refused.status_code) == (True, 303, 409)
+    rows = _rows(backend)
+    console = [(r["kind"], r["operation"], r["outcome"], r["resource_id"]) for r in rows if r["tool"] is None]
+    assert console == [
+        ("console_action", "verify", "ok", challenge),
+        ("console_action", "verify", "refused", challenge),
+    ]
+    assert {r["subject"] for r in rows if r["tool"] is None} == {subject_digest("olivia")}
+    assert [r["operation"] for r in rows if r["tool"] is not None] == [
+        "execute_agent",
+        "record_execution_step",
+        "record_execution_step",
+    ]
+    assert code not in "\n".join(json.dumps(r) for r in rows)
+    assert _cli(backend, "verify").returncode == 0

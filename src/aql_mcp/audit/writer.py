@@ -72,6 +72,9 @@ class AuditTrail:
             self._room.append(room)
             await room
         done: asyncio.Future[None] = loop.create_future()
+        # A caller cancelled while it waits never reads the outcome: read here, so a failed batch
+        # is not reported again as an exception nobody retrieved.
+        done.add_done_callback(_retrieved)
         self._queue.append((entry, done))
         self._start()
         # Shielded: a caller cancelled meanwhile leaves its entry to be written all the same.
@@ -126,6 +129,11 @@ def _settle(batch: Sequence[Pending], error: BaseException | None) -> None:
             done.set_result(None)
         else:
             done.set_exception(error)
+
+
+def _retrieved(done: asyncio.Future[None]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 def dropped_reads_counter(registry: CollectorRegistry) -> Callable[[int], None]:
