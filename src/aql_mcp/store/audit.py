@@ -3,8 +3,9 @@
 
 Both are append-only in the database itself: triggers refuse an UPDATE of either and a DELETE of a
 checkpoint; a record may be deleted only once a `prune` checkpoint covers it (its chain, and a
-sequence number at least its own), which is what `prune` writes first, in the same transaction. What a record holds and how its hash is made is the audit package's business
-(aql_mcp/audit/); the engines store rows, find a chain's head and take turns on a chain.
+sequence number at least its own), which is what `prune` writes first, in the same transaction.
+What a record holds and how its hash is made is the audit package's business (aql_mcp/audit/); the
+engines store rows, find a chain's head and take turns on a chain.
 """
 
 from __future__ import annotations
