@@ -21,6 +21,8 @@ from tests.support.engines import Backend
 
 pytestmark = pytest.mark.anyio
 DAY = 86_400.0
+# Records of one moment fall in one UTC day, whenever the test runs.
+AT = 1_700_000_000.0
 SWAP = (
     "UPDATE audit_records SET seq = -2 WHERE seq = 2",
     "UPDATE audit_records SET seq = 2 WHERE seq = 6",
@@ -28,14 +30,15 @@ SWAP = (
 )
 
 
-async def _write(store: Store, count: int, **fields: object) -> AuditTrail:
+async def _write(store: Store, count: int, at: float | None = None) -> AuditTrail:
+    """`count` records written at once, in batches of 4 (at `at`, default now)."""
     trail = AuditTrail(store.audit, batch_size=4)
-    await asyncio.gather(*(trail.append(entry(n, **fields)) for n in range(count)))  # type: ignore[arg-type]
+    await asyncio.gather(*(trail.append(entry(n, at=at)) for n in range(count)))
     return trail
 
 
 async def test_records_written_together_form_one_valid_chain_per_replica_and_day(store: Store) -> None:
-    await _write(store, 10)
+    await _write(store, 10, at=AT)
     rows = await store.audit.records()
     day = rows[0].recorded_at[:10]
     assert {row.chain for row in rows} == {f"{store.audit.replica}/{day}"}
@@ -74,7 +77,7 @@ async def test_changing_deleting_or_reordering_a_record_breaks_its_chain_there(
     backend: Backend, change: str, broken_seq: int
 ) -> None:
     store = await backend.open()
-    await _write(store, 8)
+    await _write(store, 8, at=AT)
     chain = (await store.audit.records())[0].chain
     if change.startswith("swap"):
         # Through a free number: (chain, seq) is unique at every step.
@@ -89,7 +92,7 @@ async def test_changing_deleting_or_reordering_a_record_breaks_its_chain_there(
 
 async def test_the_database_refuses_to_change_or_delete_records_and_checkpoints(backend: Backend) -> None:
     store = await backend.open()
-    await _write(store, 3)
+    await _write(store, 3, at=AT)
     refusals = [
         "UPDATE audit_records SET outcome = 'refused' WHERE seq = 1",
         "DELETE FROM audit_records WHERE seq = 3",
@@ -128,7 +131,7 @@ async def test_prune_deletes_old_records_behind_a_checkpoint_and_the_chains_stil
 async def test_three_replicas_writing_at_once_keep_every_chain_valid(backend: Backend) -> None:
     stores = [await backend.open() for _ in range(3)]
     trails = [AuditTrail(store.audit, batch_size=3) for store in stores]
-    await asyncio.gather(*(trail.append(entry(n)) for n in range(20) for trail in trails))
+    await asyncio.gather(*(trail.append(entry(n, at=AT)) for n in range(20) for trail in trails))
     rows = await stores[0].audit.records(limit=1000)
     assert len(rows) == 60
     report = await verify(stores[0].audit)

@@ -96,7 +96,8 @@ def test_a_scripted_session_leaves_exactly_its_records_and_none_of_its_values(ba
     for value in (SECRET, token, "lovelace"):
         assert value not in text
     verified = _cli(backend, "verify")
-    assert (verified.returncode, verified.stdout.strip()) == (0, "audit verify: 1 chain(s), 6 record(s): ok")
+    assert verified.returncode == 0
+    assert verified.stdout.strip().endswith(" chain(s), 6 record(s): ok")  # a chain a day: two across midnight
 
 
 def test_verify_names_the_record_changed_in_the_database_and_exits_1(backend: Backend) -> None:
