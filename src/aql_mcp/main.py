@@ -1,4 +1,4 @@
-"""The `aql-mcp` command: serve, dev-token, check-config."""
+"""The `aql-mcp` command: serve, dev-token, check-config, audit (aql_mcp/audit/commands.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 
 from aql_mcp import __version__
 from aql_mcp.app import create_app, create_metrics_app, create_probes_app
+from aql_mcp.audit.commands import add_commands as add_audit_commands
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer
 from aql_mcp.auth.dev_key import find_key, record_path, remove_record, write_record
 from aql_mcp.configuration import load_settings, records_dir
@@ -87,6 +88,8 @@ def parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("--config", type=Path)
     check_cmd.add_argument("--dev", action="store_true", default=None)
     check_cmd.set_defaults(run=check_config)
+
+    add_audit_commands(commands, _settings)
     return root
 
 

@@ -10,7 +10,8 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `warning` for its warnings), `Example`, `Lifecycle`, `Returns` and `TypeDef` for richer
   operations, and `deep_merge` for UPDATE operations (MCP-AQL §4.5). `Principal` is who calls
   (`subject_digest` names a subject in logs). `Limits` and `check_payload` hold a value a plugin
-  accepts to the service's payload limits; `AuditLog` records a privileged action; `TOKEN_PREFIX`
+  accepts to the service's payload limits; `AuditLog` records a privileged action (`trail_log`
+  builds one writing to the store's audit trail, docs/audit.md "Recording a decision"); `TOKEN_PREFIX`
   and `token_digest` are the gatekeeper's confirmation tokens, for a plugin that confirms them.
 - Plain MCP tools, prompts and resources: `Tool` (`Tool.from_function` builds a typed one from an
   `async def`), `ToolResult`, `ToolError`, `Prompt`, `PromptArgument`, `Resource`,
@@ -85,7 +86,7 @@ from aql_mcp.exceptions import (
     WireError,
 )
 from aql_mcp.middleware.host import HostMiddleware
-from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.audit import AuditLog, trail_log
 from aql_mcp.operations.execution_sources import (
     EXECUTION_ID_PATTERN,
     ExecutionSource,
@@ -286,6 +287,7 @@ __all__ = [
     "text_contents",
     "to_tool_result",
     "token_digest",
+    "trail_log",
     "warning",
     "with_deprecation",
 ]

@@ -263,6 +263,17 @@ class DiscoverySettings(Section):
     max_age_seconds: int = Field(default=3600, ge=0, le=86_400)
 
 
+class AuditSettings(Section):
+    """The audit trail in the store (docs/audit.md)."""
+
+    # Record successful reads too; writes, refusals and every console action are always recorded.
+    reads: bool = False
+    # The caller in a record: `digest` (its sha256 prefix, as in the logs) or `clear` (the subject itself).
+    subject: Literal["digest", "clear"] = "digest"
+    # `aql-mcp audit prune` deletes records older than this, leaving a checkpoint per chain.
+    retention_days: int = Field(default=365, ge=1, le=36_500)
+
+
 class Settings(BaseSettings):
     """Every setting of the service, grouped in sections as in `config/default.yaml`."""
 
@@ -290,6 +301,7 @@ class Settings(BaseSettings):
     executions: ExecutionSettings = ExecutionSettings()
     safety: SafetySettings = SafetySettings()
     console: ConsoleSettings = ConsoleSettings()
+    audit: AuditSettings = AuditSettings()
     # `plugins.<name>`: a plugin's own settings, validated by the plugin's `settings_model` when it
     # loads (plugin_host/sections.py), so they are free-form here.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -20,6 +20,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -44,6 +45,12 @@ def start_log_context(**values: Any) -> Token[dict[str, Any]]:
 def end_log_context(token: Token[dict[str, Any]]) -> None:
     """Back to the context from before `start_log_context` (same task)."""
     _context.reset(token)
+
+
+def log_context() -> Mapping[str, Any]:
+    """The current request's log context (request id, trace id, method, era), to read: the audit
+    record takes its correlation ids from it."""
+    return _context.get()
 
 
 def bind_log_context(**values: Any) -> None:

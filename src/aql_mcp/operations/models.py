@@ -126,6 +126,8 @@ class Call:
     session_id: str | None
     ctx: Context
     batch: bool = False
+    # The item's own parameters as sent: the router sets them for the audit record's digest.
+    params: Any = None
 
 
 @dataclass(frozen=True, slots=True)

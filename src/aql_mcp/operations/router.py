@@ -8,7 +8,7 @@ id and answered `INTERNAL_ERROR` without its text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -149,13 +149,15 @@ class Router:
 
     async def _audited(self, operation: Operation, item: dict[str, Any], call: Call) -> Envelope:
         principal = principal_key(call.principal)
+        # The item's parameters ride with the call so that every record of it carries their digest.
+        call = replace(call, params=item.get("params"))
         try:
             return await self._execute(operation, item, call, principal)
         except OperationError as exc:
             # Every refused mutation and every refusal by policy is audited; a confirmation
             # request is audited by the gate as a token event.
             if exc.code != CONFIRMATION_REQUIRED and (operation.category != "READ" or exc.code == PERMISSION_DENIED):
-                self._audit("refusal", operation, call, "refused", code=exc.code)
+                await self._audit("refusal", operation, call, "refused", code=exc.code)
             raise
 
     async def _execute(self, operation: Operation, item: dict[str, Any], call: Call, principal: str) -> Envelope:
@@ -169,14 +171,25 @@ class Router:
         await self._gate(operation, verdict, params, token, call, principal)
         envelope = self._shape(operation, await operation.handler(params, call), selection, notices)
         if operation.category != "READ":
-            self._audit("mutation", operation, call, "success", resource_id=_id(envelope))
+            # Awaited: the reply is not sent before its record is durable (docs/audit.md).
+            await self._audit("mutation", operation, call, "success", resource_id=_id(envelope))
+        elif self.audit.reads:
+            self.audit.read(operation=operation.name, principal=principal, caller=call.principal, params=call.params)
         return envelope
 
-    def _audit(self, kind: str, operation: Operation, call: Call, outcome: str, **details: Any) -> None:
-        """An audit event of this call; a delegated call's carries its actor chain as digests."""
-        actors = call.principal.actor_digests if call.principal is not None else ()
+    async def _audit(self, kind: str, operation: Operation, call: Call, outcome: str, **details: Any) -> None:
+        """An audit event of this call, durable when this returns; a delegated call's carries its
+        actor chain as digests."""
         principal = principal_key(call.principal)
-        self.audit.event(kind, operation=operation.name, principal=principal, outcome=outcome, actors=actors, **details)
+        await self.audit.record(
+            kind,
+            operation=operation.name,
+            principal=principal,
+            outcome=outcome,
+            caller=call.principal,
+            params=call.params,
+            **details,
+        )
 
     def _authorize(self, operation: Operation, call: Call) -> None:
         """The one place an operation's scopes are checked, whatever tool carried it (`mcp_aql`, a family
@@ -242,7 +255,7 @@ class Router:
         if verdict == "allow":
             return
         if verdict == "deny":
-            self._audit("gate", operation, call, "denied")
+            await self._audit("gate", operation, call, "denied")
             raise self.gatekeeper.deny(operation, self.registry.trust(operation.name))
         # Only a gated call binds a token to its parameters: the dump is not paid on every call.
         values, session = params.model_dump(mode="json"), call.session_id or ""
@@ -250,9 +263,9 @@ class Router:
             try:
                 await self.gatekeeper.redeem(token, operation, values, principal, session)
             except OperationError as exc:
-                self._audit("token", operation, call, "rejected", code=exc.code)
+                await self._audit("token", operation, call, "rejected", code=exc.code)
                 raise
-            self._audit("token", operation, call, "redeemed")
+            await self._audit("token", operation, call, "redeemed")
             return
         if (
             self.options.confirm_with_elicitation
@@ -261,7 +274,7 @@ class Router:
         ):
             await self._elicit(operation, values, call, principal, session)
             return
-        self._audit("token", operation, call, "issued")
+        await self._audit("token", operation, call, "issued")
         raise await self.gatekeeper.require(operation, values, principal, session)
 
     async def _elicit(
@@ -284,11 +297,11 @@ class Router:
                 # The principal became held while the question was open (it started an execution
                 # from another session, say): the answer may be the agent's own, so the call gets
                 # a token a watcher holds for an operator instead (docs/safety.md).
-                self._audit("token", operation, call, "issued")
+                await self._audit("token", operation, call, "issued")
                 raise await self.gatekeeper.require(operation, values, principal, session)
-            self._audit("confirmation", operation, call, "approved")
+            await self._audit("confirmation", operation, call, "approved")
             return
-        self._audit("confirmation", operation, call, "declined")
+        await self._audit("confirmation", operation, call, "declined")
         raise OperationError(
             PERMISSION_DENIED,
             "Permission denied: 'the user did not confirm the operation'",

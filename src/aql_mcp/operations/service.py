@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from aql_mcp.audit.writer import dropped_reads_counter
 from aql_mcp.observability.telemetry import Telemetry, current_call
-from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.audit import trail_log
 from aql_mcp.operations.batch import failed_codes, run_batch
 from aql_mcp.operations.cost import cost_of, pay
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
@@ -48,7 +49,11 @@ class AqlService:
             self.operations,
             self.surface,
             Gatekeeper(store.confirmations, ttl_seconds=aql.confirmation_ttl_seconds),
-            AuditLog(),
+            trail_log(
+                store,
+                settings.audit,
+                on_drop=dropped_reads_counter(telemetry.metrics.registry) if telemetry is not None else None,
+            ),
             RouterOptions(
                 limits=Limits(aql.max_string_length, aql.max_array_elements, aql.max_nesting_depth),
                 max_response_bytes=settings.limits.max_result_bytes,

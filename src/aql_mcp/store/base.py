@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from aql_mcp.store.audit import AuditStore
 from aql_mcp.store.confirmations import ConfirmationStore
 from aql_mcp.store.plugin_tables import F, Tables
 from aql_mcp.store.principals import PrincipalDirectory
@@ -107,7 +108,7 @@ class Bus(Protocol):
 
 class Store(Protocol):
     """Sessions and the SSE event log, and the facets the core uses (confirmation tokens, revoked
-    tokens, principals, tasks); a plugin's own tables are reached through `tables`. Every write is
+    tokens, principals, tasks, the audit trail); a plugin's own tables are reached through `tables`. Every write is
     atomic; a failed write changes nothing."""
 
     @property
@@ -118,6 +119,11 @@ class Store(Protocol):
     def principals(self) -> PrincipalDirectory: ...
     @property
     def tasks(self) -> TaskStore: ...
+    @property
+    def audit(self) -> AuditStore:
+        """The audit trail's append-only tables (store/audit.py, docs/audit.md)."""
+        ...
+
     @property
     def bus(self) -> Bus: ...
 

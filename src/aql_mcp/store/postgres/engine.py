@@ -96,8 +96,9 @@ class PostgresEngine:
         self._pool: asyncpg.Pool | None = None
         self._turns = FairShare(options.max_size, tenant_share(options.max_size, options.tenant_share))
 
-    async def open(self, plugins: Sequence[PluginSchema] = ()) -> None:
-        """Connect and migrate: the core's schema, then the tables `plugins` declared."""
+    async def open(self, plugins: Sequence[PluginSchema] = (), *, migrate_schema: bool = True) -> None:
+        """Connect and migrate: the core's schema, then the tables `plugins` declared. Without
+        `migrate_schema`, connect only: a tool run by a role that may not migrate (`aql-mcp audit`)."""
         options = self.options
         try:
             self._pool = await asyncpg.create_pool(
@@ -109,9 +110,10 @@ class PostgresEngine:
                 reset=_keep,
                 **options.connect_arguments(),
             )
-            async with self._pool.acquire() as connection:
-                await migrate(connection, plugins)
-                await _check_collation(connection)
+            if migrate_schema:
+                async with self._pool.acquire() as connection:
+                    await migrate(connection, plugins)
+                    await _check_collation(connection)
         except FAILURES as exc:
             await self.close()
             raise _translated(exc) from exc

@@ -160,6 +160,71 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 10: the audit trail (store/audit.py, docs/audit.md): records in hash chains, one chain per
+    # replica and UTC day, and the checkpoints anchoring and pruning them. Append-only by triggers,
+    # whatever the role: a record is deleted only under a `prune` checkpoint of its chain, a
+    # checkpoint never, neither table truncated. The grants that keep the service's own role to
+    # INSERT and SELECT are the operator's (docs/audit.md, "PostgreSQL roles").
+    Migration(
+        """
+        CREATE TABLE audit_records (
+            id BIGSERIAL PRIMARY KEY,
+            chain TEXT COLLATE "C" NOT NULL,
+            seq BIGINT NOT NULL,
+            recorded_at TEXT COLLATE "C" NOT NULL,
+            replica TEXT COLLATE "C" NOT NULL,
+            request_id TEXT,
+            trace_id TEXT,
+            subject TEXT NOT NULL,
+            actors TEXT NOT NULL,
+            tenant TEXT,
+            era TEXT,
+            tool TEXT,
+            operation TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            code TEXT,
+            params_digest TEXT,
+            resource_id TEXT,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            UNIQUE (chain, seq)
+        );
+        CREATE INDEX audit_records_time ON audit_records (recorded_at);
+        CREATE INDEX audit_records_replica ON audit_records (replica, id);
+        CREATE TABLE audit_checkpoints (
+            id BIGSERIAL PRIMARY KEY,
+            chain TEXT COLLATE "C" NOT NULL,
+            seq BIGINT NOT NULL,
+            hash TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            recorded_at TEXT COLLATE "C" NOT NULL,
+            pruned_before TEXT COLLATE "C"
+        );
+        CREATE INDEX audit_checkpoints_chain ON audit_checkpoints (chain, seq);
+        CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_records' AND EXISTS (
+                SELECT 1 FROM audit_checkpoints c
+                WHERE c.chain = OLD.chain AND c.reason = 'prune' AND c.seq >= OLD.seq
+            ) THEN
+                RETURN OLD;
+            END IF;
+            RAISE EXCEPTION 'the audit trail is append-only (% on %)', TG_OP, TG_TABLE_NAME
+                USING ERRCODE = 'insufficient_privilege';
+        END
+        $$;
+        CREATE TRIGGER audit_records_append_only BEFORE UPDATE OR DELETE ON audit_records
+            FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+        CREATE TRIGGER audit_records_no_truncate BEFORE TRUNCATE ON audit_records
+            FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+        CREATE TRIGGER audit_checkpoints_append_only BEFORE UPDATE OR DELETE ON audit_checkpoints
+            FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+        CREATE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON audit_checkpoints
+            FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a database found below it
 # holds release 0.2.0's schema.

@@ -1,5 +1,5 @@
 """`Store` on PostgreSQL: what several replicas share. Sessions, the event log, subscriptions; the
-core's facets (`confirmations`, `revocations`, `principals`, `tasks`), those of the plugins' own
+core's facets (`confirmations`, `revocations`, `principals`, `tasks`, `audit`), those of the plugins' own
 tables (`tables`) and the cross-replica `bus` share the engine."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import orjson
 from aql_mcp.exceptions import UpstreamUnavailable
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
+from aql_mcp.store.postgres.audit import PostgresAuditStore
 from aql_mcp.store.postgres.bus import PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
@@ -36,6 +37,7 @@ class PostgresStore:
         self.revocations = PostgresRevocationStore(self.engine)
         self.principals = PostgresPrincipalDirectory(self.engine)
         self.tasks = PostgresTaskStore(self.engine)
+        self.audit = PostgresAuditStore(self.engine)
         self.bus = PostgresBus(self.engine)
         self._plugins = DeclaredTables(lambda tables: tables.on_postgres(self.engine))
 

@@ -174,6 +174,69 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 15: the audit trail (store/audit.py, docs/audit.md): records in hash chains, one chain per
+    # replica and UTC day, and the checkpoints anchoring and pruning them. Append-only by triggers: a
+    # record is deleted only under a `prune` checkpoint of its chain, a checkpoint never.
+    Migration(
+        """
+        CREATE TABLE audit_records (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chain TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            recorded_at TEXT NOT NULL,
+            replica TEXT NOT NULL,
+            request_id TEXT,
+            trace_id TEXT,
+            subject TEXT NOT NULL,
+            actors TEXT NOT NULL,
+            tenant TEXT,
+            era TEXT,
+            tool TEXT,
+            operation TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            code TEXT,
+            params_digest TEXT,
+            resource_id TEXT,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            UNIQUE (chain, seq)
+        );
+        CREATE INDEX audit_records_time ON audit_records (recorded_at);
+        CREATE INDEX audit_records_replica ON audit_records (replica, id);
+        CREATE TABLE audit_checkpoints (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chain TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            pruned_before TEXT
+        );
+        CREATE INDEX audit_checkpoints_chain ON audit_checkpoints (chain, seq);
+        CREATE TRIGGER audit_records_no_update BEFORE UPDATE ON audit_records
+        BEGIN
+            SELECT RAISE(ABORT, 'audit records are append-only');
+        END;
+        CREATE TRIGGER audit_records_no_delete BEFORE DELETE ON audit_records
+        WHEN NOT EXISTS (
+            SELECT 1 FROM audit_checkpoints
+            WHERE chain = OLD.chain AND reason = 'prune' AND seq >= OLD.seq
+        )
+        BEGIN
+            SELECT RAISE(ABORT, 'audit records are append-only: only a prune checkpoint releases them');
+        END;
+        CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+        BEGIN
+            SELECT RAISE(ABORT, 'audit checkpoints are append-only');
+        END;
+        CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+        BEGIN
+            SELECT RAISE(ABORT, 'audit checkpoints are append-only');
+        END;
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a store found below it
 # holds release 0.2.0's schema.
@@ -244,8 +307,15 @@ def _record_plugin(db: sqlite3.Connection, name: str, migrations: Sequence[Migra
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
-    for statement in (s for s in script.split(";") if s.strip()):
-        db.execute(statement)
+    """Each statement of `script` in turn. A trigger's body holds `;` of its own, so a statement
+    ends at the first `;` after which SQLite finds it complete."""
+    statement = ""
+    for piece in script.split(";"):
+        statement += piece + ";"
+        if sqlite3.complete_statement(statement):
+            if statement.strip(" \n;"):
+                db.execute(statement)
+            statement = ""
 
 
 def _stored_version(db: sqlite3.Connection) -> tuple[int, int | None]:

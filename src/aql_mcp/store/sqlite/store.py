@@ -1,7 +1,7 @@
 """`Store` on a SQLite file in the state directory: the embedded default, one replica.
 
 Sessions and the SSE event log live here, and the core's facets (`confirmations`, `revocations`,
-`principals`, `tasks`) on the same engine, with those of the plugins' own tables (`tables`). Each
+`principals`, `tasks`, `audit`) on the same engine, with those of the plugins' own tables (`tables`). Each
 method is one call on the engine's threads (engine.py), writes in one transaction.
 """
 
@@ -19,6 +19,7 @@ from aql_mcp.exceptions import UpstreamUnavailable
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
 from aql_mcp.store.fair_share import TENANT_SHARE
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
+from aql_mcp.store.sqlite.audit import SqliteAuditStore
 from aql_mcp.store.sqlite.bus import LocalBus
 from aql_mcp.store.sqlite.confirmations import SqliteConfirmationStore
 from aql_mcp.store.sqlite.engine import WAL_LIMIT_BYTES, SqliteEngine
@@ -53,6 +54,7 @@ class SqliteStore:
         self.revocations = SqliteRevocationStore(self.engine)
         self.principals = SqlitePrincipalDirectory(self.engine)
         self.tasks = SqliteTaskStore(self.engine)
+        self.audit = SqliteAuditStore(self.engine, REPLICA)
         self.bus = LocalBus()
         self._plugins = DeclaredTables(lambda tables: tables.on_sqlite(self.engine))
 

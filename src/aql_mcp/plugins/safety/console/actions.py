@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from aql_mcp.plugin import AuditLog, OperationError, WireError
+from aql_mcp.plugin import AuditLog, OperationError, Principal, WireError
 from aql_mcp.plugins.safety.console.csrf import FIELD, check_csrf, csrf_token
 from aql_mcp.plugins.safety.console.form import read_form, required
 from aql_mcp.plugins.safety.console.guard import operator_of
@@ -84,19 +84,28 @@ class Actions:
                 check_csrf(request, form.get(FIELD), csrf_token(operator.credential))
                 target = await decide(self.desk, form, digest)
             except WireError as exc:
-                self._record(action, digest, "refused", target, type(exc).__name__)
+                await self._record(action, operator.principal, "refused", target, type(exc).__name__)
                 return refusal(request, exc)
             except OperationError as exc:
-                self._record(action, digest, "refused", form.get(_TARGET[action]), exc.code)
+                await self._record(action, operator.principal, "refused", form.get(_TARGET[action]), exc.code)
                 return desk_refusal(request, exc)
-            self._record(action, digest, "ok", target, None)
+            await self._record(action, operator.principal, "ok", target, None)
             return RedirectResponse(f"/console?done={action}#{section}", status_code=303)
 
         return handle
 
-    def _record(self, action: str, operator: str, outcome: str, target: str | None, code: str | None) -> None:
-        self.audit.event(
-            "console_action", operation=action, principal=operator, outcome=outcome, resource_id=target, code=code
+    async def _record(
+        self, action: str, operator: Principal, outcome: str, target: str | None, code: str | None
+    ) -> None:
+        # Awaited: the operator's answer is not sent before its record is durable (docs/audit.md).
+        await self.audit.record(
+            "console_action",
+            operation=action,
+            principal=operator.digest,
+            outcome=outcome,
+            resource_id=target,
+            code=code,
+            caller=operator,
         )
 
 

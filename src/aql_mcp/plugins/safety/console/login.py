@@ -100,7 +100,7 @@ class DevLogin:
             if not code_matches(self.state_dir, required(form, CODE_FIELD)):
                 raise LoginCodeRefused()
         except WireError as exc:
-            self.audit.event(
+            await self.audit.record(
                 "console_login", operation="login", principal="-", outcome="refused", code=type(exc).__name__
             )
             return refusal(request, exc)
@@ -109,7 +109,7 @@ class DevLogin:
         response = RedirectResponse("/console", status_code=303)
         for cookie in (session_cookie(token, max_age=self.max_age, secure=self.secure), self._spent_login_cookie()):
             response.raw_headers.append((b"set-cookie", cookie.encode("latin-1")))
-        self.audit.event("console_login", operation="login", principal=subject_digest(name), outcome="ok")
+        await self.audit.record("console_login", operation="login", principal=subject_digest(name), outcome="ok")
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -121,7 +121,7 @@ class DevLogin:
             return refusal(request, exc)
         # Revoked before the cookie is dropped: a copy of it, or a stream it opened, ends too.
         await self.sign_outs.sign_out(operator.credential, operator.principal.expires_at)
-        self.audit.event("console_logout", operation="logout", principal=operator.principal.digest, outcome="ok")
+        await self.audit.record("console_logout", operation="logout", principal=operator.principal.digest, outcome="ok")
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.headers["set-cookie"] = cleared_session_cookie(secure=self.secure)
         return response

@@ -11,7 +11,6 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from aql_mcp.plugin import (
-    AuditLog,
     BearerVerifier,
     DevIssuer,
     HostMiddleware,
@@ -19,6 +18,7 @@ from aql_mcp.plugin import (
     SigningKey,
     Store,
     TokenVerifier,
+    trail_log,
 )
 from aql_mcp.plugins.safety.console.actions import ACTIONS, Actions
 from aql_mcp.plugins.safety.console.guard import ConsoleGuard
@@ -38,7 +38,7 @@ def console_routes(
         return []
     desk = SafetyDesk(store.tables(TABLES), settings, principals=store.principals)
     sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
-    audit = AuditLog()
+    audit = trail_log(store, settings.audit)
     host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)
     challenge = (
         f'Bearer realm="{settings.server.name}", '
