@@ -222,3 +222,40 @@ def test_a_safety_block_and_its_console_verification_are_recorded_without_the_co
     ]
     assert code not in "\n".join(json.dumps(r) for r in rows)
     assert _cli(backend, "verify").returncode == 0
+
+
+def test_authentication_failures_and_rate_limit_refusals_are_recorded_with_nothing_of_the_token(
+    backend: Backend,
+) -> None:
+    limits = {
+        "AQL_MCP_LIMITS__RATE_BURST": "3",
+        "AQL_MCP_LIMITS__RATE_PER_SECOND": "0.001",
+        "AQL_MCP_AUTH__REQUIRED_SCOPES": '["mcp"]',
+    }
+    forged = "forged." + secrets.token_hex(16) + ".token"
+    with start_server(backend.path, env={**_env(backend), **limits}, plugins=()) as server:
+        token, scopeless = server.token(subject="hopper"), server.token(subject="hopper", scopes=("other",))
+        with httpx.Client(base_url=server.base, timeout=20) as http:
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            statuses = [http.post("/mcp", json=ping).status_code]
+            statuses += [
+                http.post("/mcp", json=ping, headers={"authorization": f"Bearer {value}"}).status_code
+                for value in (forged, scopeless, token, token, token, token)
+            ]
+        assert statuses[:3] == [401, 401, 403]
+        assert statuses[-1] == 429
+        until(lambda: len(_rows(backend)) >= 4, "the guards' records were not written")
+    rows = _rows(backend)
+    failures = [(r["kind"], r["operation"], r["outcome"], r["subject"]) for r in rows if r["kind"] == "auth_failure"]
+    assert failures == [
+        ("auth_failure", "authenticate", "missing_token", "anonymous"),
+        ("auth_failure", "authenticate", "invalid_token", "anonymous"),
+        ("auth_failure", "authenticate", "insufficient_scope", "anonymous"),
+    ]
+    refused = [(r["outcome"], r["code"], r["operation"], r["subject"]) for r in rows if r["kind"] == "rate_limit"]
+    assert refused == [("refused", "rate", "/mcp", subject_digest("hopper"))] * statuses.count(429)
+    assert all(r["request_id"] for r in rows)
+    text = "\n".join(json.dumps(r) for r in rows)
+    for value in (forged, token, scopeless, "hopper"):
+        assert value not in text
+    assert _cli(backend, "verify").returncode == 0

@@ -95,6 +95,23 @@ class AuditLog:
         if self.trail is not None and self.options.reads:
             self.trail.offer(self._entry(READ, operation, principal, "success", None, None, (), caller, params))
 
+    def offer(
+        self,
+        kind: str,
+        *,
+        operation: str,
+        principal: str,
+        outcome: str,
+        code: str | None = None,
+        caller: Principal | None = None,
+    ) -> None:
+        """A decision that can come in a flood (a rate-limit refusal, an authentication failure):
+        queued, never waited for, dropped (and counted) when the queue is full, so a caller cannot
+        make the service write or wait without bound. Not logged: the refusing middleware's own line
+        says it already (docs/audit.md, "Writing")."""
+        if self.trail is not None:
+            self.trail.offer(self._entry(kind, operation, principal, outcome, None, code, (), caller, None))
+
     def _logged(
         self,
         kind: str,
