@@ -14,6 +14,7 @@ from aql_mcp.audit.record import timestamp
 from aql_mcp.audit.verifier import verify
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 from tests.support.audit import entry, run_sql
@@ -188,3 +189,22 @@ async def test_follow_prints_each_record_once_as_it_commits(store: Store) -> Non
     assert await follower.poll() == 2
     assert [b'"r0"' in line for line in lines] == [True, False, False]
     assert len(lines) == 3
+
+
+async def test_find_filters_by_resource_subject_kind_outcome_and_time_newest_first(store: Store) -> None:
+    trail = AuditTrail(store.audit)
+    await trail.append(entry(0, at=AT, kind="execution", outcome="pending", resource_id="exec_1"))
+    await trail.append(entry(1, at=AT + 1, kind="execution", outcome="running", resource_id="exec_1"))
+    await trail.append(entry(2, at=AT + 2, kind="refusal", outcome="refused", subject="b" * 16, resource_id="x"))
+    await trail.append(entry(3, at=AT + 3, kind="execution", outcome="completed", resource_id="exec_1"))
+
+    async def found(limit: int = 10, **query: str) -> list[str]:
+        return [row.outcome for row in await store.audit.find(AuditQuery(**query), limit=limit)]
+
+    assert await found(resource_id="exec_1") == ["completed", "running", "pending"]
+    assert await found(resource_id="exec_1", limit=2) == ["completed", "running"]
+    assert await found(subject="b" * 16) == ["refused"]
+    assert await found(kind="execution", outcome="running") == ["running"]
+    assert await found(since=timestamp(AT + 1), until=timestamp(AT + 3)) == ["refused", "running"]
+    assert await found(resource_id="absent") == []
+    assert len(await found()) == 4
