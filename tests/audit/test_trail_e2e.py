@@ -259,3 +259,70 @@ def test_authentication_failures_and_rate_limit_refusals_are_recorded_with_nothi
     for value in (forged, token, scopeless, "hopper"):
         assert value not in text
     assert _cli(backend, "verify").returncode == 0
+
+
+def test_a_scripted_session_and_its_console_approval_leave_exactly_their_records_which_the_console_shows(
+    backend: Backend,
+) -> None:
+    with (
+        start_server(backend.path, env=_env(backend), plugins=()) as server,
+        session(server, subject="babbage") as agent,
+        httpx.Client(base_url=server.base, timeout=20) as http,
+    ):
+        operator = ConsoleClient(http, server.token(subject="olivia", scopes=("mcp", "aql:operator")))
+        agent.call("mcp_aql_create", "create_collection", collection="notes")
+        agent.call("mcp_aql_create", "create_record", collection="notes", data={"secret": SECRET})
+        missing = agent.call("mcp_aql_create", "create_record", collection="absent", data={"secret": SECRET})
+        gated = agent.call("mcp_aql_delete", "delete_collection", collection="notes")
+        token = gated["error"]["details"]["confirmation_token"]
+        agent.call("mcp_aql_delete", "delete_collection", collection="notes", _confirmation=token)
+        challenge = raise_challenge(agent)
+        blocked = agent.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        html = operator.page()
+        code = code_on(html, challenge)
+        verified = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
+        shown = http.get("/console/trail", params={"resource_id": challenge}, headers=operator.headers)
+        agents = http.get(
+            "/console/trail",
+            params={"subject": subject_digest("babbage"), "kind": "refusal", "limit": "5"},
+            headers=operator.headers,
+        )
+        anonymous = http.get("/console/trail", params={"resource_id": challenge})
+        not_operator = http.get(
+            "/console/trail",
+            params={"resource_id": challenge},
+            headers={"authorization": agent.headers["authorization"]},
+        )
+        typo = http.get(
+            "/console/trail", params={"resource": challenge}, headers={"authorization": f"Bearer {operator.token}"}
+        )
+    assert (blocked["success"], blocked["error"]["code"], verified.status_code) == (False, "PERMISSION_DENIED", 303)
+    rows = _rows(backend)
+    assert [(r["kind"], r["operation"], r["outcome"], r["code"]) for r in rows] == [
+        ("mutation", "create_collection", "success", None),
+        ("mutation", "create_record", "success", None),
+        ("refusal", "create_record", "refused", missing["error"]["code"]),
+        ("token", "delete_collection", "issued", None),
+        ("token", "delete_collection", "redeemed", None),
+        ("mutation", "delete_collection", "success", None),
+        ("mutation", "execute_agent", "success", None),
+        ("mutation", "record_execution_step", "success", None),
+        ("refusal", "execute_agent", "refused", "PERMISSION_DENIED"),
+        ("console_action", "verify", "ok", None),
+    ]
+    text = "\n".join(json.dumps(r) for r in rows)
+    for value in (SECRET, token, code, "babbage", "olivia"):
+        assert value not in text
+    assert shown.status_code == 200
+    assert [(r["kind"], r["operation"], r["outcome"]) for r in shown.json()["records"]] == [
+        ("console_action", "verify", "ok")
+    ]
+    assert shown.json()["records"][0]["subject"] == subject_digest("olivia")
+    refusals = agents.json()["records"]
+    assert [(r["operation"], r["code"]) for r in refusals] == [
+        ("execute_agent", "PERMISSION_DENIED"),
+        ("create_record", missing["error"]["code"]),
+    ]
+    assert (anonymous.status_code, not_operator.status_code, typo.status_code) == (401, 403, 400)
+    assert typo.json()["error"]["data"]["field"] == "resource"
+    assert _cli(backend, "verify").returncode == 0

@@ -23,12 +23,13 @@ from typing import Any
 
 import structlog
 
-from aql_mcp.audit.record import READ, AuditEntry, params_digest, timestamp
+from aql_mcp.audit.record import READ, AuditEntry, as_json, params_digest, timestamp
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.auth.principal import Principal
 from aql_mcp.observability.logging import log_context
 from aql_mcp.observability.telemetry import current_call
 from aql_mcp.settings import AuditSettings
+from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 
 AUDIT_LOGGER = "aql_mcp.audit"
@@ -111,6 +112,13 @@ class AuditLog:
         says it already (docs/audit.md, "Writing")."""
         if self.trail is not None:
             self.trail.offer(self._entry(kind, operation, principal, outcome, None, code, (), caller, None))
+
+    async def find(self, query: AuditQuery, *, limit: int) -> list[dict[str, Any]]:
+        """Stored records matching `query`, newest first, as `aql-mcp audit export` prints them;
+        none without a trail (docs/console.md, "The audit trail")."""
+        if self.trail is None:
+            return []
+        return [as_json(row) for row in await self.trail.store.find(query, limit=limit)]
 
     def _logged(
         self,
