@@ -26,10 +26,20 @@ LIMITS = Limits(1_000_000, 10_000, 32)
 ALICE = "a1" * 8
 
 
-def _record(execution_id: str, kind: str, principal: str | None = ALICE) -> ExecutionRecord:
+def _record(
+    execution_id: str, kind: str, principal: str | None = ALICE, session_id: str | None = None
+) -> ExecutionRecord:
     now = time.time()
     return ExecutionRecord(
-        execution_id, "alice", kind, "pending", now, now, params={"collection": "c"}, principal=principal
+        execution_id,
+        "alice",
+        kind,
+        "pending",
+        now,
+        now,
+        session_id=session_id,
+        params={"collection": "c"},
+        principal=principal,
     )
 
 
@@ -76,3 +86,20 @@ async def test_a_failed_execution_retried_is_recorded_running_again(store: Store
     assert await audited.retry("exec_3", "alice", time.time()) is not None
     outcomes = [outcome for _, _, outcome, _ in await _trail(store, trail, "exec_3")]
     assert outcomes == ["pending", "running", "failed", "running"]
+
+
+async def test_the_end_of_a_session_records_each_execution_it_cancels(store: Store) -> None:
+    trail = AuditTrail(store.audit)
+    audited = AuditedExecutionStore(store.executions, AuditLog(trail))
+    for execution_id in ("exec_4", "exec_5", "exec_6"):
+        assert await audited.create(_record(execution_id, "export", session_id="sess"), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_6", "alice", time.time(), "stop") == "cancelled"  # ended before
+    assert await audited.cancel_session("sess", time.time()) == 2
+    for execution_id, outcomes in (
+        ("exec_4", ["pending", "cancelled"]),
+        ("exec_5", ["pending", "cancelled"]),
+        ("exec_6", ["pending", "cancelled"]),
+    ):
+        assert [outcome for _, _, outcome, _ in await _trail(store, trail, execution_id)] == outcomes
+    assert await audited.cancel_session("sess", time.time()) == 0
+    assert len(await store.audit.records()) == 6

@@ -115,8 +115,14 @@ class AuditedExecutionStore:
         return outcome
 
     async def cancel_session(self, session_id: str, now: float) -> int:
-        # The store answers how many, not which: the session's executions are not named here.
-        return await self.inner.cancel_session(session_id, now)
+        ended = await self.end_session(session_id, now)
+        return len(ended)
+
+    async def end_session(self, session_id: str, now: float) -> list[ExecutionRecord]:
+        ended = await self.inner.end_session(session_id, now)
+        for record in ended:
+            self._queue(record, record.status)
+        return ended
 
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         return await self.inner.import_batch(execution_id, batch, now, attempt=attempt)
