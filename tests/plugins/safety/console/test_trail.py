@@ -90,3 +90,22 @@ async def test_the_trail_is_for_operators_only(tmp_path: Path, token: str) -> No
         anonymous = await http.get("/console/trail")
         agent = await http.get("/console/trail", headers={"authorization": f"Bearer {token}"})
     assert (anonymous.status_code, agent.status_code) == (401, 403)
+
+
+async def test_a_browser_gets_the_trail_as_an_escaped_table(tmp_path: Path) -> None:
+    settings = dev_settings(tmp_path)
+    store = open_store(settings)
+    await store.open()
+    try:
+        await AuditTrail(store.audit).append(entry(0, at=AT, kind="refusal", code="<b>CODE</b>", resource_id="exec_1"))
+    finally:
+        await store.close()
+    async with asgi_client(settings) as http:
+        page = await _get(http, {**_operator(settings), "accept": "text/html"}, resource_id="exec_1")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["cache-control"] == "no-store"
+    assert "<td>refusal</td>" in page.text
+    assert "&lt;b&gt;CODE&lt;/b&gt;" in page.text
+    assert "<b>CODE</b>" not in page.text
+    assert "1 record(s), newest first, at most 100" in page.text
