@@ -14,6 +14,7 @@ from aql_mcp.audit.record import timestamp
 from aql_mcp.audit.verifier import verify
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.operations.audit import AuditLog
 from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
@@ -153,6 +154,27 @@ async def test_a_full_queue_drops_reads_and_counts_them_but_makes_writes_wait(st
     assert [row.kind for row in rows].count("read") == 2
     assert sorted(row.resource_id for row in rows if row.kind == "mutation") == [f"r{10 + n}" for n in range(6)]
     assert (await verify(store.audit)).ok
+
+
+async def test_a_flood_of_refusals_is_dropped_and_counted_without_waiting_whatever_audit_reads_says(
+    store: Store,
+) -> None:
+    dropped: list[int] = []
+    log = AuditLog(AuditTrail(store.audit, capacity=3, on_drop=dropped.append))
+    assert not log.reads
+    for n in range(10):  # not awaited: offer never waits
+        log.offer("auth_failure", operation="authenticate", principal="anonymous", outcome="invalid_token")
+        log.offer("rate_limit", operation="/mcp", principal=f"{n:016x}", outcome="refused", code="rate")
+    assert sum(dropped) == 17
+    assert log.trail is not None
+    await log.trail.drain()
+    rows = await store.audit.records()
+    assert [(row.kind, row.outcome, row.code) for row in rows] == [
+        ("auth_failure", "invalid_token", None),
+        ("rate_limit", "refused", "rate"),
+        ("auth_failure", "invalid_token", None),
+    ]
+    assert {row.params_digest for row in rows} == {None}
 
 
 async def test_a_store_failure_fails_the_writes_waiting_for_their_batch(backend: Backend) -> None:
