@@ -281,11 +281,12 @@ def test_a_scripted_session_and_its_console_approval_leave_exactly_their_records
         html = operator.page()
         code = code_on(html, challenge)
         verified = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
-        shown = http.get("/console/trail", params={"resource_id": challenge}, headers=operator.headers)
+        as_json = {"authorization": f"Bearer {operator.token}"}
+        shown = http.get("/console/trail", params={"resource_id": challenge}, headers=as_json)
         agents = http.get(
             "/console/trail",
             params={"subject": subject_digest("babbage"), "kind": "refusal", "limit": "5"},
-            headers=operator.headers,
+            headers=as_json,
         )
         anonymous = http.get("/console/trail", params={"resource_id": challenge})
         not_operator = http.get(
@@ -293,9 +294,7 @@ def test_a_scripted_session_and_its_console_approval_leave_exactly_their_records
             params={"resource_id": challenge},
             headers={"authorization": agent.headers["authorization"]},
         )
-        typo = http.get(
-            "/console/trail", params={"resource": challenge}, headers={"authorization": f"Bearer {operator.token}"}
-        )
+        typo = http.get("/console/trail", params={"resource": challenge}, headers=as_json)
     assert (blocked["success"], blocked["error"]["code"], verified.status_code) == (False, "PERMISSION_DENIED", 303)
     rows = _rows(backend)
     assert [(r["kind"], r["operation"], r["outcome"], r["code"]) for r in rows] == [
