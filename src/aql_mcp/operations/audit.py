@@ -12,7 +12,9 @@ and tool; with the caller's `Principal` given, its tenant (and its subject, unde
 How to record a decision (docs/audit.md, "Recording a decision"): `await log.record(...)` from async
 code, which returns once the record is durable (a write's reply waits for it); `log.event(...)` from
 code that cannot wait; `log.read(...)` for a successful read, recorded only under `audit.reads` and
-dropped when the queue is full.
+dropped when the queue is full; `log.offer(...)` for a decision that can come in floods (a rate-limit
+refusal, an authentication failure), dropped the same way. `log.find(...)` reads records back (the
+console's trail).
 """
 
 from __future__ import annotations
