@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from aql_mcp import __version__, discovery
+from aql_mcp.audit.writer import dropped_records_counter
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.verifier import Authentication, build_authentication
 from aql_mcp.endpoint.edges import Edges
@@ -52,6 +53,7 @@ from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
+from aql_mcp.operations.audit import trail_log
 from aql_mcp.plugin_host.contracts import BackgroundPlugin, RouteServices, RoutesPlugin, TaskMapperPlugin
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.plugin_host.loader import AnyPlugin, load_plugins
@@ -165,6 +167,7 @@ def assemble(
         notifier=notifier,
         tasks=tasks,
         plugins=tuple(loaded),
+        audit=trail_log(store, settings.audit, on_drop=dropped_records_counter(metrics.registry)),
     )
     return services, EraRouter(legacy=endpoint, modern=modern, modern_enabled=settings.mcp.modern_era)
 
@@ -223,7 +226,7 @@ def authentication_of(settings: Settings, issuer: DevIssuer | None, metrics: Met
 
 def mcp_middleware(services: Services) -> list[Middleware]:
     """`/mcp`'s own guards, outermost first: Host, authentication, rate limit, protocol version."""
-    settings, metrics = services.settings, services.telemetry.metrics
+    settings = services.settings
     return [
         Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
         Middleware(
@@ -233,7 +236,7 @@ def mcp_middleware(services: Services) -> list[Middleware]:
             resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
             required_scopes=settings.auth.required_scopes,
             anonymous=settings.auth.anonymous_listing,
-            on_failure=metrics.auth_failure,
+            on_failure=auth_failed(services),
         ),
         rate_limit(services),
         Middleware(ProtocolVersionMiddleware, modern_enabled=settings.mcp.modern_era),
@@ -250,7 +253,23 @@ def rate_limit(services: Services) -> Middleware:
         max_concurrent=settings.limits.max_concurrent_calls,
         share=services.share,
         on_refusal=services.telemetry.metrics.limit_event,
+        on_audit=lambda budget, key, path: services.audit.offer(
+            "rate_limit", operation=path, principal=key, outcome="refused", code=budget
+        ),
     )
+
+
+def auth_failed(services: Services) -> Callable[[str], None]:
+    """What the authentication middleware tells of a refusal: the metric, and an `auth_failure`
+    record (droppable: failures can come in floods) whose subject is `anonymous` whatever the token
+    said, since nothing in a refused token is trusted (docs/audit.md)."""
+    count = services.telemetry.metrics.auth_failure
+
+    def failed(reason: str) -> None:
+        count(reason)
+        services.audit.offer("auth_failure", operation="authenticate", principal="anonymous", outcome=reason)
+
+    return failed
 
 
 def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:

@@ -28,6 +28,7 @@ from aql_mcp.middleware.rate_limit import ReplicaShare
 from aql_mcp.middleware.refusal import Refusal
 from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
+from aql_mcp.operations.audit import AuditLog
 from aql_mcp.plugin_host.contracts import BackgroundPlugin, OperationsPlugin, Plugin
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.protocol.primitives import Kind, Registry
@@ -62,6 +63,8 @@ class Services:
     plugins: tuple[Plugin | OperationsPlugin, ...] = ()
     # Set when the start was refused for its configuration (a store a newer release migrated).
     refusal: Refusal = field(default_factory=Refusal)
+    # The guards' trail: authentication failures and rate-limit refusals, droppable (docs/audit.md).
+    audit: AuditLog = field(default_factory=AuditLog)
 
 
 def lifespan(

@@ -11,7 +11,8 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   operations, and `deep_merge` for UPDATE operations (MCP-AQL §4.5). `Principal` is who calls
   (`subject_digest` names a subject in logs). `Limits` and `check_payload` hold a value a plugin
   accepts to the service's payload limits; `AuditLog` records a privileged action (`trail_log`
-  builds one writing to the store's audit trail, docs/audit.md "Recording a decision"); `TOKEN_PREFIX`
+  builds one writing to the store's audit trail, docs/audit.md "Recording a decision"; `AuditQuery`
+  and `moment` filter what `AuditLog.find` reads back); `TOKEN_PREFIX`
   and `token_digest` are the gatekeeper's confirmation tokens, for a plugin that confirms them.
 - Plain MCP tools, prompts and resources: `Tool` (`Tool.from_function` builds a typed one from an
   `async def`), `ToolResult`, `ToolError`, `Prompt`, `PromptArgument`, `Resource`,
@@ -62,6 +63,7 @@ The test client for plugins is `aql_mcp.testing.client` (docs/plugins.md, "Testi
 
 from __future__ import annotations
 
+from aql_mcp.audit.record import moment
 from aql_mcp.auth.dev_issuer import DevIssuer
 from aql_mcp.auth.jwks import SigningKey
 from aql_mcp.auth.opaque import digest as credential_digest
@@ -164,6 +166,7 @@ from aql_mcp.protocol.task_mapping import TaskHandler, TaskMapper, tasks_negotia
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
+from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 from aql_mcp.store.migration import Migration, SchemaTooNew
 from aql_mcp.store.plugin_tables import PostgresEngine, SqliteEngine, Tables
@@ -191,6 +194,7 @@ __all__ = [
     "VALIDATION_UNKNOWN_FIELD",
     "AqlMcpError",
     "AuditLog",
+    "AuditQuery",
     "AuthError",
     "BackgroundPlugin",
     "BannerPlugin",
@@ -276,6 +280,7 @@ __all__ = [
     "failure",
     "image",
     "message",
+    "moment",
     "new_execution_id",
     "principal_key",
     "request_id_of",

@@ -14,6 +14,8 @@ from aql_mcp.audit.record import timestamp
 from aql_mcp.audit.verifier import verify
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.exceptions import UpstreamUnavailable
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 from tests.support.audit import entry, run_sql
@@ -154,6 +156,27 @@ async def test_a_full_queue_drops_reads_and_counts_them_but_makes_writes_wait(st
     assert (await verify(store.audit)).ok
 
 
+async def test_a_flood_of_refusals_is_dropped_and_counted_without_waiting_whatever_audit_reads_says(
+    store: Store,
+) -> None:
+    dropped: list[int] = []
+    log = AuditLog(AuditTrail(store.audit, capacity=3, on_drop=dropped.append))
+    assert not log.reads
+    for n in range(10):  # not awaited: offer never waits
+        log.offer("auth_failure", operation="authenticate", principal="anonymous", outcome="invalid_token")
+        log.offer("rate_limit", operation="/mcp", principal=f"{n:016x}", outcome="refused", code="rate")
+    assert sum(dropped) == 17
+    assert log.trail is not None
+    await log.trail.drain()
+    rows = await store.audit.records()
+    assert [(row.kind, row.outcome, row.code) for row in rows] == [
+        ("auth_failure", "invalid_token", None),
+        ("rate_limit", "refused", "rate"),
+        ("auth_failure", "invalid_token", None),
+    ]
+    assert {row.params_digest for row in rows} == {None}
+
+
 async def test_a_store_failure_fails_the_writes_waiting_for_their_batch(backend: Backend) -> None:
     """A store that cannot write (here: not open) fails the call waiting for its record: 503, not acknowledged."""
     trail = AuditTrail(open_store(backend.settings).audit)
@@ -188,3 +211,22 @@ async def test_follow_prints_each_record_once_as_it_commits(store: Store) -> Non
     assert await follower.poll() == 2
     assert [b'"r0"' in line for line in lines] == [True, False, False]
     assert len(lines) == 3
+
+
+async def test_find_filters_by_resource_subject_kind_outcome_and_time_newest_first(store: Store) -> None:
+    trail = AuditTrail(store.audit)
+    await trail.append(entry(0, at=AT, kind="execution", outcome="pending", resource_id="exec_1"))
+    await trail.append(entry(1, at=AT + 1, kind="execution", outcome="running", resource_id="exec_1"))
+    await trail.append(entry(2, at=AT + 2, kind="refusal", outcome="refused", subject="b" * 16, resource_id="x"))
+    await trail.append(entry(3, at=AT + 3, kind="execution", outcome="completed", resource_id="exec_1"))
+
+    async def found(limit: int = 10, **query: str) -> list[str]:
+        return [row.outcome for row in await store.audit.find(AuditQuery(**query), limit=limit)]
+
+    assert await found(resource_id="exec_1") == ["completed", "running", "pending"]
+    assert await found(resource_id="exec_1", limit=2) == ["completed", "running"]
+    assert await found(subject="b" * 16) == ["refused"]
+    assert await found(kind="execution", outcome="running") == ["running"]
+    assert await found(since=timestamp(AT + 1), until=timestamp(AT + 3)) == ["refused", "running"]
+    assert await found(resource_id="absent") == []
+    assert len(await found()) == 4

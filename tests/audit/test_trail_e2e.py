@@ -222,3 +222,106 @@ def test_a_safety_block_and_its_console_verification_are_recorded_without_the_co
     ]
     assert code not in "\n".join(json.dumps(r) for r in rows)
     assert _cli(backend, "verify").returncode == 0
+
+
+def test_authentication_failures_and_rate_limit_refusals_are_recorded_with_nothing_of_the_token(
+    backend: Backend,
+) -> None:
+    limits = {
+        "AQL_MCP_LIMITS__RATE_BURST": "3",
+        "AQL_MCP_LIMITS__RATE_PER_SECOND": "0.001",
+        "AQL_MCP_AUTH__REQUIRED_SCOPES": '["mcp"]',
+    }
+    forged = "forged." + secrets.token_hex(16) + ".token"
+    with start_server(backend.path, env={**_env(backend), **limits}, plugins=()) as server:
+        token, scopeless = server.token(subject="hopper"), server.token(subject="hopper", scopes=("other",))
+        with httpx.Client(base_url=server.base, timeout=20) as http:
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            statuses = [http.post("/mcp", json=ping).status_code]
+            statuses += [
+                http.post("/mcp", json=ping, headers={"authorization": f"Bearer {value}"}).status_code
+                for value in (forged, scopeless, token, token, token, token)
+            ]
+        assert statuses[:3] == [401, 401, 403]
+        assert statuses[-1] == 429
+        until(lambda: len(_rows(backend)) >= 4, "the guards' records were not written")
+    rows = _rows(backend)
+    failures = [(r["kind"], r["operation"], r["outcome"], r["subject"]) for r in rows if r["kind"] == "auth_failure"]
+    assert failures == [
+        ("auth_failure", "authenticate", "missing_token", "anonymous"),
+        ("auth_failure", "authenticate", "invalid_token", "anonymous"),
+        ("auth_failure", "authenticate", "insufficient_scope", "anonymous"),
+    ]
+    refused = [(r["outcome"], r["code"], r["operation"], r["subject"]) for r in rows if r["kind"] == "rate_limit"]
+    assert refused == [("refused", "rate", "/mcp", subject_digest("hopper"))] * statuses.count(429)
+    assert all(r["request_id"] for r in rows)
+    text = "\n".join(json.dumps(r) for r in rows)
+    for value in (forged, token, scopeless, "hopper"):
+        assert value not in text
+    assert _cli(backend, "verify").returncode == 0
+
+
+def test_a_scripted_session_and_its_console_approval_leave_exactly_their_records_which_the_console_shows(
+    backend: Backend,
+) -> None:
+    with (
+        start_server(backend.path, env=_env(backend), plugins=()) as server,
+        session(server, subject="babbage") as agent,
+        httpx.Client(base_url=server.base, timeout=20) as http,
+    ):
+        operator = ConsoleClient(http, server.token(subject="olivia", scopes=("mcp", "aql:operator")))
+        agent.call("mcp_aql_create", "create_collection", collection="notes")
+        agent.call("mcp_aql_create", "create_record", collection="notes", data={"secret": SECRET})
+        missing = agent.call("mcp_aql_create", "create_record", collection="absent", data={"secret": SECRET})
+        gated = agent.call("mcp_aql_delete", "delete_collection", collection="notes")
+        token = gated["error"]["details"]["confirmation_token"]
+        agent.call("mcp_aql_delete", "delete_collection", collection="notes", _confirmation=token)
+        challenge = raise_challenge(agent)
+        blocked = agent.call("mcp_aql_execute", "execute_agent", element_name="builder")
+        html = operator.page()
+        code = code_on(html, challenge)
+        verified = operator.post("verify", challenge_id=challenge, code=code, csrf=csrf_on(html))
+        as_json = {"authorization": f"Bearer {operator.token}"}
+        shown = http.get("/console/trail", params={"resource_id": challenge}, headers=as_json)
+        agents = http.get(
+            "/console/trail",
+            params={"subject": subject_digest("babbage"), "kind": "refusal", "limit": "5"},
+            headers=as_json,
+        )
+        anonymous = http.get("/console/trail", params={"resource_id": challenge})
+        not_operator = http.get(
+            "/console/trail",
+            params={"resource_id": challenge},
+            headers={"authorization": agent.headers["authorization"]},
+        )
+        typo = http.get("/console/trail", params={"resource": challenge}, headers=as_json)
+    assert (blocked["success"], blocked["error"]["code"], verified.status_code) == (False, "PERMISSION_DENIED", 303)
+    rows = _rows(backend)
+    assert [(r["kind"], r["operation"], r["outcome"], r["code"]) for r in rows] == [
+        ("mutation", "create_collection", "success", None),
+        ("mutation", "create_record", "success", None),
+        ("refusal", "create_record", "refused", missing["error"]["code"]),
+        ("token", "delete_collection", "issued", None),
+        ("token", "delete_collection", "redeemed", None),
+        ("mutation", "delete_collection", "success", None),
+        ("mutation", "execute_agent", "success", None),
+        ("mutation", "record_execution_step", "success", None),
+        ("refusal", "execute_agent", "refused", "PERMISSION_DENIED"),
+        ("console_action", "verify", "ok", None),
+    ]
+    text = "\n".join(json.dumps(r) for r in rows)
+    for value in (SECRET, token, code, "babbage", "olivia"):
+        assert value not in text
+    assert shown.status_code == 200
+    assert [(r["kind"], r["operation"], r["outcome"]) for r in shown.json()["records"]] == [
+        ("console_action", "verify", "ok")
+    ]
+    assert shown.json()["records"][0]["subject"] == subject_digest("olivia")
+    refusals = agents.json()["records"]
+    assert [(r["operation"], r["code"]) for r in refusals] == [
+        ("execute_agent", "PERMISSION_DENIED"),
+        ("create_record", missing["error"]["code"]),
+    ]
+    assert (anonymous.status_code, not_operator.status_code, typo.status_code) == (401, 403, 400)
+    assert typo.json()["error"]["data"]["field"] == "resource"
+    assert _cli(backend, "verify").returncode == 0

@@ -12,11 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from aql_mcp.auth.principal import subject_digest
 from aql_mcp.exceptions import ConfigError
 from aql_mcp.operations.models import Operation
 from aql_mcp.operations.registry import OperationRegistry
 from aql_mcp.plugins.executions.catalog import BACKGROUND_COST
 from aql_mcp.settings import Settings
+from aql_mcp.store.factory import open_store
 from tests.operations.client import Aql, aql_session
 from tests.support.asgi import dev_settings, rpc
 
@@ -93,6 +95,30 @@ async def test_a_batch_of_mixed_costs_within_the_budget_runs_every_item(tmp_path
         after = await post(aql, "mcp_aql_read", {"operation": "list_collections", "params": {}})
     assert batch.json()["result"]["structuredContent"]["summary"] == {"total": 3, "succeeded": 3, "failed": 0}
     assert spent(after) == {"budget": "rate", "cost": 1, "remaining": 0}
+
+
+async def test_a_call_or_batch_the_budget_cannot_cover_is_an_audited_rate_limit_refusal(tmp_path: Path) -> None:
+    config = settings(tmp_path, burst=10)
+    async with aql_session(config) as aql:
+        await aql.call("mcp_aql_create", "create_collection", collection="notes")  # 8 -> 7
+        batch = await post(aql, "mcp_aql", {"operations": [EXPORT, EXPORT]})  # 7 -> 6 at admission; 10 refused
+        await aql.call("mcp_aql_create", "create_record", collection="notes", data={"i": 0})  # 6 -> 5
+        single = await post(aql, "mcp_aql_execute", EXPORT)  # 5 -> 4 at admission: 4 more is 0, runs
+        refused = await post(aql, "mcp_aql_execute", EXPORT)  # 0: refused by the limiter itself
+        await post(aql, "mcp_aql_read", {"operation": "list_collections", "params": {}})  # refused too
+    assert spent(batch)["cost"] == 2 * BACKGROUND_COST
+    assert single.status_code == 200
+    assert refused.status_code == 429
+    store = open_store(config)
+    await store.open()
+    try:
+        rows = [row for row in await store.audit.records() if row.kind == "rate_limit"]
+    finally:
+        await store.close()
+    assert [(row.operation, row.outcome, row.code, row.subject) for row in rows][:2] == [
+        ("batch", "refused", "rate", subject_digest("alice")),
+        ("/mcp", "refused", "rate", subject_digest("alice")),
+    ]
 
 
 async def test_introspection_says_what_a_costly_operation_costs(tmp_path: Path) -> None:

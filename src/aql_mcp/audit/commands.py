@@ -8,11 +8,10 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from pathlib import Path
 
 from aql_mcp.audit.exporter import Follower, export
-from aql_mcp.audit.record import timestamp
+from aql_mcp.audit.record import moment, timestamp
 from aql_mcp.audit.verifier import verify
 from aql_mcp.exceptions import UpstreamUnavailable
 from aql_mcp.settings import Settings
@@ -63,12 +62,9 @@ def _settings_arguments(command: argparse.ArgumentParser) -> None:
 def _moment(value: str) -> str:
     """An ISO 8601 date or time as the trail's timestamps are written (UTC, microseconds)."""
     try:
-        parsed = datetime.fromisoformat(value)
+        return moment(value)
     except ValueError:
         raise argparse.ArgumentTypeError("not an ISO 8601 date or time (2026-01-31, 2026-01-31T08:00:00Z)") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return timestamp(parsed.timestamp())
 
 
 async def _verify(settings: Settings) -> int:

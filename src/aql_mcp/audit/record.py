@@ -12,6 +12,7 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -55,6 +56,15 @@ def timestamp(epoch: float | None = None) -> str:
     now = time.time() if epoch is None else epoch
     whole = int(now)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((now - whole) * 1_000_000):06d}Z"
+
+
+def moment(value: str) -> str:
+    """An ISO 8601 date or time (UTC unless it names a zone) as the trail's timestamps are written,
+    so it compares with them as text; ValueError when it is neither."""
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return timestamp(parsed.timestamp())
 
 
 def params_digest(params: Any) -> str | None:

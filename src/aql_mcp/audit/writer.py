@@ -15,6 +15,7 @@ answered 503, not acknowledged) and its reads are counted as dropped.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -136,12 +137,20 @@ def _retrieved(done: asyncio.Future[None]) -> None:
         done.exception()
 
 
-def dropped_reads_counter(registry: CollectorRegistry) -> Callable[[int], None]:
-    """`aql_mcp_audit_dropped_records_total` on `registry`: reads the full queue turned away
-    (docs/audit.md, "Reads"; docs/monitoring.md)."""
-    counter = Counter(
-        "aql_mcp_audit_dropped_records_total",
-        "Audit records of reads dropped because the audit queue was full, or their batch failed.",
-        registry=registry,
-    )
+def dropped_records_counter(registry: CollectorRegistry) -> Callable[[int], None]:
+    """`aql_mcp_audit_dropped_records_total` on `registry`: droppable records (reads, rate-limit
+    refusals, authentication failures) the full queue turned away (docs/audit.md, "Writing";
+    docs/monitoring.md). One counter per registry, whichever writer asks for it."""
+    counter = _DROPPED.get(registry)
+    if counter is None:
+        counter = _DROPPED[registry] = Counter(
+            "aql_mcp_audit_dropped_records_total",
+            "Droppable audit records (reads, rate-limit refusals, authentication failures) dropped because the "
+            "audit queue was full, or their batch failed.",
+            registry=registry,
+        )
     return counter.inc
+
+
+# Each app's registry has its counter once, though several writers (the router's, the guards') count.
+_DROPPED: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = weakref.WeakKeyDictionary()

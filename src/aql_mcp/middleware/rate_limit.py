@@ -66,9 +66,12 @@ class RateLimitMiddleware:
         share: ReplicaShare | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_refusal: Callable[[str], None] | None = None,
+        on_audit: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.app = app
         self.on_refusal = on_refusal
+        # Told (budget, principal key, path) of each 429: the app audits it (docs/audit.md, `rate_limit`).
+        self.on_audit = on_audit
         self.total_rate = rate_per_second
         self.total_burst = burst
         self.share = share or ReplicaShare()
@@ -148,6 +151,8 @@ class RateLimitMiddleware:
         log.info("rate_limited", reason=reason, principal=key, request_id=request_id)
         if self.on_refusal is not None:
             self.on_refusal(reason)
+        if self.on_audit is not None:
+            self.on_audit(reason, key, scope["path"])
         await send_error(send, error, request_id=request_id)
 
 

@@ -12,7 +12,9 @@ and tool; with the caller's `Principal` given, its tenant (and its subject, unde
 How to record a decision (docs/audit.md, "Recording a decision"): `await log.record(...)` from async
 code, which returns once the record is durable (a write's reply waits for it); `log.event(...)` from
 code that cannot wait; `log.read(...)` for a successful read, recorded only under `audit.reads` and
-dropped when the queue is full.
+dropped when the queue is full; `log.offer(...)` for a decision that can come in floods (a rate-limit
+refusal, an authentication failure), dropped the same way. `log.find(...)` reads records back (the
+console's trail).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from typing import Any
 
 import structlog
 
-from aql_mcp.audit.record import READ, AuditEntry, params_digest, timestamp
+from aql_mcp.audit.record import READ, AuditEntry, as_json, params_digest, timestamp
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.auth.principal import Principal
 from aql_mcp.observability.logging import log_context
 from aql_mcp.observability.telemetry import current_call
 from aql_mcp.settings import AuditSettings
+from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
 
 AUDIT_LOGGER = "aql_mcp.audit"
@@ -94,6 +97,30 @@ class AuditLog:
         counted) when the queue is full. Not logged: the tool_call line says it already."""
         if self.trail is not None and self.options.reads:
             self.trail.offer(self._entry(READ, operation, principal, "success", None, None, (), caller, params))
+
+    def offer(
+        self,
+        kind: str,
+        *,
+        operation: str,
+        principal: str,
+        outcome: str,
+        code: str | None = None,
+        caller: Principal | None = None,
+    ) -> None:
+        """A decision that can come in a flood (a rate-limit refusal, an authentication failure):
+        queued, never waited for, dropped (and counted) when the queue is full, so a caller cannot
+        make the service write or wait without bound. Not logged: the refusing middleware's own line
+        says it already (docs/audit.md, "Writing")."""
+        if self.trail is not None:
+            self.trail.offer(self._entry(kind, operation, principal, outcome, None, code, (), caller, None))
+
+    async def find(self, query: AuditQuery, *, limit: int) -> list[dict[str, Any]]:
+        """Stored records matching `query`, newest first, as `aql-mcp audit export` prints them;
+        none without a trail (docs/console.md, "The audit trail")."""
+        if self.trail is None:
+            return []
+        return [as_json(row) for row in await self.trail.store.find(query, limit=limit)]
 
     def _logged(
         self,

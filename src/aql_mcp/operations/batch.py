@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from aql_mcp.operations.cost import cost_of, pay
+from aql_mcp.operations.cost import cost_of, pay, rate_refusal
 from aql_mcp.operations.models import Call
 from aql_mcp.operations.results import (
     CONFIRMATION_REQUIRED,
@@ -49,6 +49,7 @@ async def run_batch(router: Router, family: str | None, arguments: dict[str, Any
     pay(
         (cost_of(router.registry.get, item) for index, item in enumerate(items) if f"batch.{index}" not in memo),
         "this batch",
+        rate_refusal(router.audit, call, "batch"),
     )
     results: list[dict[str, Any]] = []
     succeeded = failed = 0

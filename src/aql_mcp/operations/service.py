@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aql_mcp.audit.writer import dropped_reads_counter
+from aql_mcp.audit.writer import dropped_records_counter
 from aql_mcp.observability.telemetry import Telemetry, current_call
 from aql_mcp.operations.audit import trail_log
 from aql_mcp.operations.batch import failed_codes, run_batch
-from aql_mcp.operations.cost import cost_of, pay
+from aql_mcp.operations.cost import cost_of, pay, rate_refusal
 from aql_mcp.operations.endpoints import Surface, build_tool, family_of
 from aql_mcp.operations.execution_sources import ExecutionSource, ExecutionSources
 from aql_mcp.operations.gatekeeper import Gatekeeper, behavior
@@ -52,7 +52,7 @@ class AqlService:
             trail_log(
                 store,
                 settings.audit,
-                on_drop=dropped_reads_counter(telemetry.metrics.registry) if telemetry is not None else None,
+                on_drop=dropped_records_counter(telemetry.metrics.registry) if telemetry is not None else None,
             ),
             RouterOptions(
                 limits=Limits(aql.max_string_length, aql.max_array_elements, aql.max_nesting_depth),
@@ -143,7 +143,9 @@ class AqlService:
     async def _dispatch(self, family: str | None, arguments: dict[str, Any], call: Call) -> Envelope:
         if "operations" in arguments:
             return await run_batch(self.router, family, arguments, call, cap=self.settings.aql.max_batch_size)
-        pay([cost_of(self.operations.get, arguments)], "this operation")
+        operation = arguments.get("operation")
+        refused = rate_refusal(self.router.audit, call, operation if isinstance(operation, str) else "")
+        pay([cost_of(self.operations.get, arguments)], "this operation", refused)
         return await self.router.run(family, arguments, call)
 
     def _served(self) -> set[str]:

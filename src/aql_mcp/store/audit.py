@@ -93,6 +93,22 @@ class Checkpoint:
     pruned_before: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """What the console filters the trail by (docs/console.md, "The audit trail"): each field that is
+    set must match exactly (`since` included, `until` excluded, ISO 8601 UTC)."""
+
+    resource_id: str | None = None
+    subject: str | None = None
+    kind: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def values(self) -> tuple[str | None, ...]:
+        return (self.resource_id, self.subject, self.kind, self.outcome, self.since, self.until)
+
+
 # Given the heads of the chains a batch writes to, the batch's rows, sealed onto them.
 Seal = Callable[[Mapping[str, ChainHead]], Sequence[AuditRow]]
 
@@ -116,6 +132,10 @@ class AuditStore(Protocol):
         self, *, since: str | None = None, until: str | None = None, after_id: int = 0, limit: int = 1000
     ) -> list[AuditRow]:
         """Records with `id` above `after_id`, written at or after `since` and before `until`, by id."""
+        ...
+
+    async def find(self, query: AuditQuery, *, limit: int) -> list[AuditRow]:
+        """At most `limit` records matching `query`, newest first (by id)."""
         ...
 
     async def chain(self, chain: str, *, after_seq: int, limit: int) -> list[AuditRow]:

@@ -202,6 +202,10 @@ class PostgresExecutionStore:
         outcome = await self._engine.execute(CANCEL.format(where="session_id = $1"), session_id, SESSION_ENDED, now)
         return int(outcome.rsplit(" ", 1)[-1])
 
+    async def end_session(self, session_id: str, now: float) -> list[ExecutionRecord]:
+        query = CANCEL.format(where="session_id = $1") + f" RETURNING {COLUMNS}"
+        return [execution_record(row) for row in await self._engine.fetch(query, session_id, SESSION_ENDED, now)]
+
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         async def write(db: asyncpg.Connection) -> BatchOutcome:
             # The row lock makes a cancellation (or a retry elsewhere) wait for this batch, or this

@@ -21,7 +21,9 @@ from aql_mcp.plugin import (
     Settings,
     Skill,
     TrustLevel,
+    trail_log,
 )
+from aql_mcp.plugins.executions.audited import AuditedExecutionStore
 from aql_mcp.plugins.executions.catalog import catalog
 from aql_mcp.plugins.executions.export import EXPORT_TEMPLATE, NDJSON, PART_TEMPLATE
 from aql_mcp.plugins.executions.legacy_tasks import (
@@ -96,8 +98,10 @@ class ExecutionsPlugin:
         # Executions build on records (docs/plugins.md, "A plugin's own tables"): its facet, through
         # the records plugin's own declaration.
         records = Records(settings, bound_records(operations))
+        # Every state change is an audit record (docs/audit.md, kind `execution`).
+        audited = AuditedExecutionStore(operations.tables(TABLES), trail_log(operations.store, settings.audit))
         worker = ExecutionWorker(
-            operations.tables(TABLES),
+            audited,
             records.store,
             settings.executions,
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),

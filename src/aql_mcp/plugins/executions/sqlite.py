@@ -210,6 +210,17 @@ class SqliteExecutionStore:
     async def cancel_session(self, session_id: str, now: float) -> int:
         return await self._engine.write(lambda db: _cancel(db, "session_id = ?", (session_id,), now, SESSION_ENDED))
 
+    async def end_session(self, session_id: str, now: float) -> list[ExecutionRecord]:
+        def work(db: sqlite3.Connection) -> list[ExecutionRecord]:
+            rows = db.execute(
+                "UPDATE executions SET status = 'cancelled', progress_message = ?, updated_at = ?, finished_at = ?, "  # noqa: S608
+                f"payload = NULL WHERE session_id = ? AND status IN {LIVE_SQL} RETURNING {COLUMNS}",
+                (SESSION_ENDED, now, now, session_id),
+            ).fetchall()
+            return [execution_record(row) for row in rows]
+
+        return await self._engine.write(work)
+
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         def write(db: sqlite3.Connection) -> BatchOutcome:
             row = db.execute(

@@ -208,6 +208,11 @@ class ExecutionStore(Protocol):
         """MCP-AQL §2.3.3: the session ended, its live executions are cancelled."""
         ...
 
+    async def end_session(self, session_id: str, now: float) -> list[ExecutionRecord]:
+        """`cancel_session`, answering the executions it cancelled as they are afterwards (their
+        audit records name them, plugins/executions/audited.py)."""
+        ...
+
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
         """Write one batch while the execution is `running` under this replica's `attempt`: its
         records, progress and rejected rows in one transaction; `stopped` (nothing written) once it

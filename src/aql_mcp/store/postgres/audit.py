@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from aql_mcp.store.audit import COLUMNS, GENESIS, AuditRow, ChainHead, Checkpoint, Seal
+from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal
 from aql_mcp.store.postgres.engine import PostgresEngine
 
 SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM audit_records"  # noqa: S608 - column names of this module
@@ -52,6 +52,15 @@ class PostgresAuditStore:
             "AND ($3::text IS NULL OR recorded_at < $3) ORDER BY id LIMIT $4"
         )
         return [_row(r) for r in await self._engine.fetch(query, after_id, since, until, limit)]
+
+    async def find(self, query: AuditQuery, *, limit: int) -> list[AuditRow]:
+        sql = (
+            f"{SELECT} WHERE ($1::text IS NULL OR resource_id = $1) AND ($2::text IS NULL OR subject = $2) "
+            "AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR outcome = $4) "
+            "AND ($5::text IS NULL OR recorded_at >= $5) AND ($6::text IS NULL OR recorded_at < $6) "
+            "ORDER BY id DESC LIMIT $7"
+        )
+        return [_row(r) for r in await self._engine.fetch(sql, *query.values(), limit)]
 
     async def chain(self, chain: str, *, after_seq: int, limit: int) -> list[AuditRow]:
         query = f"{SELECT} WHERE chain = $1 AND seq > $2 ORDER BY seq LIMIT $3"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from aql_mcp.store.audit import COLUMNS, GENESIS, AuditRow, ChainHead, Checkpoint, Seal
+from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal
 from aql_mcp.store.sqlite.engine import SqliteEngine
 
 SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM audit_records"  # noqa: S608 - column names of this module
@@ -40,6 +40,15 @@ class SqliteAuditStore:
             "ORDER BY id LIMIT ?4"
         )
         rows = await self._engine.read(lambda db: db.execute(query, (after_id, since, until, limit)).fetchall())
+        return [_row(r) for r in rows]
+
+    async def find(self, query: AuditQuery, *, limit: int) -> list[AuditRow]:
+        sql = (
+            f"{SELECT} WHERE (?1 IS NULL OR resource_id = ?1) AND (?2 IS NULL OR subject = ?2) "
+            "AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR outcome = ?4) "
+            "AND (?5 IS NULL OR recorded_at >= ?5) AND (?6 IS NULL OR recorded_at < ?6) ORDER BY id DESC LIMIT ?7"
+        )
+        rows = await self._engine.read(lambda db: db.execute(sql, (*query.values(), limit)).fetchall())
         return [_row(r) for r in rows]
 
     async def chain(self, chain: str, *, after_seq: int, limit: int) -> list[AuditRow]:

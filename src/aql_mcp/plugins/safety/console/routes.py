@@ -1,8 +1,8 @@
 """The console's routes, which the safety plugin offers the app (`SafetyPlugin.routes`; docs/console.md).
 
-`/console` (the page), `/console/events` (its live stream) and the decision forms, each behind the
-Host allow-list and the console guard (operator scope); in development mode also the login form
-and sign-out. With `console.enabled` off there are no routes at all (404).
+`/console` (the page), `/console/events` (its live stream), `/console/trail` (the audit trail) and
+the decision forms, each behind the Host allow-list and the console guard (operator scope); in
+development mode also the login form and sign-out. With `console.enabled` off there are no routes at all (404).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from aql_mcp.plugins.safety.console.page import ConsolePage
 from aql_mcp.plugins.safety.console.session import LOGIN_PATH
 from aql_mcp.plugins.safety.console.signout import SignOuts
 from aql_mcp.plugins.safety.console.stream import LiveStream
+from aql_mcp.plugins.safety.console.trail import TrailView
 from aql_mcp.plugins.safety.desk import SafetyDesk
 from aql_mcp.plugins.safety.tables import TABLES
 
@@ -66,6 +67,7 @@ def console_routes(
     routes: list[BaseRoute] = [
         Route("/console", page.render, methods=["GET"], middleware=guard),
         Route("/console/events", stream.events, methods=["GET"], middleware=guard),
+        Route("/console/trail", TrailView(audit).records, methods=["GET"], middleware=guard),
         *(Route(f"/console/{name}", actions.endpoint(name), methods=["POST"], middleware=guard) for name in ACTIONS),
     ]
     if issuer is not None:

@@ -1,0 +1,105 @@
+"""Execution state changes in the audit trail on every engine: one `execution` record per
+transition, the execution's id and its starter's digest on each (plugins/executions/audited.py;
+docs/audit.md)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aql_mcp.audit.verifier import verify
+from aql_mcp.audit.writer import AuditTrail
+from aql_mcp.builtin_sections import ExecutionSettings
+from aql_mcp.operations.audit import AuditLog
+from aql_mcp.operations.payload import Limits
+from aql_mcp.plugins.executions.audited import AuditedExecutionStore
+from aql_mcp.plugins.executions.store import ExecutionRecord
+from aql_mcp.plugins.executions.worker import ExecutionWorker
+from aql_mcp.plugins.records.store import Quota
+from aql_mcp.store.base import Store
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.anyio
+QUOTA = Quota(100_000, 100_000_000)
+LIMITS = Limits(1_000_000, 10_000, 32)
+ALICE = "a1" * 8
+
+
+def _record(
+    execution_id: str, kind: str, principal: str | None = ALICE, session_id: str | None = None
+) -> ExecutionRecord:
+    now = time.time()
+    return ExecutionRecord(
+        execution_id,
+        "alice",
+        kind,
+        "pending",
+        now,
+        now,
+        session_id=session_id,
+        params={"collection": "c"},
+        principal=principal,
+    )
+
+
+async def _trail(store: Store, trail: AuditTrail, execution_id: str) -> list[tuple[str, str, str, str]]:
+    await trail.drain()
+    rows = await store.audit.records()
+    return [(row.kind, row.operation, row.outcome, row.subject) for row in rows if row.resource_id == execution_id]
+
+
+async def test_each_transition_of_an_execution_is_one_record_with_its_starter(store: Store) -> None:
+    await store.records.create_collection("alice", "c", "", None, "now")
+    trail = AuditTrail(store.audit)
+    audited = AuditedExecutionStore(store.executions, AuditLog(trail))
+    worker = ExecutionWorker(audited, store.records, ExecutionSettings(), lambda: QUOTA, LIMITS)  # type: ignore[arg-type]
+    payload = b"".join(b'{"n": %d}\n' % i for i in range(5))
+    assert await audited.create(_record("exec_1", "import"), payload, max_live_per_owner=5)
+    started = await audited.start("exec_1", time.time())
+    assert started is not None
+    worker.launch(started)
+    await eventually(lambda: worker.running == 0, "the import did not end")
+    assert await _trail(store, trail, "exec_1") == [
+        ("execution", "execute_import", "pending", ALICE),
+        ("execution", "execute_import", "running", ALICE),
+        ("execution", "execute_import", "completed", ALICE),
+    ]
+    assert await audited.create(_record("exec_2", "export", principal=None), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_2", "alice", time.time(), "stop") == "cancelled"
+    assert await audited.cancel("exec_2", "alice", time.time(), "again") == "ended"  # no change, no record
+    assert await _trail(store, trail, "exec_2") == [
+        ("execution", "execute_export", "pending", "anonymous"),
+        ("execution", "execute_export", "cancelled", "anonymous"),
+    ]
+    assert (await verify(store.audit)).ok
+
+
+async def test_a_failed_execution_retried_is_recorded_running_again(store: Store) -> None:
+    trail = AuditTrail(store.audit)
+    audited = AuditedExecutionStore(store.executions, AuditLog(trail))
+    assert await audited.create(_record("exec_3", "import"), b'{"n": 1}\n', max_live_per_owner=5)
+    assert await audited.start("exec_3", time.time()) is not None
+    error = {"code": "INTERNAL_ERROR", "message": "boom", "details": {}}
+    assert await audited.transition("exec_3", "failed", time.time(), error=error)
+    assert not await audited.transition("exec_3", "completed", time.time())  # forbidden: no record
+    assert await audited.retry("exec_3", "alice", time.time()) is not None
+    outcomes = [outcome for _, _, outcome, _ in await _trail(store, trail, "exec_3")]
+    assert outcomes == ["pending", "running", "failed", "running"]
+
+
+async def test_the_end_of_a_session_records_each_execution_it_cancels(store: Store) -> None:
+    trail = AuditTrail(store.audit)
+    audited = AuditedExecutionStore(store.executions, AuditLog(trail))
+    for execution_id in ("exec_4", "exec_5", "exec_6"):
+        assert await audited.create(_record(execution_id, "export", session_id="sess"), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_6", "alice", time.time(), "stop") == "cancelled"  # ended before
+    assert await audited.cancel_session("sess", time.time()) == 2
+    for execution_id, outcomes in (
+        ("exec_4", ["pending", "cancelled"]),
+        ("exec_5", ["pending", "cancelled"]),
+        ("exec_6", ["pending", "cancelled"]),
+    ):
+        assert [outcome for _, _, outcome, _ in await _trail(store, trail, execution_id)] == outcomes
+    assert await audited.cancel_session("sess", time.time()) == 0
+    assert len(await store.audit.records()) == 6
