@@ -230,3 +230,20 @@ async def test_find_filters_by_resource_subject_kind_outcome_and_time_newest_fir
     assert await found(since=timestamp(AT + 1), until=timestamp(AT + 3)) == ["refused", "running"]
     assert await found(resource_id="absent") == []
     assert len(await found()) == 4
+
+
+async def test_closing_the_store_writes_what_was_queued_without_waiting(backend: Backend) -> None:
+    """A read, a refusal or a worker's state change is queued without waiting for the database;
+    the service closes its store at shutdown, and closing writes them first (docs/audit.md, "Writing")."""
+    store = await backend.open()
+    reads, events = AuditTrail(store.audit), AuditTrail(store.audit)
+    for n in range(3):
+        reads.offer(entry(n, kind="read"))
+    events.put(entry(3, kind="execution"))
+    await store.close()
+    backend.opened.remove(store)  # closed here, as the service closes it: not again by the fixture
+
+    reopened = await backend.open()
+    rows = await reopened.audit.records()
+    assert sorted(row.resource_id or "" for row in rows) == ["r0", "r1", "r2", "r3"]
+    assert (await verify(reopened.audit)).ok

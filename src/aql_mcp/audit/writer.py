@@ -51,6 +51,7 @@ class AuditTrail:
         self._room: deque[asyncio.Future[None]] = deque()
         self._flusher: asyncio.Task[None] | None = None
         self.dropped = 0
+        store.writers.add(self.drain)
 
     def offer(self, entry: AuditEntry) -> None:
         """Queue a read's entry unless the queue is full (then it is dropped and counted)."""

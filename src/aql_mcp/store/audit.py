@@ -10,7 +10,7 @@ engines store rows, find a chain's head and take turns on a chain.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,6 +109,23 @@ class AuditQuery:
         return (self.resource_id, self.subject, self.kind, self.outcome, self.since, self.until)
 
 
+class Writers:
+    """The writers queueing records for one store in this process (the audit package's
+    `AuditTrail`s). Closing the store first waits for what each has queued: a record queued
+    without waiting (a read, a refusal, a worker's state change) is written at shutdown, not lost
+    with the process (docs/audit.md, "Writing")."""
+
+    def __init__(self) -> None:
+        self._drains: list[Callable[[], Awaitable[None]]] = []
+
+    def add(self, drain: Callable[[], Awaitable[None]]) -> None:
+        self._drains.append(drain)
+
+    async def drain(self) -> None:
+        for drain in self._drains:
+            await drain()
+
+
 # Given the heads of the chains a batch writes to, the batch's rows, sealed onto them.
 Seal = Callable[[Mapping[str, ChainHead]], Sequence[AuditRow]]
 
@@ -119,6 +136,11 @@ class AuditStore(Protocol):
     @property
     def replica(self) -> str:
         """This replica's name, as in the `replicas` table: part of its chains' ids."""
+        ...
+
+    @property
+    def writers(self) -> Writers:
+        """Who queues records for these tables: the store drains them before it closes."""
         ...
 
     async def append(self, chains: Sequence[str], seal: Seal, *, now: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal
+from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal, Writers
 from aql_mcp.store.postgres.engine import PostgresEngine
 
 SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM audit_records"  # noqa: S608 - column names of this module
@@ -28,6 +28,7 @@ CHAIN_LOCK = 0x61756474  # "audt"
 class PostgresAuditStore:
     def __init__(self, engine: PostgresEngine) -> None:
         self._engine = engine
+        self.writers = Writers()
 
     @property
     def replica(self) -> str:

@@ -49,6 +49,7 @@ class PostgresStore:
         await self.bus.open()
 
     async def close(self) -> None:
+        await self.audit.writers.drain()
         await self.bus.close()
         await self.engine.close()
 

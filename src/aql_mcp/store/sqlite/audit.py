@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal
+from aql_mcp.store.audit import COLUMNS, GENESIS, AuditQuery, AuditRow, ChainHead, Checkpoint, Seal, Writers
 from aql_mcp.store.sqlite.engine import SqliteEngine
 
 SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM audit_records"  # noqa: S608 - column names of this module
@@ -20,6 +20,7 @@ class SqliteAuditStore:
     def __init__(self, engine: SqliteEngine, replica: str) -> None:
         self._engine = engine
         self._replica = replica
+        self.writers = Writers()
 
     @property
     def replica(self) -> str:

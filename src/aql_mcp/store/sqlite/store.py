@@ -65,6 +65,7 @@ class SqliteStore:
         await self.engine.open(self._plugins.seal())
 
     async def close(self) -> None:
+        await self.audit.writers.drain()
         await self.engine.close()
 
     async def is_ready(self) -> bool:
