@@ -211,14 +211,18 @@ def test_a_safety_block_and_its_console_verification_are_recorded_without_the_co
     rows = _rows(backend)
     console = [(r["kind"], r["operation"], r["outcome"], r["resource_id"]) for r in rows if r["tool"] is None]
     assert console == [
+        ("safety", "verified", "ok", challenge),
         ("console_action", "verify", "ok", challenge),
         ("console_action", "verify", "refused", challenge),
     ]
     assert {r["subject"] for r in rows if r["tool"] is None} == {subject_digest("olivia")}
-    assert [r["operation"] for r in rows if r["tool"] is not None] == [
-        "execute_agent",
-        "record_execution_step",
-        "record_execution_step",
+    assert [(r["kind"], r["operation"]) for r in rows if r["tool"] is not None] == [
+        ("safety", "execution_started"),
+        ("mutation", "execute_agent"),
+        ("safety", "step_evaluated"),
+        ("safety", "challenge_raised"),
+        ("mutation", "record_execution_step"),
+        ("mutation", "record_execution_step"),
     ]
     assert code not in "\n".join(json.dumps(r) for r in rows)
     assert _cli(backend, "verify").returncode == 0
@@ -304,17 +308,26 @@ def test_a_scripted_session_and_its_console_approval_leave_exactly_their_records
         ("token", "delete_collection", "issued", None),
         ("token", "delete_collection", "redeemed", None),
         ("mutation", "delete_collection", "success", None),
+        ("safety", "execution_started", "ok", None),
         ("mutation", "execute_agent", "success", None),
+        ("safety", "step_evaluated", "ok", None),
+        ("safety", "challenge_raised", "ok", None),
         ("mutation", "record_execution_step", "success", None),
+        ("safety", "blocked_operation_refused", "refused", None),
         ("refusal", "execute_agent", "refused", "PERMISSION_DENIED"),
+        ("safety", "verified", "ok", None),
         ("console_action", "verify", "ok", None),
     ]
     text = "\n".join(json.dumps(r) for r in rows)
     for value in (SECRET, token, code, "babbage", "olivia"):
         assert value not in text
     assert shown.status_code == 200
+    # Newest first: everything about the challenge, from the loop raising it to the operator's verify.
     assert [(r["kind"], r["operation"], r["outcome"]) for r in shown.json()["records"]] == [
-        ("console_action", "verify", "ok")
+        ("console_action", "verify", "ok"),
+        ("safety", "verified", "ok"),
+        ("safety", "blocked_operation_refused", "refused"),
+        ("safety", "challenge_raised", "ok"),
     ]
     assert shown.json()["records"][0]["subject"] == subject_digest("olivia")
     refusals = agents.json()["records"]

@@ -36,6 +36,7 @@ from aql_mcp.plugin import (
     TOKEN_ALREADY_USED,
     TOKEN_EXPIRED,
     TOKEN_INVALID,
+    AuditLog,
     OperationError,
     PrincipalDirectory,
     Settings,
@@ -74,13 +75,14 @@ class SafetyDesk:
         *,
         clock: Callable[[], float] = time.time,
         principals: PrincipalDirectory | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self._store = store
         # Who the principal keys are, for the console's tables; None: the overview names none.
         self._principals = principals
         self._settings = settings.safety
         self._clock = clock
-        self.journal = Journal(store)
+        self.journal = Journal(store, audit)
         self.verification = Verification(store, settings.safety, self.journal)
 
     async def overview(self) -> SafetyOverview:

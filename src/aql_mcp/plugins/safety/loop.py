@@ -26,6 +26,7 @@ from aql_mcp.plugin import (
     NOT_FOUND_RESOURCE,
     PERMISSION_DENIED,
     RATE_LIMIT_QUOTA_EXHAUSTED,
+    AuditLog,
     OperationError,
     Settings,
     new_execution_id,
@@ -40,11 +41,18 @@ STEP_LIMIT_ACTION = "step limit of execution {}"
 
 
 class ExecutionLoop:
-    def __init__(self, store: SafetyStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: SafetyStore,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        audit: AuditLog | None = None,
+    ) -> None:
         self._store = store
         self._settings: SafetySettings = settings.safety
         self._clock = clock
-        self.desk = SafetyDesk(store, settings, clock=clock)
+        self.desk = SafetyDesk(store, settings, clock=clock, audit=audit)
         self._evaluator: anyio.CapacityLimiter | None = None
 
     def now(self) -> float:

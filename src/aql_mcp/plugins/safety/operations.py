@@ -40,6 +40,7 @@ from aql_mcp.plugin import (
     principal_key,
     tenant_key,
     token_digest,
+    trail_log,
 )
 from aql_mcp.plugins.safety.agent_runs import STATE_TYPE, AgentRunSource
 from aql_mcp.plugins.safety.console.banner import console_banner
@@ -310,7 +311,7 @@ class SafetyPlugin:
     def register_operations(self, operations: PluginOperations) -> None:
         settings, store = operations.settings, operations.store
         safety = operations.tables(TABLES)
-        loop = ExecutionLoop(safety, settings)
+        loop = ExecutionLoop(safety, settings, audit=trail_log(store, settings.audit))
         operations.service.router.gatekeeper.watch(GateWatch(safety, enforcing=loop.enforcing))
         operations.service.capabilities["execution_safety_loop"] = settings.safety.mode
         operations.add_type(STATE_TYPE)

@@ -37,9 +37,9 @@ def console_routes(
 ) -> list[BaseRoute]:
     if not settings.console.enabled:
         return []
-    desk = SafetyDesk(store.tables(TABLES), settings, principals=store.principals)
-    sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
     audit = trail_log(store, settings.audit)
+    desk = SafetyDesk(store.tables(TABLES), settings, principals=store.principals, audit=audit)
+    sign_outs = SignOuts(store.revocations, fallback_seconds=settings.console.cookie_seconds)
     host = Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts)
     challenge = (
         f'Bearer realm="{settings.server.name}", '
