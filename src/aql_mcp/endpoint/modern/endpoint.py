@@ -3,7 +3,7 @@
 No handshake, no session: every request names its protocol version, client info and capabilities
 in `_meta` (2026-07-28 basic, "Per-request protocol fields"). Checks run in the order the spec
 gives, so a request with several faults gets the first: -32602 (malformed `_meta`), -32020 (a
-mirrored header missing or not matching the body), -32022 (unsupported version), 404 -32601
+mirrored header missing or not matching the body: endpoint/modern/mirrored.py), -32022 (unsupported version), 404 -32601
 (a method this era does not serve). The request then goes to the same dispatcher, handlers,
 plugins and MCP-AQL router as the legacy era. Its answer is one JSON body, or an SSE stream of
 that request's own progress and log notifications ending with the result (endpoint/modern/reply.py). A handler that
@@ -25,6 +25,7 @@ from aql_mcp.auth.principal import principal_key
 from aql_mcp.endpoint.media import check_accept, check_content_type, read_body
 from aql_mcp.endpoint.modern.disconnect import DisconnectWatch
 from aql_mcp.endpoint.modern.listen import LISTEN, ListenEndpoint
+from aql_mcp.endpoint.modern.mirrored import check_mirrored
 from aql_mcp.endpoint.modern.reply import Reply
 from aql_mcp.endpoint.modern.request_state import FIELD as STATE_FIELD
 from aql_mcp.endpoint.modern.request_state import Binding, RequestStateSealer, RoundState
@@ -33,7 +34,6 @@ from aql_mcp.endpoint.modern.tasks_extension import EXTENSION as TASKS_EXTENSION
 from aql_mcp.endpoint.statuses import dispatched_status, wire_code
 from aql_mcp.exceptions import (
     AuthError,
-    HeaderMismatch,
     InputRequired,
     InvalidParams,
     MethodNotFound,
@@ -48,7 +48,7 @@ from aql_mcp.observability.mcp_request import RequestFacts
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
-from aql_mcp.protocol.param_headers import ToolHeaders, check_call_headers, decode_header_value
+from aql_mcp.protocol.param_headers import ToolHeaders, check_call_headers
 from aql_mcp.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -60,11 +60,8 @@ from aql_mcp.protocol.versions import (
     supported_versions,
 )
 from aql_mcp.responses import error_object, header_fields, send_body, send_empty
-from aql_mcp.scope import header, principal_of, request_id_of
+from aql_mcp.scope import principal_of, request_id_of
 
-VERSION_HEADER = b"mcp-protocol-version"
-METHOD_HEADER = b"mcp-method"
-NAME_HEADER = b"mcp-name"
 ALLOW = [(b"allow", b"POST")]
 # The methods the modern edge serves in this slice; anything else is 404 -32601. `ping`,
 # `logging/setLevel` and `resources/subscribe` no longer exist in 2026-07-28 (changelog, SEP-2575):
@@ -91,16 +88,6 @@ SERVED = frozenset(
         "skills/get",
     }
 )
-# Which body field `Mcp-Name` mirrors (2026-07-28 Streamable HTTP, "Standard Request Headers").
-# SEP-2663 ("Routing Headers") adds the task methods, whose name is the task id.
-NAMED = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
 # Results a client may cache, and for how long (2026-07-28 server/utilities/caching). Lists and
 # reads depend on the caller's scopes, hence "private"; discovery is the same for everyone.
 CACHED = frozenset(
@@ -211,7 +198,7 @@ class ModernEndpoint:
     def _validate(self, scope: Scope, request: Request) -> RequestPeer:
         """The checks of the spec's order, each raising its error; the request's peer if all pass."""
         peer = self._peer(request.params)
-        _check_headers(scope, request, peer.protocol_version)
+        check_mirrored(scope, request, peer.protocol_version)
         check_call_headers(scope, request, self._param_headers)
         if peer.protocol_version not in MODERN_VERSIONS:
             raise UnsupportedModernVersion(
@@ -365,29 +352,6 @@ def refused_facts(scope: Scope, request: Request) -> RequestFacts:
     meta = request.params.get("_meta")
     version = meta.get(META_VERSION) if isinstance(meta, dict) else None
     return RequestFacts(message_id=request.id, principal=principal_of(scope), protocol_version=version)
-
-
-def _check_headers(scope: Scope, request: Request, version: str) -> None:
-    """-32020 unless the mirrored headers are present and equal the body (2026-07-28 Streamable
-    HTTP, "Server Validation"); values compare case-sensitively, and `Mcp-Name` may carry the
-    Base64 sentinel form."""
-    if _mirrored(scope, VERSION_HEADER) != version:
-        raise HeaderMismatch(data={"header": "MCP-Protocol-Version"})
-    if _mirrored(scope, METHOD_HEADER) != request.method:
-        raise HeaderMismatch(data={"header": "Mcp-Method"})
-    field = NAMED.get(request.method)
-    if field is None:
-        return
-    value = request.params.get(field)
-    sent = _mirrored(scope, NAME_HEADER)
-    if sent is None or not isinstance(value, str) or decode_header_value(sent) != value:
-        raise HeaderMismatch(data={"header": "Mcp-Name"})
-
-
-def _mirrored(scope: Scope, name: bytes) -> str | None:
-    """A header's value without the optional whitespace around it (RFC 9110 §5.5)."""
-    value = header(scope, name)
-    return value.strip(" \t") if value is not None else None
 
 
 async def _serve_listen(listen: ListenEndpoint, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
