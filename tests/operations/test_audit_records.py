@@ -98,3 +98,15 @@ async def test_a_log_without_reads_records_no_read_and_a_log_without_a_trail_rec
     AuditLog().event("mutation", operation="create_record", principal="p", outcome="success")
     await log.record("mutation", operation="create_record", principal="p", outcome="success")
     assert [row.kind for row in await store.audit.records()] == ["mutation"]
+
+
+async def test_every_audit_log_of_a_store_shares_one_writer(store: Store) -> None:
+    """The router, the guards, the console and the plugins each build a log: their records of one
+    moment go in one batch (docs/audit.md, "Writing")."""
+    first, second = trail_log(store, AuditSettings()), trail_log(store, AuditSettings(reads=True))
+    assert first.trail is not None
+    assert first.trail is second.trail
+    await first.record("mutation", operation="create_record", principal="p", outcome="success")
+    second.read(operation="get_record", principal="p")
+    await first.trail.drain()
+    assert [row.kind for row in await store.audit.records()] == ["mutation", "read"]

@@ -53,6 +53,11 @@ class AuditTrail:
         self.dropped = 0
         store.writers.add(self.drain)
 
+    def count_drops(self, on_drop: Callable[[int], None]) -> None:
+        """Count drops with `on_drop` unless a counter is set already."""
+        if self._on_drop is None:
+            self._on_drop = on_drop
+
     def offer(self, entry: AuditEntry) -> None:
         """Queue a read's entry unless the queue is full (then it is dropped and counted)."""
         if len(self._queue) >= self._capacity:
@@ -155,3 +160,13 @@ def dropped_records_counter(registry: CollectorRegistry) -> Callable[[int], None
 
 # Each app's registry has its counter once, though several writers (the router's, the guards') count.
 _DROPPED: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = weakref.WeakKeyDictionary()
+
+
+def shared_trail(store: AuditStore, *, on_drop: Callable[[int], None] | None = None) -> AuditTrail:
+    """The process's one writer for `store`, made on first use. The router, the guards, the console
+    and the plugins each build an audit log; sharing the queue makes their records of one moment one
+    batch, one round trip. `on_drop` counts its drops unless an earlier caller gave a counter."""
+    trail = store.writers.one(lambda: AuditTrail(store))
+    if on_drop is not None:
+        trail.count_drops(on_drop)
+    return trail

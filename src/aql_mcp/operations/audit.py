@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from aql_mcp.audit.record import READ, AuditEntry, as_json, params_digest, timestamp
-from aql_mcp.audit.writer import AuditTrail
+from aql_mcp.audit.writer import AuditTrail, shared_trail
 from aql_mcp.auth.principal import Principal
 from aql_mcp.observability.logging import log_context
 from aql_mcp.observability.telemetry import current_call
@@ -183,7 +183,7 @@ def trail_log(store: Store, settings: AuditSettings, *, on_drop: Callable[[int],
     """An audit log writing to `store`'s audit trail as `audit.*` says; `on_drop` counts the reads a
     full queue dropped."""
     options = AuditOptions(reads=settings.reads, clear_subject=settings.subject == "clear")
-    return AuditLog(AuditTrail(store.audit, on_drop=on_drop), options)
+    return AuditLog(shared_trail(store.audit, on_drop=on_drop), options)
 
 
 def _era(context: Any) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 # The hash a chain with nothing before it starts from.
 GENESIS = "0" * 64
@@ -109,14 +109,25 @@ class AuditQuery:
         return (self.resource_id, self.subject, self.kind, self.outcome, self.since, self.until)
 
 
+W = TypeVar("W")
+
+
 class Writers:
     """The writers queueing records for one store in this process (the audit package's
-    `AuditTrail`s). Closing the store first waits for what each has queued: a record queued
+    `AuditTrail`s: the one the service shares, `one`, and any a test or command makes of its own).
+    Closing the store first waits for what each has queued: a record queued
     without waiting (a read, a refusal, a worker's state change) is written at shutdown, not lost
     with the process (docs/audit.md, "Writing")."""
 
     def __init__(self) -> None:
         self._drains: list[Callable[[], Awaitable[None]]] = []
+        self._shared: object | None = None
+
+    def one(self, make: Callable[[], W]) -> W:
+        """The writer every part of the service shares for this store, made by `make` on first use."""
+        if self._shared is None:
+            self._shared = make()
+        return cast(W, self._shared)
 
     def add(self, drain: Callable[[], Awaitable[None]]) -> None:
         self._drains.append(drain)
