@@ -57,7 +57,7 @@ def test_a_call_goes_through_the_gateway(gateway: Gateway, server: ServerProcess
     response = httpx.post(gateway.url, json=LIST_TOOLS, headers=headers(server), timeout=30)
     assert response.status_code == 200, response.text
     assert response.json()["result"]["tools"]
-    assert any(f"upstream=127.0.0.1:{server.port}" in line for line in gateway.access_log())
+    assert gateway.logged(f"upstream=127.0.0.1:{server.port}")
 
 
 def test_probes_pass_and_metrics_stay_inside(gateway: Gateway) -> None:
@@ -70,9 +70,10 @@ def test_reload_moves_traffic_to_the_new_upstreams(gateway: Gateway, server: Ser
     with start_server(tmp_path) as second:
         gateway.set_upstreams([second.port])
         try:
+            mark = len(gateway.access_log())
             # The old worker drains while the new one answers: only new connections are sure to use it.
             response = httpx.post(gateway.url, json=LIST_TOOLS, headers=headers(second), timeout=30)
             assert response.status_code == 200, response.text
-            assert f"upstream=127.0.0.1:{second.port}" in gateway.access_log()[-1]
+            assert gateway.logged(f"upstream=127.0.0.1:{second.port}", since=mark)
         finally:
             gateway.set_upstreams([server.port])

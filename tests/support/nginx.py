@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.server import free_port
+from tests.support.wait import until
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "nginx.sh"
@@ -54,6 +55,18 @@ class Gateway:
     def access_log(self) -> list[str]:
         path = self.directory / "access.log"
         return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+    def logged(self, fragment: str, since: int = 0) -> list[str]:
+        """The access-log lines after line `since` that hold `fragment`, once there is one.
+
+        nginx writes a request's line after the response's last byte has left, so a client holding
+        its answer can read the log before its own line is in it: read the log, then wait for it.
+        """
+        until(
+            lambda: any(fragment in line for line in self.access_log()[since:]),
+            f"no access-log line with {fragment!r}",
+        )
+        return [line for line in self.access_log()[since:] if fragment in line]
 
     def set_upstreams(self, ports: Sequence[int]) -> None:
         self.upstreams = list(ports)
