@@ -7,7 +7,7 @@ Waiting this way is bounded and ends as soon as the condition holds; a bare slee
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -25,6 +25,15 @@ def until(condition: Callable[[], bool], message: str, seconds: float = DEADLINE
 async def eventually(condition: Callable[[], bool], message: str, seconds: float = DEADLINE) -> None:
     with anyio.move_on_after(seconds):
         while not condition():  # noqa: ASYNC110 - the condition is another process's doing: no event to await
+            await anyio.sleep(INTERVAL)
+        return
+    raise AssertionError(message)
+
+
+async def eventually_async(condition: Callable[[], Awaitable[bool]], message: str, seconds: float = DEADLINE) -> None:
+    """`eventually` for a condition that must await (a store read)."""
+    with anyio.move_on_after(seconds):
+        while not await condition():  # noqa: ASYNC110 - another replica's doing, read from the store
             await anyio.sleep(INTERVAL)
         return
     raise AssertionError(message)

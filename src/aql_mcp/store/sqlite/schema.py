@@ -237,6 +237,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 16: task leases (store/tasks.py, docs/eras.md "Tasks"): the replica running a task and when its
+    # lease ends; a live task whose lease ran out is failed by another replica. NULL: never leased.
+    Migration(
+        """
+        ALTER TABLE tasks ADD COLUMN replica TEXT;
+        ALTER TABLE tasks ADD COLUMN lease_until REAL;
+        CREATE INDEX tasks_lease ON tasks (status, lease_until);
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a store found below it
 # holds release 0.2.0's schema.
