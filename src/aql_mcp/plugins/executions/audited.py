@@ -22,6 +22,7 @@ from aql_mcp.plugins.executions.store import (
     ExecutionStatus,
     ExecutionStore,
     Progress,
+    Takeover,
 )
 
 KIND = "execution"
@@ -143,6 +144,16 @@ class AuditedExecutionStore:
         recovered = await self.inner.recover(now, live_seconds)
         await self._queue_loaded(recovered)
         return recovered
+
+    async def renew(self, lease_seconds: float, now: float) -> int:
+        return await self.inner.renew(lease_seconds, now)
+
+    async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
+        taken = await self.inner.take_over(now, lease_seconds=lease_seconds, max_takeovers=max_takeovers)
+        for record in taken.resumed:
+            self._queue(record, record.status)
+        await self._queue_loaded(taken.ended)
+        return taken
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
         abandoned = await self.inner.fail_abandoned(keep, before, now)

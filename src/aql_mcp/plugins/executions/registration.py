@@ -107,6 +107,7 @@ class ExecutionsPlugin:
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),
             Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
             max_result_bytes=settings.limits.max_result_bytes,
+            lease_seconds=settings.store.lease_seconds,
         )
         self.executions = Executions(settings, records, worker, operations.execution_sources)
         operations_list: list[Operation] = catalog(self.executions)

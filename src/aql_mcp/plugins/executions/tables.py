@@ -77,6 +77,16 @@ SQLITE: tuple[Migration, ...] = (
         additive=True,
         legacy_core=13,
     ),
+    # 4: leases (plugins/executions/store.py): when the lease of the replica running an execution
+    # ends, and how often other replicas took it over; NULL: not leased (judged by heartbeat)
+    Migration(
+        """
+        ALTER TABLE executions ADD COLUMN lease_until REAL;
+        ALTER TABLE executions ADD COLUMN takeovers INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX executions_lease ON executions (status, lease_until);
+        """,
+        additive=True,
+    ),
 )
 
 POSTGRES: tuple[Migration, ...] = (
@@ -135,6 +145,15 @@ POSTGRES: tuple[Migration, ...] = (
         """,
         additive=True,
         legacy_core=8,
+    ),
+    # 4: leases, as on SQLite
+    Migration(
+        """
+        ALTER TABLE executions ADD COLUMN lease_until DOUBLE PRECISION;
+        ALTER TABLE executions ADD COLUMN takeovers BIGINT NOT NULL DEFAULT 0;
+        CREATE INDEX executions_lease ON executions (status, lease_until);
+        """,
+        additive=True,
     ),
 )
 
