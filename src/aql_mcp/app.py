@@ -51,6 +51,7 @@ from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
 from aql_mcp.observability.probes import Probes
+from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.audit import trail_log
@@ -138,7 +139,7 @@ def assemble(
     )
     # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
     notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
-    tasks = task_runner(settings, store, notifier)
+    tasks = task_runner(settings, store, notifier, metrics.tasks)
     mapper = task_mapper(loaded)
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks, mapper)
     edges = Edges(settings=settings, registry=registry, telemetry=telemetry, notifier=notifier)
@@ -188,8 +189,9 @@ def session_manager(settings: Settings, store: Store, telemetry: Telemetry, hook
     )
 
 
-def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRunner:
-    return TaskRunner(
+def task_runner(settings: Settings, store: Store, notifier: Notifier, meter: TaskMeter) -> TaskRunner:
+    """The Tasks extension's runner, its tasks counted on /metrics (`task_kind="task"`)."""
+    runner = TaskRunner(
         store.tasks,
         hub=notifier,
         ttl_seconds=settings.mcp.task_ttl_seconds,
@@ -197,6 +199,10 @@ def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRun
         max_result_bytes=settings.limits.max_result_bytes,
         lease_seconds=settings.store.lease_seconds,
     )
+    meter.track("task", lambda: runner.running)
+    runner.on_status(lambda _task_id, status: meter.finished("task", status))
+    runner.on_takeover(lambda _task_id: meter.takeover("task", "ended"))
+    return runner
 
 
 def task_mapper(plugins: Sequence[AnyPlugin]) -> TaskMapper | None:

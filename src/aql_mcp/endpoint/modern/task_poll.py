@@ -72,7 +72,7 @@ def replica_lost_error() -> dict[str, Any]:
 
 class TaskPoll:
     """The poll loop over `live` (the runner's tasks, by id). `announce(task_id, status)` hears of
-    each status this replica sets; `on_takeover(count)` of each batch of lost replicas' tasks failed."""
+    each status this replica sets; each of `takeovers(task_id)` of each lost replica's task it failed."""
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ class TaskPoll:
         self._announce = announce
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.takeovers: list[Callable[[int], None]] = []
+        self.takeovers: list[Callable[[str], None]] = []
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -157,6 +157,5 @@ class TaskPoll:
         for task_id in taken:
             log.warning("task_taken_over", task_id=task_id)
             self._announce(task_id, "failed")
-        if taken:
             for listener in self.takeovers:
-                listener(len(taken))
+                listener(task_id)

@@ -174,8 +174,8 @@ class TaskRunner:
         replica was lost. Statuses set by `tasks/update` and `tasks/cancel` are the methods' own."""
         self._listeners.append(listener)
 
-    def on_takeover(self, listener: Callable[[int], None]) -> None:
-        """Call `listener(count)` when this replica failed `count` tasks of a lost replica."""
+    def on_takeover(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(task_id)` for each task of a lost replica this replica failed."""
         self._poll.takeovers.append(listener)
 
     def start(self) -> None:

@@ -10,7 +10,7 @@ and the sweep's are queued without waiting, so a slow trail never holds up an im
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from aql_mcp.plugin import AuditLog
@@ -34,6 +34,8 @@ class AuditedExecutionStore:
     def __init__(self, inner: ExecutionStore, audit: AuditLog) -> None:
         self.inner = inner
         self.audit = audit
+        # Hears of every status this replica moves an execution into (the metrics count the ends).
+        self.on_status: list[Callable[[str], None]] = []
 
     @property
     def replica(self) -> str:
@@ -171,10 +173,16 @@ class AuditedExecutionStore:
                 self._queue(found, found.status)
 
     async def _record(self, record: ExecutionRecord, status: str) -> None:
+        self._announce(status)
         await self.audit.record(KIND, **_fields(record, status))
 
     def _queue(self, record: ExecutionRecord, status: str) -> None:
+        self._announce(status)
         self.audit.event(KIND, **_fields(record, status))
+
+    def _announce(self, status: str) -> None:
+        for listener in self.on_status:
+            listener(status)
 
 
 def _fields(record: ExecutionRecord, status: str) -> dict[str, Any]:
