@@ -10,7 +10,7 @@ found. A task is gone once `expires_at` has passed (its `ttlMs` after creation);
 deleted by the next `create`. Terminal statuses never change again, so a cancellation and a
 completion racing each other leave whichever committed first.
 
-A live task is leased to the replica running it (`replica`, `lease_until`): that replica renews the
+A live task is leased to the replica running it (its row in `task_leases`): that replica renews the
 leases of all its tasks with one statement (`poll_tasks`), and any replica fails a live task whose
 lease ran out (`take_over_tasks`: its replica died). Lease ends are the database's clock on
 PostgreSQL, so a replica whose own clock is off neither loses its leases nor takes others' early;

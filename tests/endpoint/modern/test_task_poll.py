@@ -71,6 +71,28 @@ async def test_every_status_the_runner_sets_reaches_its_listeners_and_the_metric
     assert _sample(metrics, "aql_mcp_live_tasks", task_kind="task") == 0
 
 
+async def test_a_cancellation_from_any_replica_is_heard_once_by_the_replica_running_the_task(
+    backend: Backend,
+) -> None:
+    store, elsewhere = await backend.open(), await backend.open()
+    registry = Registry()
+    registry.add_tool(Tool("asks", "asks once", _ask, task_support="optional"))
+    entry = registry.tool("asks")
+    assert entry is not None
+    runner = _runner(store)
+    heard: list[TaskStatus] = []
+    runner.on_status(lambda _task_id, status: heard.append(status))
+    try:
+        created = await runner.launch(entry, {}, _context(store))
+        assert created is not None
+        await eventually(lambda: "input_required" in heard, "the question did not park the task")
+        assert await elsewhere.tasks.cancel_task(created["taskId"], "anonymous", time.time())
+        await eventually(lambda: runner.running == 0, "the cancelled task kept running")
+    finally:
+        await runner.close()
+    assert heard == ["working", "input_required", "cancelled"]
+
+
 async def test_a_polling_replica_fails_the_tasks_of_a_lost_one_once_their_lease_ran_out(backend: Backend) -> None:
     lost, alive = await backend.open(), await backend.open()
     now = time.time()

@@ -146,6 +146,9 @@ class TaskPoll:
             if state is None or state.status in TERMINAL:
                 if live.runner is not None:
                     live.runner.cancel()
+                if state is not None and state.status == "cancelled":
+                    # `tasks/cancel` (on any replica) ended a task that ran here: heard here, once.
+                    self._announce(live.id, "cancelled")
             elif live.waiting and state.answers is not None and all(key in state.answers for key in live.waiting):
                 live.answers.update({key: state.answers[key] for key in live.waiting})
                 live.waiting = {}

@@ -169,9 +169,10 @@ class TaskRunner:
         self._poll = TaskPoll(store, self._live, lease_seconds=lease_seconds, clock=clock, announce=self._announce)
 
     def on_status(self, listener: Callable[[str, TaskStatus], None]) -> None:
-        """Call `listener(task_id, status)` whenever this replica sets a task's status: created
-        (`working`), parked (`input_required`), answered (`working`), ended, or failed because its
-        replica was lost. Statuses set by `tasks/update` and `tasks/cancel` are the methods' own."""
+        """Call `listener(task_id, status)` for every status of a task this replica runs: created
+        (`working`), parked (`input_required`), answered (`working`, seen by the poll), ended
+        (`cancelled` once the poll saw a `tasks/cancel` from any replica), and for every task of a
+        lost replica this one failed (`failed`)."""
         self._listeners.append(listener)
 
     def on_takeover(self, listener: Callable[[str], None]) -> None:

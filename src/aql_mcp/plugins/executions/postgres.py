@@ -41,6 +41,8 @@ from aql_mcp.plugins.records.postgres import insert_records
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
+# The execution's current attempt holds a lease: it is the takeover's (postgres_leases.py), not `recover`'s.
+LEASED = "SELECT 1 FROM execution_leases l WHERE l.execution_id = executions.id AND l.attempt = executions.attempts"
 # What an owner's executions keep (import payloads, export outputs and parts), in bytes.
 RETAINED = (
     "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0) + "
@@ -132,7 +134,7 @@ class PostgresExecutionStore:
     async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
         row = await self._engine.fetchrow(
             "UPDATE executions SET status = 'running', replica = $2, started_at = $3, updated_at = $3, "  # noqa: S608
-            f"progress_message = {RUNNING_MESSAGE_SQL}, attempts = attempts + 1, lease_until = NULL "
+            f"progress_message = {RUNNING_MESSAGE_SQL}, attempts = attempts + 1 "
             f"WHERE id = $1 AND status = 'pending' RETURNING {COLUMNS}",
             execution_id,
             self._replica,
@@ -143,7 +145,7 @@ class PostgresExecutionStore:
     async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
         row = await self._engine.fetchrow(
             "UPDATE executions SET status = 'running', replica = $3, error = NULL, finished_at = NULL, "  # noqa: S608
-            f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = $4, attempts = attempts + 1, lease_until = NULL "
+            f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = $4, attempts = attempts + 1 "
             "WHERE id = $1 AND owner = $2 AND status = 'failed' "
             f"RETURNING {COLUMNS}",
             execution_id,
@@ -308,7 +310,7 @@ class PostgresExecutionStore:
             # taken as gone only once it is older than a replica's heartbeat allows. A leased row is
             # `take_over`'s; the heartbeats are judged on the database's clock.
             rows = await db.fetch(
-                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND lease_until IS NULL AND ("  # noqa: S608
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND NOT EXISTS ({LEASED}) AND ("  # noqa: S608
                 "(replica <> $1 AND replica NOT IN (SELECT id FROM replicas "
                 "WHERE seen_at >= extract(epoch FROM clock_timestamp()) - $3)) "
                 "OR (replica IS NULL AND created_at < $2)) FOR UPDATE",

@@ -29,7 +29,10 @@ NOT_STARTED = "cancelled: the replica that accepted it stopped"
 
 async def renew(engine: PostgresEngine, replica: str, lease_seconds: float) -> int:
     outcome = await engine.execute(
-        f"UPDATE executions SET lease_until = {DB_NOW} + $2 WHERE replica = $1 AND status IN {LIVE_SQL}",  # noqa: S608
+        "INSERT INTO execution_leases (execution_id, attempt, lease_until, takeovers) "  # noqa: S608
+        f"SELECT id, attempts, {DB_NOW} + $2, 0 FROM executions WHERE replica = $1 AND status IN {LIVE_SQL} "
+        "ON CONFLICT (execution_id) DO UPDATE SET attempt = excluded.attempt, "
+        "lease_until = excluded.lease_until",
         replica,
         lease_seconds,
     )
@@ -47,8 +50,9 @@ async def take_over(
 ) -> Takeover:
     async def take(db: asyncpg.Connection) -> Takeover:
         found = await db.fetch(
-            f"SELECT id, status, takeovers FROM executions WHERE status IN {LIVE_SQL} "  # noqa: S608
-            f"AND lease_until < {DB_NOW} FOR UPDATE SKIP LOCKED"
+            "SELECT e.id, e.status, l.takeovers FROM executions e JOIN execution_leases l "  # noqa: S608
+            f"ON l.execution_id = e.id AND l.attempt = e.attempts WHERE e.status IN {LIVE_SQL} "
+            f"AND l.lease_until < {DB_NOW} FOR UPDATE OF e SKIP LOCKED"
         )
         done = Takeover()
         for execution_id, status, takeovers in found:
@@ -82,12 +86,18 @@ async def _claim(
     db: asyncpg.Connection, execution_id: str, replica: str, lease_seconds: float, now: float
 ) -> ExecutionRecord:
     row = await db.fetchrow(
-        f"UPDATE executions SET replica = $2, attempts = attempts + 1, takeovers = takeovers + 1, "  # noqa: S608
-        f"lease_until = {DB_NOW} + $3, progress_message = {RUNNING_MESSAGE_SQL}, updated_at = $4 "
-        f"WHERE id = $1 RETURNING {COLUMNS}",
+        "UPDATE executions SET replica = $2, attempts = attempts + 1, "  # noqa: S608
+        f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = $3 WHERE id = $1 RETURNING {COLUMNS}",
         execution_id,
         replica,
-        lease_seconds,
         now,
     )
-    return execution_record(row)
+    claimed = execution_record(row)
+    await db.execute(
+        f"UPDATE execution_leases SET attempt = $2, lease_until = {DB_NOW} + $3, takeovers = takeovers + 1 "  # noqa: S608
+        "WHERE execution_id = $1",
+        execution_id,
+        claimed.attempts,
+        lease_seconds,
+    )
+    return claimed

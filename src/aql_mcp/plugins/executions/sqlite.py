@@ -143,7 +143,7 @@ class SqliteExecutionStore:
             lambda db: db.execute(
                 "UPDATE executions SET status = 'running', replica = ?, started_at = ?, updated_at = ?, "  # noqa: S608
                 f"progress_message = {RUNNING_MESSAGE_SQL}, "
-                f"attempts = attempts + 1, lease_until = NULL WHERE id = ? AND status = 'pending' RETURNING {COLUMNS}",
+                f"attempts = attempts + 1 WHERE id = ? AND status = 'pending' RETURNING {COLUMNS}",
                 (self._replica, now, now, execution_id),
             ).fetchone()
         )
@@ -153,8 +153,8 @@ class SqliteExecutionStore:
         row = await self._engine.write(
             lambda db: db.execute(
                 "UPDATE executions SET status = 'running', replica = ?, error = NULL, finished_at = NULL, "  # noqa: S608
-                f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = ?, attempts = attempts + 1, "
-                "lease_until = NULL WHERE id = ? AND owner = ? AND status = 'failed' "
+                f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = ?, attempts = attempts + 1 "
+                "WHERE id = ? AND owner = ? AND status = 'failed' "
                 f"RETURNING {COLUMNS}",
                 (self._replica, now, execution_id, owner),
             ).fetchone()

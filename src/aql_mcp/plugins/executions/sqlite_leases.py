@@ -21,6 +21,11 @@ from aql_mcp.plugins.executions.store import (
 )
 
 LIVE_SQL = "('pending', 'running')"
+# Live executions whose current attempt's lease ran out (a lease of an earlier attempt counts not).
+TAKEN = (
+    "SELECT e.id, e.status, l.takeovers FROM executions e JOIN execution_leases l "  # noqa: S608
+    f"ON l.execution_id = e.id AND l.attempt = e.attempts WHERE e.status IN {LIVE_SQL} AND l.lease_until < ?"
+)
 # What a takeover leaves in the progress message of a pending execution it cancels.
 NOT_STARTED = "cancelled: the replica that accepted it stopped"
 
@@ -29,7 +34,10 @@ async def renew(engine: SqliteEngine, replica: str, lease_seconds: float, now: f
     return await engine.write(
         lambda db: int(
             db.execute(
-                f"UPDATE executions SET lease_until = ? WHERE replica = ? AND status IN {LIVE_SQL}",  # noqa: S608
+                "INSERT INTO execution_leases (execution_id, attempt, lease_until, takeovers) "  # noqa: S608
+                f"SELECT id, attempts, ?, 0 FROM executions WHERE replica = ? AND status IN {LIVE_SQL} "
+                "ON CONFLICT (execution_id) DO UPDATE SET attempt = excluded.attempt, "
+                "lease_until = excluded.lease_until",
                 (now + lease_seconds, replica),
             ).rowcount
         )
@@ -46,10 +54,7 @@ async def take_over(
     max_takeovers: int,
 ) -> Takeover:
     def take(db: sqlite3.Connection) -> Takeover:
-        found = db.execute(
-            f"SELECT id, status, takeovers FROM executions WHERE status IN {LIVE_SQL} AND lease_until < ?",  # noqa: S608
-            (now,),
-        ).fetchall()
+        found = db.execute(TAKEN, (now,)).fetchall()
         done = Takeover()
         for execution_id, status, takeovers in found:
             if status == "running" and takeovers < max_takeovers:
@@ -75,8 +80,13 @@ async def take_over(
 
 def _claim(db: sqlite3.Connection, execution_id: str, replica: str, lease_until: float, now: float) -> ExecutionRecord:
     row = db.execute(
-        "UPDATE executions SET replica = ?, attempts = attempts + 1, takeovers = takeovers + 1, lease_until = ?, "  # noqa: S608
+        "UPDATE executions SET replica = ?, attempts = attempts + 1, "  # noqa: S608
         f"progress_message = {RUNNING_MESSAGE_SQL}, updated_at = ? WHERE id = ? RETURNING {COLUMNS}",
-        (replica, lease_until, now, execution_id),
+        (replica, now, execution_id),
     ).fetchone()
-    return execution_record(row)
+    claimed = execution_record(row)
+    db.execute(
+        "UPDATE execution_leases SET attempt = ?, lease_until = ?, takeovers = takeovers + 1 WHERE execution_id = ?",
+        (claimed.attempts, lease_until, execution_id),
+    )
+    return claimed

@@ -19,9 +19,10 @@ attempt's number (`attempts`, raised by each start, retry and takeover). A worke
 another replica failed, retried or took over meanwhile (a replica thought dead) writes nothing
 more: its batch is `stopped`, its progress, output and final transition refused.
 
-Each replica renews the time lease of all its live executions with one statement (`renew`,
-`lease_until` on the database's clock); any replica takes over a live execution whose lease ran
-out (`take_over`): a running one is claimed and resumed there, a pending one cancelled.
+Each replica renews the time lease of all its live executions with one statement (`renew`: the
+current attempt's row in `execution_leases`, on the database's clock); any replica takes over a
+live execution whose lease ran out (`take_over`): a running one is claimed and resumed there, a
+pending one cancelled.
 """
 
 from __future__ import annotations

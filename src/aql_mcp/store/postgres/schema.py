@@ -225,13 +225,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 11: task leases (store/tasks.py, docs/eras.md "Tasks"): the replica running a task and when its
-    # lease ends; a live task whose lease ran out is failed by another replica. NULL: never leased.
+    # 11: task leases, as on SQLite (database clock)
     Migration(
         """
-        ALTER TABLE tasks ADD COLUMN replica TEXT COLLATE "C";
-        ALTER TABLE tasks ADD COLUMN lease_until DOUBLE PRECISION;
-        CREATE INDEX tasks_lease ON tasks (status, lease_until);
+        CREATE TABLE task_leases (
+            task_id TEXT COLLATE "C" PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+            replica TEXT COLLATE "C" NOT NULL,
+            lease_until DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX task_leases_until ON task_leases (lease_until);
         """,
         additive=True,
     ),

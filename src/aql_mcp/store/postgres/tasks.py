@@ -38,8 +38,9 @@ DB_NOW = "extract(epoch FROM clock_timestamp())"
 # task's status, with the answers of those waiting for them. The SELECT sees the rows as the
 # statement started: the renewal changes only `lease_until`, which it does not read.
 POLL = (
-    "WITH renewed AS (UPDATE tasks SET lease_until = " + DB_NOW + " + $3 "  # noqa: S608
-    f"WHERE $3::double precision IS NOT NULL AND id = ANY($1::text[]) AND replica = $4 AND status IN {LIVE_SQL}) "
+    "WITH renewed AS (UPDATE task_leases l SET lease_until = " + DB_NOW + " + $3 FROM tasks t "  # noqa: S608
+    "WHERE $3::double precision IS NOT NULL AND l.task_id = ANY($1::text[]) AND l.replica = $4 "
+    f"AND t.id = l.task_id AND t.status IN {LIVE_SQL}) "
     "SELECT id, status, CASE WHEN id = ANY($2::text[]) THEN answers END FROM tasks WHERE id = ANY($1::text[])"
 )
 
@@ -70,14 +71,17 @@ class PostgresTaskStore:
             )
             if counts[0] >= max_live_per_owner or counts[1] >= max_stored_per_owner:
                 return False
-            marks = ", ".join(f"${i}" for i in range(1, 16))
             await db.execute(
-                f"INSERT INTO tasks ({COLUMNS}, replica, lease_until) "  # noqa: S608
-                f"VALUES ({marks}, {DB_NOW} + $16::double precision)",
+                f"INSERT INTO tasks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",  # noqa: S608
                 *task_row(record),
-                self._engine.replica if lease_seconds is not None else None,
-                lease_seconds,
             )
+            if lease_seconds is not None:
+                await db.execute(
+                    f"INSERT INTO task_leases VALUES ($1, $2, {DB_NOW} + $3)",  # noqa: S608
+                    record.id,
+                    self._engine.replica,
+                    lease_seconds,
+                )
             return True
 
         return await self._engine.run(admit)
@@ -189,7 +193,8 @@ class PostgresTaskStore:
     async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
         rows = await self._engine.fetch(
             "UPDATE tasks SET status = 'failed', error = $1, status_message = $2, input_requests = $3, "  # noqa: S608
-            f"updated_at = $4 WHERE status IN {LIVE_SQL} AND lease_until < {DB_NOW} RETURNING id",
+            f"updated_at = $4 WHERE status IN {LIVE_SQL} "
+            f"AND id IN (SELECT task_id FROM task_leases WHERE lease_until < {DB_NOW}) RETURNING id",
             orjson.dumps(error),
             message,
             NONE_PENDING,

@@ -238,12 +238,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         additive=True,
     ),
     # 16: task leases (store/tasks.py, docs/eras.md "Tasks"): the replica running a task and when its
-    # lease ends; a live task whose lease ran out is failed by another replica. NULL: never leased.
+    # lease ends; a live task whose lease ran out is failed by another replica. No row: never leased.
+    # A table of its own, so the rows a release before it wrote stay as they were.
     Migration(
         """
-        ALTER TABLE tasks ADD COLUMN replica TEXT;
-        ALTER TABLE tasks ADD COLUMN lease_until REAL;
-        CREATE INDEX tasks_lease ON tasks (status, lease_until);
+        CREATE TABLE task_leases (
+            task_id TEXT PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+            replica TEXT NOT NULL,
+            lease_until REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX task_leases_until ON task_leases (lease_until);
         """,
         additive=True,
     ),

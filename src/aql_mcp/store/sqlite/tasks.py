@@ -26,7 +26,7 @@ COLUMNS = (
     "input_requests, answers, result, error"
 )
 SELECT = f"SELECT {COLUMNS} FROM tasks"  # noqa: S608 - constant columns
-INSERT = f"INSERT INTO tasks ({COLUMNS}, replica, lease_until) VALUES ({', '.join('?' * 16)})"  # noqa: S608 - constant columns
+INSERT = f"INSERT INTO tasks ({COLUMNS}) VALUES ({', '.join('?' * 14)})"  # noqa: S608 - constant columns
 LIVE_SQL = "('working', 'input_required')"
 # A task that ended asks nothing any more.
 NONE_PENDING = b"{}"
@@ -53,7 +53,6 @@ class SqliteTaskStore:
         now: float,
         lease_seconds: float | None = None,
     ) -> bool:
-        lease = (self._replica, now + lease_seconds) if lease_seconds is not None else (None, None)
 
         def admit(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM tasks WHERE expires_at < ?", (now,))
@@ -63,7 +62,9 @@ class SqliteTaskStore:
             ).fetchone()
             if live >= max_live_per_owner or stored >= max_stored_per_owner:
                 return False
-            db.execute(INSERT, (*task_row(record), *lease))
+            db.execute(INSERT, task_row(record))
+            if lease_seconds is not None:
+                db.execute("INSERT INTO task_leases VALUES (?, ?, ?)", (record.id, self._replica, now + lease_seconds))
             return True
 
         return await self._engine.write(admit)
@@ -167,7 +168,8 @@ class SqliteTaskStore:
         def poll(db: sqlite3.Connection) -> list[Any]:
             if lease_seconds is not None:
                 db.execute(
-                    f"UPDATE tasks SET lease_until = ? WHERE id IN ({marks}) AND replica = ? AND status IN {LIVE_SQL}",  # noqa: S608
+                    f"UPDATE task_leases SET lease_until = ? WHERE task_id IN ({marks}) AND replica = ? "  # noqa: S608
+                    f"AND task_id IN (SELECT id FROM tasks WHERE status IN {LIVE_SQL})",
                     (now + lease_seconds, *ids, self._replica),
                 )
             return db.execute(f"SELECT id, status, answers FROM tasks WHERE id IN ({marks})", ids).fetchall()  # noqa: S608
@@ -179,7 +181,8 @@ class SqliteTaskStore:
         def take(db: sqlite3.Connection) -> list[str]:
             rows = db.execute(
                 "UPDATE tasks SET status = 'failed', error = ?, status_message = ?, input_requests = ?, "  # noqa: S608
-                f"updated_at = ? WHERE status IN {LIVE_SQL} AND lease_until < ? RETURNING id",
+                f"updated_at = ? WHERE status IN {LIVE_SQL} "
+                "AND id IN (SELECT task_id FROM task_leases WHERE lease_until < ?) RETURNING id",
                 (orjson.dumps(error), message, NONE_PENDING, now, now),
             ).fetchall()
             return [row[0] for row in rows]
