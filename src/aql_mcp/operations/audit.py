@@ -125,7 +125,7 @@ class AuditLog:
 
     async def find(self, query: AuditQuery, *, limit: int) -> list[dict[str, Any]]:
         """Stored records matching `query`, newest first, as `aql-mcp audit export` prints them;
-        none without a trail (docs/console.md, "The audit trail")."""
+        none without a store to read (docs/console.md, "The audit trail")."""
         if self._reader is None:
             return []
         return [as_json(row) for row in await self._reader.find(query, limit=limit)]
