@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from aql_mcp.auth.dev_issuer import DevIssuer
+from aql_mcp.plugins.executions.modern_tasks import failed_error
 from aql_mcp.settings import Settings
 from tests.operations.client import RECORDS, records_settings
 from tests.support.asgi import asgi_client
@@ -234,3 +235,23 @@ async def test_agent_runs_are_tasks_too(backend: Backend) -> None:
         assert (await client.get(runs[2]))["status"] == "cancelled"
         response = await client.send("tasks/get", {"taskId": runs[2]}, "mallory")
         assert response.status_code == 400
+
+
+def test_only_a_failure_the_same_call_may_get_past_is_retryable() -> None:
+    """A replica that went away (INTERNAL_ERROR, replica_stopped) or a quota that frees up may let a
+    new call succeed; a payload too large never does."""
+    lost = failed_error(
+        "exec_1", {"code": "INTERNAL_ERROR", "message": "gone", "details": {"reason": "replica_stopped"}}
+    )
+    assert lost == {
+        "code": -32603,
+        "message": "The execution failed: gone",
+        "data": {
+            "execution_id": "exec_1",
+            "aql_error": {"code": "INTERNAL_ERROR", "message": "gone", "details": {"reason": "replica_stopped"}},
+            "retryable": True,
+        },
+    }
+    too_large = failed_error("exec_2", {"code": "VALIDATION_PAYLOAD_TOO_LARGE", "message": "too large"})
+    assert too_large["data"]["retryable"] is False
+    assert too_large["data"]["aql_error"] == {"code": "VALIDATION_PAYLOAD_TOO_LARGE", "message": "too large"}
