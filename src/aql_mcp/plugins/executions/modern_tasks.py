@@ -99,8 +99,11 @@ class ExecutionTasks:
         task = await self.get(data["execution_id"], ctx)
         if task is None:
             return result
-        for field in ("result", "error"):
-            task.pop(field, None)  # a CreateTaskResult is a Task: no result, even for an instant end
+        if task["status"] != "working":
+            # The seed state (SEP-2663 "Task Creation"): the work started with this answer, even one
+            # that ended in the meantime; the first `tasks/get` says how it ended.
+            task = {key: value for key, value in task.items() if key not in ("result", "error")}
+            task.update(status="working", statusMessage="started")
         return {"resultType": "task", **task}
 
     async def get(self, task_id: str, ctx: Context) -> dict[str, Any] | None:
