@@ -255,3 +255,19 @@ def test_only_a_failure_the_same_call_may_get_past_is_retryable() -> None:
     too_large = failed_error("exec_2", {"code": "VALIDATION_PAYLOAD_TOO_LARGE", "message": "too large"})
     assert too_large["data"]["retryable"] is False
     assert too_large["data"]["aql_error"] == {"code": "VALIDATION_PAYLOAD_TOO_LARGE", "message": "too large"}
+
+
+async def test_in_single_mode_the_single_tool_starts_the_task(backend: Backend) -> None:
+    settings = _settings(backend)
+    settings = settings.model_copy(update={"aql": settings.aql.model_copy(update={"mode": "single"})})
+    async with asgi_client(settings) as http:
+        client = Modern(http, settings)
+        (single,) = [
+            tool["name"] for tool in (await client.result("tools/list", {}))["tools"] if "mcp_aql" in tool["name"]
+        ]
+        arguments = {"operation": "create_collection", "params": {"collection": "c"}}
+        assert (await client.result("tools/call", {"name": single, "arguments": arguments}))["resultType"] == "complete"
+        arguments = {"operation": "execute_export", "params": {"collection": "c"}}
+        created = await client.result("tools/call", {"name": single, "arguments": arguments})
+        assert created["resultType"] == "task"
+        assert (await client.ended(created["taskId"]))["result"]["structuredContent"]["data"]["kind"] == "export"
