@@ -33,7 +33,6 @@ from aql_mcp.endpoint.modern.listeners import Listeners
 from aql_mcp.endpoint.modern.task_methods import TaskMethods
 from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
 from aql_mcp.endpoint.notifier import Notifier
-from aql_mcp.exceptions import ConfigError
 from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
 from aql_mcp.middleware.access import AccessMiddleware
@@ -54,19 +53,13 @@ from aql_mcp.observability.probes import Probes
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.audit import trail_log
-from aql_mcp.plugin_host.contracts import (
-    BackgroundPlugin,
-    ModernTaskMapperPlugin,
-    RouteServices,
-    RoutesPlugin,
-    TaskMapperPlugin,
-)
+from aql_mcp.plugin_host.contracts import BackgroundPlugin, RouteServices, RoutesPlugin
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.plugin_host.loader import AnyPlugin, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
+from aql_mcp.plugin_host.task_mappers import modern_task_mapper, task_mapper
 from aql_mcp.protocol.methods import build_dispatcher, legacy_table
 from aql_mcp.protocol.primitives import Registry
-from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskMapper
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
@@ -203,28 +196,6 @@ def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRun
         max_per_owner=settings.mcp.max_tasks_per_principal,
         max_result_bytes=settings.limits.max_result_bytes,
     )
-
-
-def task_mapper(plugins: Sequence[AnyPlugin]) -> TaskMapper | None:
-    """The legacy task mapper a plugin offers (protocol/task_mapping.py); at most one plugin may."""
-    mappers = [(plugin.name, plugin.task_mapper()) for plugin in plugins if isinstance(plugin, TaskMapperPlugin)]
-    offered = [(name, mapper) for name, mapper in mappers if mapper is not None]
-    if len(offered) > 1:
-        names = ", ".join(name for name, _ in offered)
-        raise ConfigError(f"plugins {names}: each maps MCP 2025-11-25 tasks; at most one plugin may")
-    return offered[0][1] if offered else None
-
-
-def modern_task_mapper(plugins: Sequence[AnyPlugin]) -> ModernTaskMapper | None:
-    """The 2026-07-28 task mapper a plugin offers (protocol/task_mapping.py); at most one plugin may."""
-    mappers = [
-        (plugin.name, plugin.modern_task_mapper()) for plugin in plugins if isinstance(plugin, ModernTaskMapperPlugin)
-    ]
-    offered = [(name, mapper) for name, mapper in mappers if mapper is not None]
-    if len(offered) > 1:
-        names = ", ".join(name for name, _ in offered)
-        raise ConfigError(f"plugins {names}: each maps calls onto 2026-07-28 tasks; at most one plugin may")
-    return offered[0][1] if offered else None
 
 
 def dev_issuer(settings: Settings) -> DevIssuer | None:
