@@ -250,3 +250,27 @@ async def test_with_anonymous_listing_discover_and_tools_list_need_no_token_but_
         refused = await call(http, "", "tools/call", params, headers=call_headers)
     assert discover.status_code == 200, discover.text
     assert refused.status_code == 401
+
+
+async def test_a_caller_without_the_tools_scope_gets_the_scope_refusal_not_the_header_names(tmp_path: Path) -> None:
+    """MCP 2026-07-28 Streamable HTTP, "Server Validation" vs the tool's scope (docs/eras.md,
+    "Custom parameter headers"): the scope refusal comes first, whatever `Mcp-Param-*` the caller
+    sent, so a -32020 never names the headers of a tool it may not call. A caller with the scope
+    still gets the -32020."""
+    policy = {"tools": {"test_custom_headers": ["region:ops"]}}
+    settings = dev_settings(tmp_path, mcp={"modern_era": True}, auth={"policy": policy})
+    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    params = {"name": "test_custom_headers", "arguments": {"region": "eu", "priority": 1, "verbose": True}}
+    async with asgi_client(settings) as client:
+        for scopes in (["mcp"], ["mcp", "region:ops"]):
+            token = issuer.mint(subject="tester", scopes=scopes, ttl=600)
+            # No Mcp-Param-* header at all, though every argument is mirrored.
+            response = await call(client, token, "tools/call", params, name="test_custom_headers")
+            if scopes == ["mcp"]:
+                assert response.status_code == 200, response.text
+                result = response.json()["result"]
+                assert result["isError"] is True
+                assert "region:ops" in result["content"][0]["text"]
+                assert "Mcp-Param" not in response.text
+            else:
+                assert error_of(response, 400, -32020)["data"]["header"].startswith("Mcp-Param-")
