@@ -60,7 +60,7 @@ from aql_mcp.protocol.versions import (
     supported_versions,
 )
 from aql_mcp.responses import error_object, header_fields, send_body, send_empty
-from aql_mcp.scope import principal_of, request_id_of
+from aql_mcp.scope import MESSAGE_ID_KEY, principal_of, request_id_of
 
 ALLOW = [(b"allow", b"POST")]
 # The methods the modern edge serves in this slice; anything else is 404 -32601. `ping`,
@@ -180,6 +180,7 @@ class ModernEndpoint:
             # A notification or response has nothing to answer in this era (no session to route to).
             await send_empty(send, 202)
             return
+        scope[MESSAGE_ID_KEY] = message.id  # for the auth middleware's answer to an AuthError
         try:
             if principal_of(scope) is None and message.method not in self._anonymous_methods:
                 raise MissingToken()
