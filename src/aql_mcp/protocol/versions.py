@@ -10,6 +10,8 @@ All version logic lives here (docs/eras.md). Two eras share `/mcp`:
 The era of an HTTP request is decided from its `MCP-Protocol-Version` header, which a modern
 request MUST send and which MUST equal `_meta["io.modelcontextprotocol/protocolVersion"]`
 (2026-07-28 Streamable HTTP, "Protocol Version Header"); the modern edge checks that equality.
+When the header names no version or a legacy one, a `_meta` naming another version makes the
+request modern, so that the modern edge refuses the header (`request_era`).
 """
 
 from __future__ import annotations
