@@ -158,7 +158,9 @@ def assemble(
         registry=registry,
         sessions=sessions,
         endpoint=endpoint,
-        probes=Probes(store, authentication.key_sources, on_store_check=metrics.store_check),
+        probes=Probes(
+            store, authentication.key_sources, on_store_check=metrics.store_check, audit_trail=settings.audit.trail
+        ),
         dev_issuer=issuer,
         authentication=authentication,
         telemetry=telemetry,
