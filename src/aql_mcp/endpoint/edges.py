@@ -101,7 +101,7 @@ class Edges:
 def caller_headers(registry: Registry, rules: ScopeRules) -> CallerHeaders:
     """The `Mcp-Param-*` headers a modern `tools/call` is checked for: those of the tool, if the
     caller holds its scopes (`auth.policy.tools`); none otherwise, so the scope refusal comes
-    first (docs/eras.md, "Checks")."""
+    first (docs/eras.md, "Custom parameter headers")."""
 
     def headers(name: str, principal: Principal | None) -> tuple[ParamHeader, ...]:
         return () if rules.missing_for_tool(name, principal) else registry.param_headers(name)
