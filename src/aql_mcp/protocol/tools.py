@@ -126,6 +126,11 @@ class ToolMethods:
             record.outcome = CLIENT_ERROR
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
             return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
+        try:
+            ctx.require(*entry.tool.client_capabilities)
+        except ToolError as exc:  # the legacy era's answer: a result the model can read
+            record.outcome = CLIENT_ERROR
+            return ToolResult([text(str(exc))], is_error=True).to_wire()
         if self._tasks is not None and entry.tool.task_support is not None:
             created = await self._tasks.launch(entry, arguments, ctx)
             if created is not None:
