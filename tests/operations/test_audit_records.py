@@ -3,11 +3,12 @@ the era, tool and ids of the request, the subject as `audit.subject` says, reads
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import structlog.testing
 
 from aql_mcp.audit.verifier import verify
 from aql_mcp.audit.writer import AuditTrail
@@ -19,7 +20,7 @@ from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 from aql_mcp.testing.client import plugin_client
 from tests.operations.client import RECORDS
-from tests.support.asgi import asgi_client, dev_settings
+from tests.support.server import start_server
 
 pytestmark = pytest.mark.anyio
 
@@ -137,15 +138,17 @@ async def test_with_the_trail_off_nothing_is_recorded_and_the_records_written_be
 
 
 @pytest.mark.parametrize("trail", [True, False])
-async def test_a_trail_that_is_off_is_said_at_start_and_on_ready(tmp_path: Path, trail: bool) -> None:
-    settings = dev_settings(tmp_path, audit={"trail": trail}, logging={"level": "info"})
-    with structlog.testing.capture_logs() as logs:
-        async with asgi_client(settings) as http:
-            body = (await http.get("/ready")).json()
+def test_a_trail_that_is_off_is_said_at_start_and_on_ready(tmp_path: Path, trail: bool) -> None:
+    """A real server's own log lines: the logger of the start line is cached on first use, so a
+    capture inside this process would miss it once another test had started an app."""
+    env = {"AQL_MCP_AUDIT__TRAIL": str(trail).lower(), "AQL_MCP_LOGGING__FORMAT": "json"}
+    with start_server(tmp_path, env=env) as server:
+        body = httpx.get(f"{server.base}/ready", timeout=30).json()
+        lines = [json.loads(text) for text in server.log_text().splitlines() if text.startswith("{")]
     assert body["status"] == "ready"
     assert ("audit_trail" in body["checks"]) is not trail
     assert body["checks"].get("audit_trail", "off") == "off"
-    started = [line for line in logs if line["event"] == "service_started"]
+    started = [line for line in lines if line.get("event") == "service_started"]
     assert [line["audit_trail"] for line in started] == [trail]
-    warned = [line for line in logs if line["event"] == "audit_trail_off"]
-    assert [line["log_level"] for line in warned] == ([] if trail else ["warning"])
+    warned = [line for line in lines if line.get("event") == "audit_trail_off"]
+    assert [line["level"] for line in warned] == ([] if trail else ["warning"])
