@@ -1,9 +1,10 @@
 """Where a change is announced: to the sessions of the legacy era and to the listen streams of the
 modern era, on this replica and on every other one sharing the store.
 
-- Legacy sessions hear of it as before (endpoint/legacy/sessions.py): a resource update goes to every session
-  subscribed in the store, on its GET stream wherever that is held; a list change goes to the
-  sessions live here.
+- Legacy sessions hear of it on every replica too (endpoint/legacy/sessions.py): a resource update
+  goes to every session subscribed in the store, appended to its GET stream's event log wherever
+  that stream is held; a list change goes out as the `broadcast` signal below, and each replica
+  writes it to the sessions whose GET stream is open there, so a session hears it once.
 - Listen streams (endpoint/modern/listeners.py) hear of it on every replica: the change is offered to the ones
   here at once and published on the store's bus as a `broadcast` signal, which every other
   replica offers to its own. The PostgreSQL bus writes such a signal to its `signals` table before
@@ -21,11 +22,13 @@ import structlog
 
 from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.modern.listeners import Listeners
-from aql_mcp.endpoint.modern.subscription import RESOURCE_UPDATED, Change
+from aql_mcp.endpoint.modern.subscription import FLAGS, RESOURCE_UPDATED, Change
 from aql_mcp.exceptions import StoreError
 from aql_mcp.store.base import Bus, Signal
 
 log = structlog.get_logger("aql_mcp.notifier")
+# What a legacy session's GET stream is told of from a `broadcast` signal.
+LIST_CHANGES = frozenset(FLAGS.values())
 
 
 class Notifier:
@@ -47,12 +50,16 @@ class Notifier:
         await self._announce(Change(method))
 
     async def on_signal(self, signal: Signal) -> None:
-        """A signal from another replica: a broadcast for the listen streams here, anything else
-        for the sessions."""
+        """A signal from another replica: a broadcast for the listen streams here (and, for a list
+        change, for the GET streams of the sessions here), anything else for the sessions."""
         if signal.kind != "broadcast":
             await self._sessions.on_signal(signal)
             return
-        self._listeners.deliver(Change(signal.target, signal.payload.decode("utf-8", "replace")))
+        change = Change(signal.target, signal.payload.decode("utf-8", "replace"))
+        self._listeners.deliver(change)
+        if change.method in LIST_CHANGES:
+            # A resource update reached the subscribed sessions through their event logs already.
+            await self._sessions.broadcast(change.method)
 
     async def _announce(self, change: Change) -> None:
         self._listeners.deliver(change)

@@ -385,9 +385,19 @@ class SessionManager:
         return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
 
     async def broadcast(self, method: str) -> None:
-        """A list-changed notification to every live session, each on its own GET stream."""
+        """A list-changed notification to every session whose GET stream is open on this replica.
+
+        Every replica is told of every change (endpoint/notifier.py), and a session's GET stream is
+        open on one of them: that one writes it, so each session hears a change once. A session
+        also known here but listening elsewhere is left to the replica holding its stream."""
         for session in list(self._live.values()):
-            await session.notify(method, {})
+            stream = session.streams.get(STANDALONE)
+            if stream is None or stream.sink is None:
+                continue
+            try:
+                await stream.emit(encode_notification(method, {}))
+            except StoreError:
+                log.warning("list_change_not_delivered", session_id=session.id[:8])
 
 
 def _target(request_id: RequestId) -> str:

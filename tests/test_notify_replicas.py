@@ -1,0 +1,159 @@
+"""Notifications across `aql-mcp serve` replicas sharing one PostgreSQL (issue 26).
+
+A legacy (2025-11-25) session's GET stream is held by one replica; a change made on another must
+reach it, once: a tool added on replica A is `notifications/tools/list_changed` on the GET stream
+held by replica B (endpoint/notifier.py, docs/eras.md "Changes from any replica").
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, types
+from mcp.client import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+from tests.support.asgi import MCP_HEADERS, rpc
+from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
+from tests.support.sse import iter_events
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
+]
+
+DEADLINE = 10.0
+WATCHED = "test://watched-resource"
+TOOLS_CHANGED = "notifications/tools/list_changed"
+PROMPTS_CHANGED = "notifications/prompts/list_changed"
+
+
+@pytest.fixture(scope="module")
+def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    with start_replicas(tmp_path_factory.mktemp("notify-replicas"), database, count=2) as started:
+        wait_for_replica_count(started, 2)
+        yield started
+
+
+class Legacy:
+    """A 2025-11-25 session over plain HTTP, each request sent to the replica the test names."""
+
+    def __init__(self, replicas: Replicas, http: httpx.AsyncClient) -> None:
+        self.replicas = replicas
+        self.http = http
+        subject = "notified-" + secrets.token_hex(3)
+        self.headers = {**MCP_HEADERS, "authorization": f"Bearer {replicas.token(subject)}"}
+
+    def url(self, replica: int) -> str:
+        return self.replicas.servers[replica].url
+
+    async def open(self, replica: int) -> None:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        answer = await self.http.post(self.url(replica), json=rpc("initialize", hello), headers=self.headers)
+        assert answer.status_code == 200, answer.text
+        self.headers |= {"mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        await self.post(replica, rpc("notifications/initialized", message_id=None))
+
+    async def post(self, replica: int, message: dict[str, Any]) -> httpx.Response:
+        return await self.http.post(self.url(replica), json=message, headers=self.headers)
+
+    async def call(self, replica: int, tool: str) -> None:
+        answer = await self.post(replica, rpc("tools/call", {"name": tool, "arguments": {}}, message_id=2))
+        assert answer.status_code == 200, answer.text
+        assert "error" not in answer.json(), answer.text
+
+
+@pytest.fixture
+async def legacy(replicas: Replicas) -> AsyncIterator[Legacy]:
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        yield Legacy(replicas, http)
+
+
+async def test_a_tool_added_on_one_replica_reaches_a_get_stream_held_by_the_other_once(
+    legacy: Legacy, replicas: Replicas
+) -> None:
+    """The session lives on B alone (opened there, its GET stream there); another caller changes
+    the tool list on A, then the prompt list on B: B's stream hears each once, in order (an echo
+    would repeat the tool change)."""
+    other = Legacy(replicas, legacy.http)
+    await other.open(0)
+    await legacy.open(1)
+    get_headers = {**legacy.headers, "accept": "text/event-stream"}
+    async with legacy.http.stream("GET", legacy.url(1), headers=get_headers) as stream:
+        assert stream.status_code == 200
+        events = aiter(iter_events(stream))
+        heard: list[str] = []
+        with anyio.fail_after(DEADLINE):
+            assert not (await anext(events)).data  # priming: the stream is attached on B
+            await other.call(0, "test_trigger_tool_change")
+            heard.append((await anext(events)).message["method"])
+            await other.call(1, "test_trigger_prompt_change")
+            heard.append((await anext(events)).message["method"])
+            await other.call(0, "test_update_watched_resource")  # not subscribed: nothing comes
+            await other.call(0, "test_trigger_tool_change")
+            heard.append((await anext(events)).message["method"])
+    assert heard == [TOOLS_CHANGED, PROMPTS_CHANGED, TOOLS_CHANGED]
+
+
+async def test_a_resource_update_on_one_replica_reaches_a_subscribed_get_stream_on_the_other(legacy: Legacy) -> None:
+    await legacy.open(1)
+    assert (await legacy.post(1, rpc("resources/subscribe", {"uri": WATCHED}))).status_code == 200
+    get_headers = {**legacy.headers, "accept": "text/event-stream"}
+    async with legacy.http.stream("GET", legacy.url(1), headers=get_headers) as stream:
+        events = aiter(iter_events(stream))
+        with anyio.fail_after(DEADLINE):
+            assert not (await anext(events)).data
+            await legacy.call(0, "test_update_watched_resource")
+            updated = (await anext(events)).message
+            await legacy.call(0, "test_trigger_prompt_change")
+            after = (await anext(events)).message
+    assert updated == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": WATCHED}}
+    assert after["method"] == PROMPTS_CHANGED
+
+
+async def test_the_official_client_hears_a_tool_added_on_a_replica_it_never_talked_to(
+    legacy: Legacy, replicas: Replicas
+) -> None:
+    """The official client talks to B only; another caller changes the tool list on A, then the
+    prompt list: the client's handler hears each once. Resource updates are written first until one
+    arrives, so the client's GET stream is known to be attached."""
+    changed: list[str] = []
+    updated = anyio.Event()
+    prompts = anyio.Event()
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.set()
+        elif isinstance(message, types.ToolListChangedNotification | types.PromptListChangedNotification):
+            changed.append(message.method)
+            if isinstance(message, types.PromptListChangedNotification):
+                prompts.set()
+
+    await legacy.open(0)
+    http = httpx2.AsyncClient(
+        headers={"authorization": f"Bearer {replicas.token('official-' + secrets.token_hex(3))}"},
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+    )
+    async with (
+        http,
+        streamable_http_client(replicas.servers[1].url, http_client=http) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=DEADLINE, message_handler=on_message) as session,
+    ):
+        with anyio.fail_after(DEADLINE):
+            await session.initialize()
+            await session.subscribe_resource(WATCHED)
+            while not updated.is_set():
+                await legacy.call(0, "test_update_watched_resource")
+                with anyio.move_on_after(0.2):
+                    await updated.wait()
+            await legacy.call(0, "test_trigger_tool_change")
+            await legacy.call(0, "test_trigger_prompt_change")
+            await prompts.wait()
+    assert changed == [TOOLS_CHANGED, PROMPTS_CHANGED]
