@@ -2,7 +2,9 @@
 
 A legacy (2025-11-25) session's GET stream is held by one replica; a change made on another must
 reach it, once: a tool added on replica A is `notifications/tools/list_changed` on the GET stream
-held by replica B (endpoint/notifier.py, docs/eras.md "Changes from any replica").
+held by replica B (endpoint/notifier.py, docs/eras.md "Changes from any replica"). A task running
+on replica A reports its status changes to its owner's `subscriptions/listen` stream on replica B
+(SEP-2663 task status notifications; docs/eras.md, "Tasks").
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from tests.support.asgi import MCP_HEADERS, rpc
+from tests.support.listen import LISTEN, SUBSCRIPTION_ID, ListenStream
+from tests.support.modern import modern_body, modern_headers
 from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
 from tests.support.sse import iter_events
+from tests.support.tasks import WITH_TASKS, call, meta, post, result_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -37,7 +42,8 @@ PROMPTS_CHANGED = "notifications/prompts/list_changed"
 
 @pytest.fixture(scope="module")
 def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    with start_replicas(tmp_path_factory.mktemp("notify-replicas"), database, count=2) as started:
+    env = {"AQL_MCP_MCP__MODERN_ERA": "true"}
+    with start_replicas(tmp_path_factory.mktemp("notify-replicas"), database, count=2, env=env) as started:
         wait_for_replica_count(started, 2)
         yield started
 
@@ -157,3 +163,73 @@ async def test_the_official_client_hears_a_tool_added_on_a_replica_it_never_talk
             await legacy.call(0, "test_trigger_prompt_change")
             await prompts.wait()
     assert changed == [TOOLS_CHANGED, PROMPTS_CHANGED]
+
+
+class Replica:
+    """One replica, with tokens every replica accepts (tests/support/tasks.py `Endpoint`)."""
+
+    def __init__(self, replicas: Replicas, index: int) -> None:
+        self.url = replicas.servers[index].url
+        self._replicas = replicas
+
+    def token(self, subject: str) -> str:
+        return self._replicas.token(subject)
+
+
+async def listen_for_tasks(
+    http: httpx.AsyncClient, at: Replica, caller: str, task_ids: list[str], caps: dict[str, Any]
+) -> httpx.Response:
+    body = modern_body(LISTEN, {"notifications": {"taskIds": task_ids}}, meta(caps), 31)
+    request = http.build_request("POST", at.url, json=body, headers=modern_headers(at.token(caller), LISTEN))
+    return await http.send(request, stream=True)
+
+
+async def test_a_task_on_one_replica_reports_its_status_to_its_owners_listen_stream_on_the_other(
+    replicas: Replicas,
+) -> None:
+    """The task asks a question on A; the owner listens on B for it (and for a task that does not
+    exist and another caller's, which are not agreed to), answers through B, and hears the task
+    wait for input and complete, each as `tasks/get` would answer it."""
+    first, second = Replica(replicas, 0), Replica(replicas, 1)
+    owner, other = "task-owner-" + secrets.token_hex(3), "task-other-" + secrets.token_hex(3)
+    task_id = call(first, "confirm_delete", {"filename": "a.txt"}, owner)["taskId"]
+    foreign = call(first, "slow_compute", {"seconds": 0}, other)["taskId"]
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        response = await listen_for_tasks(http, second, owner, [task_id, "no-such-task", foreign], WITH_TASKS)
+        try:
+            stream = ListenStream(response)
+            ack = await stream.next()
+            assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+            heard = [await stream.next()]
+            while heard[-1]["params"]["status"] != "input_required":
+                heard.append(await stream.next())
+            answer = {"confirm_delete": {"action": "accept", "content": {"confirm": True}}}
+            updated = await anyio.to_thread.run_sync(
+                lambda: post(second, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caller=owner)
+            )
+            assert result_of(updated)["resultType"] == "complete"
+            while heard[-1]["params"]["status"] != "completed":
+                heard.append(await stream.next())
+        finally:
+            await response.aclose()
+    assert {message["method"] for message in heard} == {"notifications/tasks"}
+    assert {message["params"]["taskId"] for message in heard} == {task_id}
+    assert all(message["params"]["_meta"] == {SUBSCRIPTION_ID: 31} for message in heard)
+    waiting = next(message["params"] for message in heard if message["params"]["status"] == "input_required")
+    assert set(waiting["inputRequests"]) == {"confirm_delete"}
+    assert heard[-1]["params"]["result"]["content"][0]["text"] == "Deleted a.txt"
+
+
+async def test_task_ids_without_the_tasks_extension_are_refused_with_32021(replicas: Replicas) -> None:
+    at = Replica(replicas, 1)
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        response = await listen_for_tasks(http, at, "no-extension", ["some-task"], {})
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == -32021
+    assert error["data"]["requiredCapabilities"] == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    assert response.json()["id"] == 31

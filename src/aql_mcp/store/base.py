@@ -72,9 +72,10 @@ class Signal:
     - `cancel`: stop request `target` (its JSON-RPC id as JSON) wherever it runs;
     - `response`: the client answered server request `target`; `payload` is the JSON-RPC response;
     - `session_ended`: the session was deleted or expired: forget it;
-    - `broadcast`: for every replica, no session: notification `target` (a list changed, or with
-      `payload` the UTF-8 URI of a resource updated) for the `subscriptions/listen` streams each
-      holds (endpoint/notifier.py);
+    - `broadcast`: for every replica, no session: notification `target` (a list changed, with
+      `payload` the UTF-8 URI of a resource updated, or for `notifications/tasks` the JSON task id
+      and owner of a task whose status changed) for the `subscriptions/listen` streams each holds,
+      and a list change for the GET streams too (endpoint/notifier.py);
     - `resync`: the bus reconnected and may have missed wake-ups: catch up every open stream.
     """
 
