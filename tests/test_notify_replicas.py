@@ -4,13 +4,17 @@ A legacy (2025-11-25) session's GET stream is held by one replica; a change made
 reach it, once: a tool added on replica A is `notifications/tools/list_changed` on the GET stream
 held by replica B (endpoint/notifier.py, docs/eras.md "Changes from any replica"). A task running
 on replica A reports its status changes to its owner's `subscriptions/listen` stream on replica B
-(SEP-2663 task status notifications; docs/eras.md, "Tasks").
+(SEP-2663 task status notifications; docs/eras.md, "Tasks"). A stream followed on one replica
+ends promptly, with an error for its request, when the replica running that request is killed
+(docs/connections.md, "A stream whose replica died").
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -233,3 +237,49 @@ async def test_task_ids_without_the_tasks_extension_are_refused_with_32021(repli
     assert error["code"] == -32021
     assert error["data"]["requiredCapabilities"] == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     assert response.json()["id"] == 31
+
+
+def test_a_followed_stream_ends_with_an_error_soon_after_its_replica_is_killed(database: str, tmp_path: Path) -> None:
+    """The call runs on A (60 s of progress); the client resumes its stream on B, which follows it;
+    A is SIGKILLed. B learns from the heartbeat table that A is gone and answers the request with
+    -32006 `replica_gone` as the stream's last event, well before the follower's deadline (the
+    tool timeout, 120 s here, plus 5 s)."""
+    env = {"AQL_MCP_LIMITS__TOOL_TIMEOUT_SECONDS": "120"}
+    # Each replica writes its heartbeat row before it serves; the module's replicas share the database.
+    with start_replicas(tmp_path, database, count=2, env=env) as fresh:
+        anyio.run(_follow_through_a_kill, fresh)
+
+
+async def _follow_through_a_kill(replicas: Replicas) -> None:
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        caller = Legacy(replicas, http)
+        await caller.open(0)
+        slow = {"name": "test_slow", "arguments": {"steps": 600}, "_meta": {"progressToken": "p"}}
+        seen = []
+        async with http.stream(
+            "POST", caller.url(0), json=rpc("tools/call", slow, message_id=7), headers=caller.headers
+        ) as posted:
+            events = aiter(iter_events(posted))
+            with anyio.fail_after(DEADLINE):
+                while len([event for event in seen if event.data]) < 2:
+                    seen.append(await anext(events))
+        resumed = {**caller.headers, "accept": "text/event-stream", "last-event-id": str(seen[-1].id)}
+        async with http.stream("GET", caller.url(1), headers=resumed, timeout=None) as followed:
+            events = aiter(iter_events(followed))
+            with anyio.fail_after(DEADLINE):
+                relayed = await anext(events)
+                while not relayed.data:  # the retry hint that opens a resumed stream
+                    relayed = await anext(events)
+                assert "method" in relayed.message  # progress, relayed from A
+            replicas.servers[0].process.kill()
+            killed = time.monotonic()
+            with anyio.fail_after(60):
+                rest = [event.message async for event in events if event.data]
+            ended = time.monotonic() - killed
+    assert all("method" in message for message in rest[:-1])
+    last = rest[-1]
+    assert last["id"] == 7
+    assert last["error"]["code"] == -32006
+    assert last["error"]["data"]["reason"] == "replica_gone"
+    # Three missed heartbeats (15 s) and a check (2 s) at most, with room for a slow machine.
+    assert ended < 30, ended

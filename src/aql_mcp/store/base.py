@@ -61,6 +61,14 @@ class StoredEvent:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class StreamOrigin:
+    """Where a stream comes from: the replica running its request, and that request's JSON id."""
+
+    replica: str
+    request: str
+
+
 SignalKind = Literal["events", "cancel", "response", "session_ended", "broadcast", "resync"]
 
 
@@ -100,6 +108,10 @@ class Bus(Protocol):
 
     async def publish(self, signal: Signal) -> None:
         """Tell the other replicas; `events` wake-ups may be batched, the others are stored first."""
+        ...
+
+    async def gone(self, replica: str) -> bool:
+        """Whether `replica` stopped sending heartbeats, judged by the store's clock."""
         ...
 
     async def heartbeat(self, now: float) -> int:
@@ -162,10 +174,17 @@ class Store(Protocol):
         ...
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         """Log one event on the stream; return its sequence number (1, 2, ... per stream). `final`
-        (a request's response) also ends the stream."""
+        (a request's response) also ends the stream. With PostgreSQL, the stream's first event also
+        records this replica and `request`, the JSON id of the request a POST stream answers
+        (`stream_origin`)."""
+        ...
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        """The replica that wrote the stream's first event and the request it answers, while the
+        stream has not ended; None otherwise, and always with one replica (SQLite)."""
         ...
 
     async def end_stream(self, session_id: str, stream_id: str) -> None:

@@ -124,8 +124,10 @@ class Session:
     def next_request_id(self) -> str:
         return f"srv-{next(self._ids)}"
 
-    def open_stream(self, stream_id: str, *, follows: bool = False) -> EventStream:
-        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store, follows=follows)
+    def open_stream(self, stream_id: str, *, follows: bool = False, request: RequestId | None = None) -> EventStream:
+        answers = orjson.dumps(request).decode() if request is not None else ""
+        store = self._manager.store
+        stream = EventStream(session_id=self.id, stream_id=stream_id, store=store, follows=follows, request=answers)
         self.streams[stream_id] = stream
         return stream
 
