@@ -387,11 +387,9 @@ class SessionManager:
         return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
 
     async def broadcast(self, method: str) -> None:
-        """A list-changed notification to every session whose GET stream is open on this replica.
-
-        Every replica is told of every change (endpoint/notifier.py), and a session's GET stream is
-        open on one of them: that one writes it, so each session hears a change once. A session
-        also known here but listening elsewhere is left to the replica holding its stream."""
+        """A list-changed notification to every session whose GET stream is open on this replica:
+        every replica is told of every change (endpoint/notifier.py) and a GET stream is open on
+        one of them, so each session hears a change once, whichever replicas know it."""
         for session in list(self._live.values()):
             stream = session.streams.get(STANDALONE)
             if stream is None or stream.sink is None:
