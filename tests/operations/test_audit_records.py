@@ -7,17 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from aql_mcp.audit.verifier import verify
 from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.auth.principal import Principal, subject_digest
 from aql_mcp.operations.audit import AuditLog, AuditOptions, trail_log
 from aql_mcp.settings import AuditSettings, Settings, StoreSettings
-from aql_mcp.store.audit import AuditRow
+from aql_mcp.store.audit import AuditQuery, AuditRow
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 from aql_mcp.testing.client import plugin_client
 from tests.operations.client import RECORDS
+from tests.support.asgi import asgi_client, dev_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +112,40 @@ async def test_every_audit_log_of_a_store_shares_one_writer(store: Store) -> Non
     second.read(operation="get_record", principal="p")
     await first.trail.drain()
     assert [row.kind for row in await store.audit.records()] == ["mutation", "read"]
+
+
+async def test_with_the_trail_off_nothing_is_recorded_and_the_records_written_before_still_read(tmp_path: Path) -> None:
+    await _session(tmp_path, "legacy")
+    before = await _trail(tmp_path)
+    assert len(before) == 2
+    await _session(tmp_path, "modern", {"trail": False, "reads": True})
+    assert await _trail(tmp_path) == before
+    store = open_store(Settings(store=StoreSettings(path=tmp_path)))
+    await store.open()
+    try:
+        log = trail_log(store, AuditSettings(trail=False, reads=True))
+        assert log.trail is None
+        assert not log.reads
+        await log.record("mutation", operation="create_record", principal="p", outcome="success")
+        log.event("execution", operation="execute_import", principal="p", outcome="running")
+        log.offer("auth_failure", operation="authenticate", principal="anonymous", outcome="invalid_token")
+        found = await log.find(AuditQuery(), limit=10)
+        assert [row["operation"] for row in found] == ["create_record", "create_collection"]
+        assert len(await store.audit.records()) == 2
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("trail", [True, False])
+async def test_a_trail_that_is_off_is_said_at_start_and_on_ready(tmp_path: Path, trail: bool) -> None:
+    settings = dev_settings(tmp_path, audit={"trail": trail}, logging={"level": "info"})
+    with structlog.testing.capture_logs() as logs:
+        async with asgi_client(settings) as http:
+            body = (await http.get("/ready")).json()
+    assert body["status"] == "ready"
+    assert ("audit_trail" in body["checks"]) is not trail
+    assert body["checks"].get("audit_trail", "off") == "off"
+    started = [line for line in logs if line["event"] == "service_started"]
+    assert [line["audit_trail"] for line in started] == [trail]
+    warned = [line for line in logs if line["event"] == "audit_trail_off"]
+    assert [line["log_level"] for line in warned] == ([] if trail else ["warning"])

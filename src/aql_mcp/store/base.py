@@ -169,6 +169,11 @@ class Store(Protocol):
         """Delete sessions last seen before `idle_before`, with their events; return their ids."""
         ...
 
+    async def expire_session_records(self, idle_before: float) -> list[SessionRecord]:
+        """`expire_sessions`, returning the records as they were: whichever replica's sweep deletes a
+        session measures it, holding a copy or not (`mcp.server.session.duration`)."""
+        ...
+
     async def count_sessions(self, owner: str | None = None) -> int:
         """Open sessions, all of them or one owner's."""
         ...

@@ -305,12 +305,11 @@ class SessionManager:
             if now - session.last_seen > self._idle and not session.is_busy():
                 # Only this process's copy: another replica may be serving the session.
                 self._live.pop(session.id, None)
-        expired = await self.store.expire_sessions(now - self._idle)
-        for session_id in expired:
-            live = self._live.get(session_id)
-            if live is not None:
-                # Measured where a copy is held: the store's expiry names ids only.
-                self._on_duration(live.record, now - live.record.created_at)
+        expired = await self.store.expire_session_records(now - self._idle)
+        for record in expired:
+            session_id = record.id
+            # Measured by the replica whose sweep deleted it, holding a copy or not.
+            self._on_duration(record, now - record.created_at)
             await self._forget(session_id)
             await self._on_end([session_id], now)
             await self.store.bus.publish(Signal("session_ended", session_id))

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,12 +46,13 @@ from aql_mcp.observability.telemetry import INTERNAL
 from aql_mcp.protocol.context import Context, ResourceHub
 from aql_mcp.protocol.primitives import RegisteredTool
 from aql_mcp.protocol.result_limit import limit_result
+from aql_mcp.protocol.task_mapping import TASKS_EXTENSION, declares_tasks
 from aql_mcp.protocol.tools import run_tool
 from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
 from aql_mcp.responses import error_object
 from aql_mcp.store.tasks import TERMINAL, TaskRecord, TaskStatus, TaskStore
 
-EXTENSION = "io.modelcontextprotocol/tasks"
+EXTENSION = TASKS_EXTENSION
 # How often a client is told to poll `tasks/get` (a hint; SEP-2663 `pollIntervalMs`).
 POLL_INTERVAL_MS = 1000
 # How often the running replica rereads a task's row: soon while it waits for answers, less often
@@ -85,15 +86,6 @@ class StatusChange:
 
 # Told each status change of a task this replica runs (endpoint/notifier.py publishes it).
 OnStatus = Callable[[StatusChange], Awaitable[None]]
-
-
-def declares_tasks(ctx: Context) -> bool:
-    """Whether this is a modern request whose `_meta` capabilities declare the extension."""
-    peer = ctx.peer
-    if peer is None or peer.protocol_version not in MODERN_VERSIONS:
-        return False
-    extensions = peer.client_capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and EXTENSION in extensions
 
 
 def owner_of(ctx: Context) -> str:

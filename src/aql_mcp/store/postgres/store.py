@@ -99,18 +99,7 @@ class PostgresStore:
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         row = await self.engine.fetchrow("SELECT * FROM sessions WHERE id = $1", session_id)
-        if row is None:
-            return None
-        return SessionRecord(
-            id=row["id"],
-            owner=row["owner"],
-            protocol_version=row["protocol_version"],
-            client_info=orjson.loads(row["client_info"]),
-            client_capabilities=orjson.loads(row["client_capabilities"]),
-            log_level=row["log_level"],
-            created_at=row["created_at"],
-            last_seen=row["last_seen"],
-        )
+        return None if row is None else _session_record(row)
 
     async def touch_session(self, session_id: str, now: float) -> None:
         await self.engine.execute(
@@ -128,11 +117,15 @@ class PostgresStore:
         return await self.engine.run(delete)
 
     async def expire_sessions(self, idle_before: float) -> list[str]:
-        async def expire(db: asyncpg.Connection) -> list[str]:
-            rows = await db.fetch("DELETE FROM sessions WHERE last_seen < $1 RETURNING id", idle_before)
-            ids = [row["id"] for row in rows]
-            await _forget_streams(db, ids)
-            return ids
+        return [record.id for record in await self.expire_session_records(idle_before)]
+
+    async def expire_session_records(self, idle_before: float) -> list[SessionRecord]:
+        async def expire(db: asyncpg.Connection) -> list[SessionRecord]:
+            # RETURNING names only the rows this transaction deleted: two replicas' sweeps never both get one.
+            rows = await db.fetch("DELETE FROM sessions WHERE last_seen < $1 RETURNING *", idle_before)
+            records = [_session_record(row) for row in rows]
+            await _forget_streams(db, [record.id for record in records])
+            return records
 
         return await self.engine.run(expire)
 
@@ -219,3 +212,16 @@ async def _forget_streams(db: asyncpg.Connection, session_ids: list[str]) -> Non
     await db.execute("DELETE FROM events WHERE session_id = ANY($1::text[])", session_ids)
     await db.execute("DELETE FROM streams WHERE session_id = ANY($1::text[])", session_ids)
     await db.execute("DELETE FROM subscriptions WHERE session_id = ANY($1::text[])", session_ids)
+
+
+def _session_record(row: asyncpg.Record) -> SessionRecord:
+    return SessionRecord(
+        id=row["id"],
+        owner=row["owner"],
+        protocol_version=row["protocol_version"],
+        client_info=orjson.loads(row["client_info"]),
+        client_capabilities=orjson.loads(row["client_capabilities"]),
+        log_level=row["log_level"],
+        created_at=row["created_at"],
+        last_seen=row["last_seen"],
+    )
