@@ -197,6 +197,7 @@ def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRun
         ttl_seconds=settings.mcp.task_ttl_seconds,
         max_per_owner=settings.mcp.max_tasks_per_principal,
         max_result_bytes=settings.limits.max_result_bytes,
+        on_status=notifier.task_status,
     )
 
 

@@ -73,6 +73,7 @@ class Edges:
             server_info={"name": settings.server.name, "title": settings.server.name, "version": __version__},
             keepalive_seconds=streams.keepalive_seconds,
             max_uris=streams.max_listen_resources,
+            tasks=store.tasks,
         )
         return ModernEndpoint(
             dispatcher=dispatcher,

@@ -124,8 +124,10 @@ class Session:
     def next_request_id(self) -> str:
         return f"srv-{next(self._ids)}"
 
-    def open_stream(self, stream_id: str, *, follows: bool = False) -> EventStream:
-        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store, follows=follows)
+    def open_stream(self, stream_id: str, *, follows: bool = False, request: RequestId | None = None) -> EventStream:
+        answers = orjson.dumps(request).decode() if request is not None else ""
+        store = self._manager.store
+        stream = EventStream(session_id=self.id, stream_id=stream_id, store=store, follows=follows, request=answers)
         self.streams[stream_id] = stream
         return stream
 
@@ -384,9 +386,17 @@ class SessionManager:
         return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
 
     async def broadcast(self, method: str) -> None:
-        """A list-changed notification to every live session, each on its own GET stream."""
+        """A list-changed notification to every session whose GET stream is open on this replica:
+        every replica is told of every change (endpoint/notifier.py) and a GET stream is open on
+        one of them, so each session hears a change once, whichever replicas know it."""
         for session in list(self._live.values()):
-            await session.notify(method, {})
+            stream = session.streams.get(STANDALONE)
+            if stream is None or stream.sink is None:
+                continue
+            try:
+                await stream.emit(encode_notification(method, {}))
+            except StoreError:
+                log.warning("list_change_not_delivered", session_id=session.id[:8])
 
 
 def _target(request_id: RequestId) -> str:

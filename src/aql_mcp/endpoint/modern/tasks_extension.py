@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -74,6 +74,20 @@ FINISH_RETRY_MAX_SECONDS = 5.0
 log = structlog.get_logger("aql_mcp.tasks")
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A task's status changed: what task status notifications (SEP-2663) are made from."""
+
+    task_id: str
+    owner: str
+    status: TaskStatus
+    status_message: str | None = None
+
+
+# Told each status change of a task this replica runs (endpoint/notifier.py publishes it).
+OnStatus = Callable[[StatusChange], Awaitable[None]]
+
+
 def owner_of(ctx: Context) -> str:
     return principal_key(ctx.principal)
 
@@ -105,6 +119,9 @@ class LiveTask:
     id: str
     request_id: str
     expires_at: float
+    owner: str = ""
+    # The status last reported to `on_status`: a `CreateTaskResult` says `working`.
+    reported: TaskStatus = "working"
     runner: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -125,8 +142,8 @@ class TaskOutbound:
         self._clock = clock
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        # Progress and log messages have no request stream to travel on once the call was answered
-        # (task status notifications belong to `subscriptions/listen`, not served yet).
+        # Progress and log messages have no request stream to travel on once the call was answered,
+        # and SEP-2663 keeps them off `subscriptions/listen`, which carries status changes only.
         return None
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -172,8 +189,10 @@ class TaskRunner:
         max_per_owner: int,
         max_result_bytes: int,
         clock: Callable[[], float] = time.time,
+        on_status: OnStatus | None = None,
     ) -> None:
         self._store = store
+        self._on_status = on_status
         self._hub = hub
         self._ttl = ttl_seconds
         self._max_per_owner = max_per_owner
@@ -199,7 +218,7 @@ class TaskRunner:
         if tool.before_task is not None:
             await tool.before_task(arguments, ctx)  # may end this attempt with input_required
         record = await self._create(tool.name, ctx)
-        live = LiveTask(record.id, ctx.request_id, record.expires_at)
+        live = LiveTask(record.id, ctx.request_id, record.expires_at, owner=record.owner)
         task_ctx = Context(
             request_id=ctx.request_id,
             message_id=None,
@@ -294,6 +313,8 @@ class TaskRunner:
                 continue  # logged by the engine; the next turn tries again
             if live.finishing:
                 return
+            if record is not None:
+                await self._report(live, record.status, record.status_message)
             if record is None or record.status in TERMINAL:
                 if live.runner is not None:
                     live.runner.cancel()
@@ -348,6 +369,17 @@ class TaskRunner:
                 _, error = error_object(InternalError(), live.request_id)
                 status, result, message = "failed", None, None
         log.info("task_finished", task_id=live.id, status=status)
+        await self._report(live, status, message)
+
+    async def _report(self, live: LiveTask, status: TaskStatus, message: str | None) -> None:
+        """Tell `on_status` of a status not reported yet; its failure never touches the task."""
+        if self._on_status is None or status == live.reported:
+            return
+        live.reported = status
+        try:
+            await self._on_status(StatusChange(live.id, live.owner, status, message))
+        except Exception:
+            log.exception("task_status_not_reported", task_id=live.id, status=status)
 
 
 def _modern(ctx: Context) -> bool:

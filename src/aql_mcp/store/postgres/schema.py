@@ -225,6 +225,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 11: which replica writes a stream and which request it answers (store/base.py `stream_origin`):
+    # a replica following a POST stream ends it once that replica is gone (docs/connections.md)
+    Migration(
+        """
+        CREATE TABLE stream_origins (
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            stream_id TEXT COLLATE "C" NOT NULL,
+            origin TEXT NOT NULL,
+            request TEXT NOT NULL,
+            PRIMARY KEY (session_id, stream_id)
+        );
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a database found below it
 # holds release 0.2.0's schema.

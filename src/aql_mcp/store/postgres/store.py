@@ -11,7 +11,7 @@ import asyncpg
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent, StreamOrigin
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.postgres.audit import PostgresAuditStore
 from aql_mcp.store.postgres.bus import PostgresBus
@@ -135,7 +135,7 @@ class PostgresStore:
         return int(await self.engine.fetchval("SELECT count(*) FROM sessions WHERE owner = $1", owner))
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         async def append(db: asyncpg.Connection) -> int:
             # The counter row is locked until commit: appends to one stream from two replicas take turns.
@@ -147,6 +147,15 @@ class PostgresStore:
                 stream_id,
                 final,
             )
+            if seq == 1 and request:
+                # The first writer of a POST stream is the replica running its request.
+                await db.execute(
+                    "INSERT INTO stream_origins VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    session_id,
+                    stream_id,
+                    self.engine.replica,
+                    request,
+                )
             await db.execute("INSERT INTO events VALUES ($1, $2, $3, $4, $5)", session_id, stream_id, seq, data, now)
             return int(seq)
 
@@ -159,6 +168,15 @@ class PostgresStore:
             session_id,
             stream_id,
         )
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        row = await self.engine.fetchrow(
+            "SELECT o.origin, o.request FROM stream_origins o JOIN streams s USING (session_id, stream_id) "
+            "WHERE o.session_id = $1 AND o.stream_id = $2 AND NOT s.ended",
+            session_id,
+            stream_id,
+        )
+        return StreamOrigin(row["origin"], row["request"]) if row else None
 
     async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
         row = await self.engine.fetchrow(

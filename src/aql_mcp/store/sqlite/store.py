@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent, StreamOrigin
 from aql_mcp.store.fair_share import TENANT_SHARE
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.sqlite.audit import SqliteAuditStore
@@ -160,7 +160,7 @@ class SqliteStore:
         )
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         def append(db: sqlite3.Connection) -> int:
             seq = int(
@@ -187,6 +187,10 @@ class SqliteStore:
     async def end_stream(self, session_id: str, stream_id: str) -> None:
         end = "INSERT INTO streams VALUES (?, ?, 0, 1) ON CONFLICT (session_id, stream_id) DO UPDATE SET ended = 1"
         await self.engine.write(lambda db: db.execute(end, (session_id, stream_id)))
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        # One replica: whatever runs a stream's request runs here (or ran before a restart).
+        return None
 
     async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
         row = await self.engine.read(
