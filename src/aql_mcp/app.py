@@ -31,9 +31,8 @@ from aql_mcp.endpoint.eras import EraRouter
 from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.modern.listeners import Listeners
 from aql_mcp.endpoint.modern.task_methods import TaskMethods
-from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
+from aql_mcp.endpoint.modern.tasks_extension import StatusChange, TaskRunner
 from aql_mcp.endpoint.notifier import Notifier
-from aql_mcp.exceptions import ConfigError
 from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
 from aql_mcp.middleware.access import AccessMiddleware
@@ -55,13 +54,13 @@ from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.audit import trail_log
-from aql_mcp.plugin_host.contracts import BackgroundPlugin, RouteServices, RoutesPlugin, TaskMapperPlugin
+from aql_mcp.plugin_host.contracts import BackgroundPlugin, RouteServices, RoutesPlugin
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.plugin_host.loader import AnyPlugin, load_plugins
 from aql_mcp.plugin_host.sources import plugin_sources
+from aql_mcp.plugin_host.task_mappers import modern_task_mapper, task_mapper
 from aql_mcp.protocol.methods import build_dispatcher, legacy_table
 from aql_mcp.protocol.primitives import Registry
-from aql_mcp.protocol.task_mapping import TaskMapper
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
@@ -140,12 +139,13 @@ def assemble(
     # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
     notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
     tasks = task_runner(settings, store, notifier, metrics.tasks)
-    mapper = task_mapper(loaded)
-    dispatcher = build_dispatcher(registry, settings, telemetry, tasks, mapper)
+    mapper, modern_mapper = task_mapper(loaded), modern_task_mapper(loaded)
+    dispatcher = build_dispatcher(registry, settings, telemetry, tasks, mapper, modern_mapper)
     edges = Edges(settings=settings, registry=registry, telemetry=telemetry, notifier=notifier)
     endpoint = edges.legacy(sessions, legacy_table(dispatcher, mapper), mapper)
     # The Tasks extension's methods exist in the modern era only (endpoint/modern/tasks_extension.py).
-    modern = edges.modern(dispatcher.extended(TaskMethods(store.tasks, tasks).table()), store, listeners)
+    task_methods = TaskMethods(store.tasks, tasks, mapper=modern_mapper)
+    modern = edges.modern(dispatcher.extended(task_methods.table()), store, listeners)
     issuer = dev_issuer(settings)
     authentication = authentication_of(settings, issuer, metrics)
     metrics.track(
@@ -159,7 +159,9 @@ def assemble(
         registry=registry,
         sessions=sessions,
         endpoint=endpoint,
-        probes=Probes(store, authentication.key_sources, on_store_check=metrics.store_check),
+        probes=Probes(
+            store, authentication.key_sources, on_store_check=metrics.store_check, audit_trail=settings.audit.trail
+        ),
         dev_issuer=issuer,
         authentication=authentication,
         telemetry=telemetry,
@@ -190,7 +192,13 @@ def session_manager(settings: Settings, store: Store, telemetry: Telemetry, hook
 
 
 def task_runner(settings: Settings, store: Store, notifier: Notifier, meter: TaskMeter) -> TaskRunner:
-    """The Tasks extension's runner, its tasks counted on /metrics (`task_kind="task"`)."""
+    """The Tasks extension's runner: its status changes notified (endpoint/notifier.py) and its
+    tasks counted on /metrics (`task_kind="task"`)."""
+
+    async def on_status(change: StatusChange) -> None:
+        meter.finished("task", change.status)  # counts the ends only
+        await notifier.task_status(change)
+
     runner = TaskRunner(
         store.tasks,
         hub=notifier,
@@ -198,21 +206,17 @@ def task_runner(settings: Settings, store: Store, notifier: Notifier, meter: Tas
         max_per_owner=settings.mcp.max_tasks_per_principal,
         max_result_bytes=settings.limits.max_result_bytes,
         lease_seconds=settings.store.lease_seconds,
+        on_status=on_status,
     )
     meter.track("task", lambda: runner.running)
-    runner.on_status(lambda _task_id, status: meter.finished("task", status))
-    runner.on_takeover(lambda _task_id: meter.takeover("task", "ended"))
+
+    def taken_over(_task_id: str) -> None:
+        # A lost replica's task failed here: its own replica cannot count its end any more.
+        meter.takeover("task", "ended")
+        meter.finished("task", "failed")
+
+    runner.on_takeover(taken_over)
     return runner
-
-
-def task_mapper(plugins: Sequence[AnyPlugin]) -> TaskMapper | None:
-    """The legacy task mapper a plugin offers (protocol/task_mapping.py); at most one plugin may."""
-    mappers = [(plugin.name, plugin.task_mapper()) for plugin in plugins if isinstance(plugin, TaskMapperPlugin)]
-    offered = [(name, mapper) for name, mapper in mappers if mapper is not None]
-    if len(offered) > 1:
-        names = ", ".join(name for name, _ in offered)
-        raise ConfigError(f"plugins {names}: each maps MCP 2025-11-25 tasks; at most one plugin may")
-    return offered[0][1] if offered else None
 
 
 def dev_issuer(settings: Settings) -> DevIssuer | None:

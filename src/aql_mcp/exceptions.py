@@ -325,6 +325,18 @@ class ReplicaLost(ShuttingDown):
     message = "Service unavailable: the replica running this task was lost; retry the call"
 
 
+class ReplicaGone(RetryLater):
+    """The replica answering a request died before it answered: a replica following the request's
+    stream ends it with this (docs/connections.md, "A stream whose replica died"). Whether the
+    call took effect is unknown; the client decides whether to call again."""
+
+    message = "Service unavailable: the replica answering this request stopped before it answered"
+    RETRY_AFTER = 1
+
+    def __init__(self) -> None:
+        super().__init__(retry_after=self.RETRY_AFTER, data={"reason": "replica_gone"})
+
+
 class Conflict(WireError):
     status, code, message = 409, CONFLICT, "Conflict"
 

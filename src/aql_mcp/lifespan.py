@@ -98,7 +98,7 @@ def lifespan(
             group.start_soon(_heartbeat, services, store)
             group.start_soon(_keepalive, services)
             group.start_soon(_announce_changes, services, changes_out)
-            log.info("service_started", name=services.settings.server.name, dev=services.settings.server.dev)
+            _log_start(services.settings)
             try:
                 yield
             finally:
@@ -158,6 +158,13 @@ async def _heartbeat(services: Services, store: Store) -> None:
             services.share.replicas = await store.bus.heartbeat(time.time())
         except Exception:
             log.warning("heartbeat_failed")
+
+
+def _log_start(settings: Settings) -> None:
+    """The start line; a trail that is off says so loudly, since nothing else would (docs/audit.md)."""
+    log.info("service_started", name=settings.server.name, dev=settings.server.dev, audit_trail=settings.audit.trail)
+    if not settings.audit.trail:
+        log.warning("audit_trail_off", setting="audit.trail", detail="no audit record is written")
 
 
 async def _refresh_keys(jwks: JwksKeySource) -> None:

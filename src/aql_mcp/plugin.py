@@ -34,7 +34,9 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `RouteServices`), add lines to the development banner (`BannerPlugin`), and run task-augmented
   MCP 2025-11-25 calls as tasks (`TaskMapperPlugin` returning a `TaskMapper`, whose handlers are
   `TaskHandler`s; `tasks_negotiated` says whether a request's session declared `tasks`, and
-  `success`, `failure` and `to_tool_result` build the envelope a task's result carries).
+  `success`, `failure` and `to_tool_result` build the envelope a task's result carries), and
+  answer 2026-07-28 calls with tasks of its own (`ModernTaskMapperPlugin` returning a
+  `ModernTaskMapper`; `declares_tasks` says whether a modern request declared the Tasks extension).
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
   `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
   the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
@@ -145,6 +147,7 @@ from aql_mcp.plugin_host.contracts import (
     BannerPlugin,
     ConfigurablePlugin,
     HousekeepingPlugin,
+    ModernTaskMapperPlugin,
     OperationsPlugin,
     Plugin,
     RouteServices,
@@ -165,7 +168,7 @@ from aql_mcp.protocol.primitives import (
     with_deprecation,
 )
 from aql_mcp.protocol.skill import Skill, SkillFile
-from aql_mcp.protocol.task_mapping import TaskHandler, TaskMapper, tasks_negotiated
+from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskHandler, TaskMapper, declares_tasks, tasks_negotiated
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
@@ -227,6 +230,8 @@ __all__ = [
     "MethodNotFound",
     "Migration",
     "MissingToken",
+    "ModernTaskMapper",
+    "ModernTaskMapperPlugin",
     "NoParams",
     "Operation",
     "OperationError",
@@ -278,6 +283,7 @@ __all__ = [
     "blob_contents",
     "check_payload",
     "credential_digest",
+    "declares_tasks",
     "deep_merge",
     "embedded",
     "error_object",

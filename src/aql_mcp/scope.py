@@ -8,6 +8,9 @@ from aql_mcp.auth.principal import Principal
 
 PRINCIPAL_KEY = "aql_mcp.principal"
 REQUEST_ID_KEY = "aql_mcp.request_id"
+# The JSON-RPC id of the modern request an edge is serving, once read: an `AuthError` it raises is
+# answered by the auth middleware, which has not read the body (middleware/auth.py).
+MESSAGE_ID_KEY = "aql_mcp.message_id"
 
 
 def header(scope: Scope, name: bytes) -> str | None:

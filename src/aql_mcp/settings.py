@@ -269,6 +269,9 @@ class DiscoverySettings(Section):
 class AuditSettings(Section):
     """The audit trail in the store (docs/audit.md)."""
 
+    # Write the trail at all. Off: no record is written (the `audit_event` log lines stay), the start
+    # logs `audit_trail_off` and `/ready` says `audit_trail: off`; for measuring its cost (docs/audit.md).
+    trail: bool = True
     # Record successful reads too; writes, refusals and every console action are always recorded.
     reads: bool = False
     # The caller in a record: `digest` (its sha256 prefix, as in the logs) or `clear` (the subject itself).

@@ -140,3 +140,94 @@ async def test_a_change_the_store_cannot_publish_still_reaches_this_replicas_str
             await here.notifier.list_changed(TOOLS_CHANGED)
 
         assert await received(listening, 1) == [Change(TOOLS_CHANGED)]
+
+
+class Held:
+    """A GET stream's connection as a test holds it: what the stream wrote to it."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.wrote = anyio.Event()
+
+    async def write(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.wrote.set()
+
+    async def end(self) -> None:
+        return None
+
+    def methods(self) -> list[str]:
+        lines = [line[5:] for chunk in self.chunks for line in chunk.split(b"\n") if line.startswith(b"data:")]
+        return [orjson.loads(data)["method"] for data in lines if data.strip()]
+
+
+async def holding_get_stream(replica: Replica, session_id: str) -> Held:
+    """The session's GET stream opened on `replica` (the session loaded there first, as a GET does)."""
+    session = await replica.sessions.get(session_id, owner="bob")
+    held = Held()
+    await session.standalone().attach(held, after=None, retry_ms=None)
+    return held
+
+
+async def heard(held: Held, count: int) -> list[str]:
+    with anyio.fail_after(10):
+        while len(held.methods()) < count:
+            held.wrote = anyio.Event()
+            await held.wrote.wait()
+    return held.methods()
+
+
+async def test_a_list_change_reaches_the_sessions_whose_get_stream_is_open_here(backend: Backend) -> None:
+    here = await replica(backend)
+    listening = await here.sessions.create(
+        owner="bob", protocol_version="2025-11-25", client_info={}, capabilities={}, log_level="info"
+    )
+    quiet = await here.sessions.create(
+        owner="bob", protocol_version="2025-11-25", client_info={}, capabilities={}, log_level="info"
+    )
+    held = await holding_get_stream(here, listening.id)
+
+    await here.notifier.list_changed(TOOLS_CHANGED)
+
+    assert await heard(held, 1) == [TOOLS_CHANGED]
+    # A session without an open GET stream is told nothing: no replica writes to its log.
+    assert await here.store.events_after(quiet.id, STANDALONE, 0) == []
+
+
+async def test_a_list_change_on_one_replica_reaches_a_get_stream_held_by_another_once(backend: Backend) -> None:
+    """The session is known on both replicas (a POST served on each); its GET stream is open on the
+    second. The first, where the change happens, leaves it to the second: one event in the log."""
+    with only_postgres(backend):
+        first, second = await replica(backend), await replica(backend)
+        with anyio.fail_after(10):
+            await first.store.bus.connected.wait()  # type: ignore[attr-defined]
+            await second.store.bus.connected.wait()  # type: ignore[attr-defined]
+        session = await first.sessions.create(
+            owner="bob", protocol_version="2025-11-25", client_info={}, capabilities={}, log_level="info"
+        )
+        held = await holding_get_stream(second, session.id)
+
+        await first.notifier.list_changed(TOOLS_CHANGED)
+        assert await heard(held, 1) == [TOOLS_CHANGED]
+        await second.notifier.list_changed(PROMPTS_CHANGED)
+
+        assert await heard(held, 2) == [TOOLS_CHANGED, PROMPTS_CHANGED]
+        logged = await first.store.events_after(session.id, STANDALONE, 0)
+        assert [orjson.loads(event.data)["method"] for event in logged] == [TOOLS_CHANGED, PROMPTS_CHANGED]
+
+
+async def test_a_resource_update_from_the_bus_is_not_written_again_to_the_sessions(backend: Backend) -> None:
+    """Subscribed sessions get a resource update through their event log from the replica where it
+    happened; the `broadcast` signal that reaches the other replicas is for their listen streams only."""
+    here = await replica(backend)
+    session = await here.sessions.create(
+        owner="bob", protocol_version="2025-11-25", client_info={}, capabilities={}, log_level="info"
+    )
+    held = await holding_get_stream(here, session.id)
+    listening = here.listener()
+
+    await here.notifier.on_signal(Signal("broadcast", target=RESOURCE_UPDATED, payload=URI.encode()))
+    await here.notifier.on_signal(Signal("broadcast", target=TOOLS_CHANGED))
+
+    assert await received(listening, 2) == [Change(RESOURCE_UPDATED, URI), Change(TOOLS_CHANGED)]
+    assert await heard(held, 1) == [TOOLS_CHANGED]

@@ -62,9 +62,9 @@ def test_a_bad_or_different_base64_name_is_refused(modern_server: ServerProcess,
     assert_mismatch(response, modern_server.token())
 
 
-def test_a_version_header_claiming_legacy_never_reaches_the_modern_edge(modern_server: ServerProcess) -> None:
-    """A legacy header goes to the legacy edge, which wants a session: 400, nothing runs."""
+def test_a_version_header_claiming_legacy_over_a_modern_meta_is_a_header_mismatch(modern_server: ServerProcess) -> None:
+    """The body's `_meta` names 2026-07-28, so the request is modern (docs/eras.md, "How the era
+    of a request is decided"); its header disagrees with the body it mirrors: 400 -32020, nothing runs."""
     body = rpc("tools/call", {"name": "mcp_aql_delete", "arguments": {}, "_meta": META}, 5)
     response = send(modern_server, body, **{"mcp-protocol-version": "2025-11-25", "mcp-method": "tools/call"})
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32600
+    assert_mismatch(response, modern_server.token())

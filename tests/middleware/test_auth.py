@@ -303,3 +303,86 @@ async def test_an_hs256_token_is_refused_when_hs256_is_not_an_allowed_algorithm(
         response = await initialize(http, bearer(hs256(settings, HS256_SECRET)))
 
     assert response.status_code == 401
+
+
+# The id of a refused modern request -------------------------------------------------------------
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern_request(method: str, message_id: int | str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return rpc(method, {**(params or {}), "_meta": MODERN_META}, message_id)
+
+
+def modern_headers(method: str, token: str | None = None, *, version: str | None = "2026-07-28") -> dict[str, str]:
+    headers = {**MCP_HEADERS, "mcp-method": method}
+    if version is not None:
+        headers["mcp-protocol-version"] = version
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", None, "2025-11-25"], ids=["header", "meta-only", "legacy-header"])
+async def test_a_refused_modern_request_gets_its_own_id_and_the_challenge(tmp_path: Path, version: str | None) -> None:
+    """MCP 2026-07-28 basic (JSON-RPC: a response carries its request's id; the error of a request
+    whose id was read is not `id: null`) and Streamable HTTP, "Protocol Version Header"; RFC 6750 §3:
+    a missing or invalid token is 401 with the challenge, and the request's id. A modern request
+    is one whose header or, failing that, whose `_meta` names a modern version."""
+    settings = dev_settings(tmp_path, mcp={"modern_era": True})
+    async with asgi_client(settings) as http:
+        missing = await http.post(
+            "/mcp", json=modern_request("tools/list", "m-1"), headers=modern_headers("tools/list", version=version)
+        )
+        invalid = await http.post(
+            "/mcp",
+            json=modern_request("tools/list", 42),
+            headers=modern_headers("tools/list", "not-a-token", version=version),
+        )
+    assert missing.status_code == 401
+    assert missing.json()["id"] == "m-1"
+    assert challenge(missing)["realm"] == REALM
+    assert invalid.status_code == 401
+    assert invalid.json()["id"] == 42
+    assert challenge(invalid)["error"] == "invalid_token"
+
+
+async def test_a_modern_request_refused_for_its_scopes_or_by_the_endpoint_gets_its_own_id(tmp_path: Path) -> None:
+    """RFC 6750 §3.1 `insufficient_scope` (403), and the endpoint's own refusal of an anonymous
+    call under anonymous listing (corporate §7.1): both answer with the request's id."""
+    scoped = dev_settings(tmp_path / "scoped", mcp={"modern_era": True}, auth={"required_scopes": ["mcp:use"]})
+    async with asgi_client(scoped) as http:
+        refused = await http.post(
+            "/mcp", json=modern_request("tools/list", 7), headers=modern_headers("tools/list", mint(scoped))
+        )
+    assert refused.status_code == 403
+    assert refused.json()["id"] == 7
+    assert challenge(refused)["error"] == "insufficient_scope"
+    anonymous = dev_settings(tmp_path / "anon", mcp={"modern_era": True}, auth={"anonymous_listing": True})
+    params = {"name": "test_simple_text", "arguments": {}}
+    async with asgi_client(anonymous) as http:
+        headers = {**modern_headers("tools/call"), "mcp-name": "test_simple_text"}
+        called = await http.post("/mcp", json=modern_request("tools/call", "c-9", params), headers=headers)
+    assert called.status_code == 401
+    assert called.json()["id"] == "c-9"
+    assert challenge(called)["realm"] == REALM
+
+
+async def test_a_legacy_or_a_large_refused_request_keeps_id_null(tmp_path: Path) -> None:
+    """The body of a refused request is read only up to 64 KiB: a larger one is refused without
+    its id (nothing large is parsed for a caller without a token); a legacy request keeps `id: null`."""
+    settings = dev_settings(tmp_path, mcp={"modern_era": True})
+    padding = {"padding": "x" * (70 * 1024)}
+    async with asgi_client(settings) as http:
+        legacy = await http.post("/mcp", json=rpc("initialize", initialize_params(), 3), headers=MCP_HEADERS)
+        large = await http.post(
+            "/mcp", json=modern_request("tools/list", 5, padding), headers=modern_headers("tools/list")
+        )
+    assert legacy.status_code == 401
+    assert legacy.json()["id"] is None
+    assert large.status_code == 401
+    assert large.json()["id"] is None
+    assert "www-authenticate" in large.headers

@@ -13,6 +13,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from aql_mcp.app import create_app
 from aql_mcp.observability.logging import configure_logging
@@ -286,3 +288,79 @@ async def test_a_legacy_notification_is_a_span_without_a_request_id(
     assert attributes["mcp.method.name"] == "notifications/initialized"
     assert "jsonrpc.request.id" not in attributes
     assert len(attributes["mcp.session.id"]) == 8
+
+
+class Http2:
+    """What an HTTP/2 server puts in the scope (`http_version` "2"); uvicorn and httpx's ASGI
+    transport speak HTTP/1.1 only."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "http_version": "2"}
+        await self.app(scope, receive, send)
+
+
+GATEWAY = "10.0.0.5"
+FORWARDED_CLIENT = "203.0.113.7"
+
+
+@pytest.mark.parametrize(
+    ("peer", "version", "client"),
+    [(GATEWAY, "2", FORWARDED_CLIENT), (GATEWAY, "1.1", FORWARDED_CLIENT), ("10.0.0.9", "1.1", "10.0.0.9")],
+)
+async def test_the_span_names_the_http_version_and_the_client_as_the_service_resolves_it(
+    tmp_path: Path, exporter: InMemorySpanExporter, token: str, peer: str, version: str, client: str
+) -> None:
+    """`client.address` is the forwarded client only behind a gateway listed in
+    `server.forwarded_allow_ips`, through the proxy-header handling `aql-mcp serve` gives uvicorn."""
+    settings = dev_settings(tmp_path, server={"forwarded_allow_ips": [GATEWAY]})
+    service = create_app(settings, span_exporter=exporter)
+    app: ASGIApp = ProxyHeadersMiddleware(service, list(settings.server.forwarded_allow_ips))
+    if version == "2":
+        app = Http2(app)
+    transport = httpx.ASGITransport(app=app, client=(peer, 40_000))
+    forwarded = {"x-forwarded-for": FORWARDED_CLIENT}
+    async with service.router.lifespan_context(service), httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+        session = {**await open_session(http, token), **forwarded}
+        legacy = await http.post(
+            "/mcp", json=rpc("tools/call", {"name": "test_simple_text", "arguments": {}}, 3), headers=session
+        )
+        assert legacy.status_code == 200, legacy.text
+        headers = {**modern_headers(token, "tools/call", "test_simple_text", arguments={}), **forwarded}
+        body = modern_body("tools/call", {"name": "test_simple_text", "arguments": {}}, MODERN_META, 4)
+        modern = await http.post("/mcp", json=body, headers=headers)
+        assert modern.status_code == 200, modern.text
+    calls = [s for s in exporter.get_finished_spans() if s.name == "tools/call test_simple_text"]
+    assert len(calls) == 2
+    carrying = {link.context.span_id for call in calls for link in call.links}
+    posts = [s for s in exporter.get_finished_spans() if s.context.span_id in carrying]
+    assert [s.name for s in posts] == ["POST /mcp", "POST /mcp"]
+    for span in [*calls, *posts]:
+        attributes = dict(span.attributes or {})
+        assert attributes["network.protocol.version"] == version
+        assert attributes["client.address"] == client
+
+
+async def test_a_span_carries_the_session_ids_prefix_as_the_log_lines_do_never_the_whole_id(
+    http: httpx.AsyncClient, token: str, exporter: InMemorySpanExporter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The session id reaches a session like a bearer secret (docs/monitoring.md, "The session id")."""
+    exporter.clear()
+    session = await open_session(http, token)
+    session_id = session["mcp-session-id"]
+    capsys.readouterr()
+    response = await http.post(
+        "/mcp", json=rpc("tools/call", {"name": "test_simple_text", "arguments": {}}, 5), headers=session
+    )
+    assert response.status_code == 200
+    spans = exporter.get_finished_spans()
+    values = [str(value) for span in spans for value in (span.attributes or {}).values()]
+    assert values
+    assert not [value for value in values if session_id[8:] in value]
+    prefixes = {dict(span.attributes or {}).get("mcp.session.id") for span in spans if span.kind is SpanKind.SERVER}
+    assert prefixes - {None} == {session_id[:8]}
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert next(line for line in lines if line["event"] == "tool_call")["session_id"] == session_id[:8]

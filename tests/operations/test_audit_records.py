@@ -3,9 +3,11 @@ the era, tool and ids of the request, the subject as `audit.subject` says, reads
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from aql_mcp.audit.verifier import verify
@@ -13,11 +15,12 @@ from aql_mcp.audit.writer import AuditTrail
 from aql_mcp.auth.principal import Principal, subject_digest
 from aql_mcp.operations.audit import AuditLog, AuditOptions, trail_log
 from aql_mcp.settings import AuditSettings, Settings, StoreSettings
-from aql_mcp.store.audit import AuditRow
+from aql_mcp.store.audit import AuditQuery, AuditRow
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
 from aql_mcp.testing.client import plugin_client
 from tests.operations.client import RECORDS
+from tests.support.server import start_server
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +113,42 @@ async def test_every_audit_log_of_a_store_shares_one_writer(store: Store) -> Non
     second.read(operation="get_record", principal="p")
     await first.trail.drain()
     assert [row.kind for row in await store.audit.records()] == ["mutation", "read"]
+
+
+async def test_with_the_trail_off_nothing_is_recorded_and_the_records_written_before_still_read(tmp_path: Path) -> None:
+    await _session(tmp_path, "legacy")
+    before = await _trail(tmp_path)
+    assert len(before) == 2
+    await _session(tmp_path, "modern", {"trail": False, "reads": True})
+    assert await _trail(tmp_path) == before
+    store = open_store(Settings(store=StoreSettings(path=tmp_path)))
+    await store.open()
+    try:
+        log = trail_log(store, AuditSettings(trail=False, reads=True))
+        assert log.trail is None
+        assert not log.reads
+        await log.record("mutation", operation="create_record", principal="p", outcome="success")
+        log.event("execution", operation="execute_import", principal="p", outcome="running")
+        log.offer("auth_failure", operation="authenticate", principal="anonymous", outcome="invalid_token")
+        found = await log.find(AuditQuery(), limit=10)
+        assert [row["operation"] for row in found] == ["create_record", "create_collection"]
+        assert len(await store.audit.records()) == 2
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("trail", [True, False])
+def test_a_trail_that_is_off_is_said_at_start_and_on_ready(tmp_path: Path, trail: bool) -> None:
+    """A real server's own log lines: the logger of the start line is cached on first use, so a
+    capture inside this process would miss it once another test had started an app."""
+    env = {"AQL_MCP_AUDIT__TRAIL": str(trail).lower(), "AQL_MCP_LOGGING__FORMAT": "json"}
+    with start_server(tmp_path, env=env) as server:
+        body = httpx.get(f"{server.base}/ready", timeout=30).json()
+        lines = [json.loads(text) for text in server.log_text().splitlines() if text.startswith("{")]
+    assert body["status"] == "ready"
+    assert ("audit_trail" in body["checks"]) is not trail
+    assert body["checks"].get("audit_trail", "off") == "off"
+    started = [line for line in lines if line.get("event") == "service_started"]
+    assert [line["audit_trail"] for line in started] == [trail]
+    warned = [line for line in lines if line.get("event") == "audit_trail_off"]
+    assert [line["level"] for line in warned] == ([] if trail else ["warning"])

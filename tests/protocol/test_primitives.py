@@ -290,3 +290,16 @@ def test_deprecated_tool_prompt_and_resource_carry_the_prefix_with_their_deadlin
     for wire in (tool.to_wire(), prompt.to_wire(), resource.to_wire()):
         assert wire["description"].startswith("[DEPRECATED until 2027-03-01] ")
     assert Tool("new_tool", "Fresh.", nothing).to_wire()["description"] == "Fresh."  # type: ignore[arg-type]
+
+
+def test_a_tool_needing_an_unknown_client_capability_fails_registration() -> None:
+    """`Tool.client_capabilities` names what a handler may ask for (2026-07-28 basic,
+    "Per-request protocol fields"): elicitation, sampling or roots; anything else is a plugin bug."""
+    registry = Registry()
+    bad = Tool("do_thing", "Does the thing", tool().handler, client_capabilities=("elicitation", "telepathy"))
+    with pytest.raises(ConfigError) as raised:
+        registry.add_tool(bad)
+    assert "telepathy" in str(raised.value)
+    assert registry.tool("do_thing") is None
+    registry.add_tool(Tool("do_thing", "Does the thing", tool().handler, client_capabilities=("sampling",)))
+    assert registry.tool("do_thing") is not None

@@ -13,7 +13,7 @@ from aql_mcp.endpoint.modern.task_poll import REPLICA_LOST, replica_lost_error
 from aql_mcp.store.base import Store
 from aql_mcp.store.tasks import TaskRecord
 from tests.support.engines import Backend
-from tests.support.wait import eventually_async
+from tests.support.wait import arrives
 
 pytestmark = pytest.mark.anyio
 NOW = 1_000_000.0
@@ -109,7 +109,7 @@ async def test_on_postgres_a_lease_ends_on_the_database_clock_whatever_the_repli
         taken.extend(await behind.tasks.take_over_tasks(replica_lost_error(), REPLICA_LOST, time.time() - SKEW))
         return bool(taken)
 
-    await eventually_async(taken_over, "the unrenewed lease did not end")
+    await arrives(taken_over, "the unrenewed lease did not end")
     assert taken == ["short"]
     await _assert_lost(behind, "short")
     for live in ("long", "kept"):

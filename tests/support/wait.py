@@ -1,6 +1,7 @@
 """Waiting for what another process or thread does, where there is no event to wait on.
 
-Poll the condition with a deadline: `until` for synchronous tests, `eventually` under anyio.
+Poll the condition with a deadline: `until` for synchronous tests, `eventually` under anyio
+(`arrives` when the condition awaits).
 Waiting this way is bounded and ends as soon as the condition holds; a bare sleep is neither.
 """
 
@@ -30,10 +31,10 @@ async def eventually(condition: Callable[[], bool], message: str, seconds: float
     raise AssertionError(message)
 
 
-async def eventually_async(condition: Callable[[], Awaitable[bool]], message: str, seconds: float = DEADLINE) -> None:
-    """`eventually` for a condition that must await (a store read)."""
+async def arrives(condition: Callable[[], Awaitable[bool]], message: str, seconds: float = DEADLINE) -> None:
+    """`eventually` for a condition that must itself await (a request to the app in process)."""
     with anyio.move_on_after(seconds):
-        while not await condition():  # noqa: ASYNC110 - another replica's doing, read from the store
+        while not await condition():  # noqa: ASYNC110 - the condition is the app's doing: no event to await
             await anyio.sleep(INTERVAL)
         return
     raise AssertionError(message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aql_mcp import __version__
+from aql_mcp.auth.principal import Principal
 from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.legacy.transport import StreamableHTTPEndpoint
 from aql_mcp.endpoint.modern.endpoint import ModernEndpoint
@@ -18,6 +19,7 @@ from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.operations.endpoints import Surface
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.lifecycle import HandshakeLimits
+from aql_mcp.protocol.param_headers import CallerHeaders, ParamHeader
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.task_mapping import TaskMapper
@@ -71,6 +73,7 @@ class Edges:
             server_info={"name": settings.server.name, "title": settings.server.name, "version": __version__},
             keepalive_seconds=streams.keepalive_seconds,
             max_uris=streams.max_listen_resources,
+            tasks=store.tasks,
         )
         return ModernEndpoint(
             dispatcher=dispatcher,
@@ -82,7 +85,7 @@ class Edges:
             keepalive_seconds=streams.keepalive_seconds,
             anonymous_methods=self.anonymous_methods,
             handshake_limits=self.handshake_limits,
-            param_headers=self.registry.param_headers,
+            param_headers=caller_headers(self.registry, ScopeRules(tools=settings.auth.policy.tools)),
             listen=listen,
         )
 
@@ -94,6 +97,17 @@ class Edges:
     def handshake_limits(self) -> HandshakeLimits:
         sessions = self.settings.sessions
         return HandshakeLimits(max_bytes=sessions.max_client_info_bytes, max_depth=sessions.max_client_info_depth)
+
+
+def caller_headers(registry: Registry, rules: ScopeRules) -> CallerHeaders:
+    """The `Mcp-Param-*` headers a modern `tools/call` is checked for: those of the tool, if the
+    caller holds its scopes (`auth.policy.tools`); none otherwise, so the scope refusal comes
+    first (docs/eras.md, "Custom parameter headers")."""
+
+    def headers(name: str, principal: Principal | None) -> tuple[ParamHeader, ...]:
+        return () if rules.missing_for_tool(name, principal) else registry.param_headers(name)
+
+    return headers
 
 
 def instructions(settings: Settings, registry: Registry) -> str:

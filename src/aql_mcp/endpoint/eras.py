@@ -2,15 +2,18 @@
 
 Each request goes to the legacy edge (`transport.StreamableHTTPEndpoint`: initialize, sessions,
 GET/DELETE, `Last-Event-ID`) or the modern edge (`modern.ModernEndpoint`: stateless 2026-07-28),
-as `protocol.versions.request_era` decides from its `MCP-Protocol-Version` header. A modern request's
-`Mcp-Session-Id` and `Last-Event-ID` are never looked at: the modern edge does not read them.
+as `protocol.versions.request_era` decides from its `MCP-Protocol-Version` header, or, for a POST
+whose header names no version or a legacy one, from the version its body's `_meta` names
+(docs/eras.md, "How the era of a request is decided"). A modern request's `Mcp-Session-Id` and
+`Last-Event-ID` are never looked at: the modern edge does not read them.
 """
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aql_mcp.protocol.versions import Era, request_era
+from aql_mcp.jsonrpc.peek import HeldBody, meta_text
+from aql_mcp.protocol.versions import META_VERSION, Era, request_era
 from aql_mcp.scope import header
 
 VERSION_HEADER = b"mcp-protocol-version"
@@ -23,6 +26,14 @@ class EraRouter:
         self.modern_enabled = modern_enabled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        era = request_era(header(scope, VERSION_HEADER), modern_enabled=self.modern_enabled)
+        version = header(scope, VERSION_HEADER)
+        era = request_era(version, modern_enabled=self.modern_enabled)
+        if era is Era.LEGACY and self.modern_enabled and scope["method"] == "POST":
+            # Read here, within the body limits in front, and handed to the edge as it came.
+            held = HeldBody(receive)
+            body = await held.read()
+            named = meta_text(body, META_VERSION) if body is not None else None
+            era = request_era(version, modern_enabled=True, meta_version=named)
+            receive = held.receive
         app = self.modern if era is Era.MODERN else self.legacy
         await app(scope, receive, send)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.observability.logging import bind_log_context
-from aql_mcp.observability.tracing import CARRIER_KEYS, Tracing, current_span_id, current_trace_id, trace_id_of
+from aql_mcp.observability.tracing import (
+    CARRIER_KEYS,
+    Tracing,
+    current_span_id,
+    current_trace_id,
+    peer_attributes,
+    trace_id_of,
+)
 from aql_mcp.scope import header
 
 
@@ -26,7 +33,8 @@ class TracingMiddleware:
             return
         carrier = {k: v for k in CARRIER_KEYS if (v := header(scope, k.encode())) is not None}
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
-        with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes) as span:
+        peer = peer_attributes(scope)
+        with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes, peer) as span:
             bind_log_context(trace_id=current_trace_id(), span_id=current_span_id())
 
             async def send_with_status(message: Message) -> None:

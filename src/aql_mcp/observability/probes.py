@@ -20,6 +20,7 @@ STORE_CHECK_SECONDS = 1.0
 
 class Probes:
     """`/ready` means: the store answers a read and commits a write, and a usable key set is held.
+    With `audit.trail` off it says `audit_trail: off`, and stays ready (docs/audit.md).
 
     A failed key refresh while the last good set is still usable is `degraded` but ready, so a brief
     IdP outage does not take every replica out of the load balancer. A store that reads but cannot
@@ -40,8 +41,10 @@ class Probes:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_store_check: Callable[..., None] | None = None,
+        audit_trail: bool = True,
     ) -> None:
         self._store = store
+        self._audit_trail = audit_trail
         self._on_store_check = on_store_check
         self._key_sources = tuple(key_sources)
         self._clock = clock
@@ -58,6 +61,9 @@ class Probes:
         checks = dict(await self._check_store())
         if self._key_sources:
             checks["jwks"] = key_status(self._key_sources)
+        if not self._audit_trail:
+            # Not a failure (the replica serves), but whoever looks must see no records are written.
+            checks["audit_trail"] = "off"
         ready = "unavailable" not in checks.values() and not self.draining
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks}, status_code=200 if ready else 503

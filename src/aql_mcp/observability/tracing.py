@@ -36,14 +36,28 @@ CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 
 
 class HttpTrace:
-    """The HTTP request an MCP request arrived on: its span (the MCP span's link) and the context its
-    headers carried (the MCP span's parent when `_meta` names none)."""
+    """The HTTP request an MCP request arrived on: its span (the MCP span's link), the context its
+    headers carried (the MCP span's parent when `_meta` names none) and its peer's attributes."""
 
-    __slots__ = ("headers_context", "span")
+    __slots__ = ("headers_context", "peer", "span")
 
-    def __init__(self, span: Span, headers_context: Context | None) -> None:
+    def __init__(self, span: Span, headers_context: Context | None, peer: Mapping[str, str]) -> None:
         self.span = span
         self.headers_context = headers_context
+        self.peer = peer
+
+
+def peer_attributes(scope: Mapping[str, Any]) -> dict[str, str]:
+    """`network.protocol.version` and `client.address` of an ASGI HTTP scope. The client is the
+    peer after uvicorn's proxy-header handling, which reads `X-Forwarded-For` only from
+    `server.forwarded_allow_ips` (docs/gateway.md), as the logs and metrics see it."""
+    attributes: dict[str, str] = {}
+    if isinstance(version := scope.get("http_version"), str) and version:
+        attributes["network.protocol.version"] = version
+    client = scope.get("client")
+    if client and isinstance(client[0], str) and client[0]:
+        attributes["client.address"] = client[0]
+    return attributes
 
 
 _HTTP_TRACE: ContextVar[HttpTrace | None] = ContextVar("aql_mcp_http_trace", default=None)
@@ -86,16 +100,19 @@ class Tracing:
         self.tracer = self.provider.get_tracer("aql_mcp")
 
     @contextmanager
-    def server_span(self, name: str, carrier: Mapping[str, str], attributes: dict[str, Any]) -> Iterator[Span | None]:
-        """The HTTP request's span, parented by the carrier's traceparent; current while it runs."""
+    def server_span(
+        self, name: str, carrier: Mapping[str, str], attributes: dict[str, Any], peer: Mapping[str, str]
+    ) -> Iterator[Span | None]:
+        """The HTTP request's span, parented by the carrier's traceparent; current while it runs.
+        `peer` (`peer_attributes`) goes on it and on each MCP request span it carries."""
         if not self.enabled:
             yield None
             return
         headers_context = PROPAGATOR.extract(carrier=dict(carrier)) if "traceparent" in carrier else None
         with self.tracer.start_as_current_span(
-            name, context=headers_context, kind=SpanKind.SERVER, attributes=attributes
+            name, context=headers_context, kind=SpanKind.SERVER, attributes={**attributes, **peer}
         ) as span:
-            token = _HTTP_TRACE.set(HttpTrace(span, headers_context))
+            token = _HTTP_TRACE.set(HttpTrace(span, headers_context, peer))
             try:
                 yield span
             finally:
@@ -117,6 +134,8 @@ class Tracing:
         elif http is not None:
             parent = http.headers_context
         links = [Link(http.span.get_span_context())] if http is not None else None
+        if http is not None:
+            attributes = {**http.peer, **attributes}
         token = otel_context.attach(parent) if parent is not None else None
         try:
             with self.tracer.start_as_current_span(

@@ -31,7 +31,7 @@ from aql_mcp.auth.principal import Principal
 from aql_mcp.observability.logging import log_context
 from aql_mcp.observability.telemetry import current_call
 from aql_mcp.settings import AuditSettings
-from aql_mcp.store.audit import AuditQuery
+from aql_mcp.store.audit import AuditQuery, AuditStore
 from aql_mcp.store.base import Store
 
 AUDIT_LOGGER = "aql_mcp.audit"
@@ -46,10 +46,18 @@ class AuditOptions:
 
 
 class AuditLog:
-    def __init__(self, trail: AuditTrail | None = None, options: AuditOptions | None = None) -> None:
+    def __init__(
+        self,
+        trail: AuditTrail | None = None,
+        options: AuditOptions | None = None,
+        *,
+        reader: AuditStore | None = None,
+    ) -> None:
         self._log = structlog.get_logger(AUDIT_LOGGER)
         self.trail = trail
         self.options = options or AuditOptions()
+        # Where `find` reads: the trail's store, or (with `audit.trail` off) the records written before.
+        self._reader = trail.store if trail is not None else reader
 
     @property
     def reads(self) -> bool:
@@ -117,10 +125,10 @@ class AuditLog:
 
     async def find(self, query: AuditQuery, *, limit: int) -> list[dict[str, Any]]:
         """Stored records matching `query`, newest first, as `aql-mcp audit export` prints them;
-        none without a trail (docs/console.md, "The audit trail")."""
-        if self.trail is None:
+        none without a store to read (docs/console.md, "The audit trail")."""
+        if self._reader is None:
             return []
-        return [as_json(row) for row in await self.trail.store.find(query, limit=limit)]
+        return [as_json(row) for row in await self._reader.find(query, limit=limit)]
 
     def _logged(
         self,
@@ -181,8 +189,10 @@ class AuditLog:
 
 def trail_log(store: Store, settings: AuditSettings, *, on_drop: Callable[[int], None] | None = None) -> AuditLog:
     """An audit log writing to `store`'s audit trail as `audit.*` says; `on_drop` counts the reads a
-    full queue dropped."""
+    full queue dropped. With `audit.trail` off it writes nothing, and still logs and reads back."""
     options = AuditOptions(reads=settings.reads, clear_subject=settings.subject == "clear")
+    if not settings.trail:
+        return AuditLog(None, options, reader=store.audit)
     return AuditLog(shared_trail(store.audit, on_drop=on_drop), options)
 
 

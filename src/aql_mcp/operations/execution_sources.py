@@ -42,7 +42,11 @@ class SourcedExecution:
 
 class ExecutionSource(Protocol):
     """Executions a plugin keeps in its own tables. Each method sees only the caller's own
-    executions: another caller's is unknown (None), as it is to the executions plugin."""
+    executions: another caller's is unknown (None), as it is to the executions plugin.
+
+    A source may also name the operations that start its executions in a `starts` attribute (a
+    tuple of operation names, EXECUTE operations): a 2026-07-28 call of one of them by a client
+    that declares the Tasks extension is then answered as a task (docs/executions.md)."""
 
     @property
     def kind(self) -> str:

@@ -1,7 +1,7 @@
 """The plugin contracts: tools, prompts and resources through `register(registry)`; MCP-AQL
 operations through `register_operations(operations)`. A plugin implements one or both, and may
 offer more: work of its own while the service runs, settings of its own, HTTP routes and banner
-text (the safety plugin's operator console), legacy tasks (the executions plugin), and hear of the
+text (the safety plugin's operator console), tasks of either era (the executions plugin), and hear of the
 core's events: sessions that ended (`on_session_end`) and periodic clean-up (`housekeeping`). The
 app looks for each with `isinstance` on the loaded plugins (docs/plugins.md).
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from aql_mcp.auth.tokens import TokenVerifier
     from aql_mcp.operations.models import TrustLevel
     from aql_mcp.operations.service import PluginOperations
-    from aql_mcp.protocol.task_mapping import TaskMapper
+    from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskMapper
     from aql_mcp.settings import Settings
     from aql_mcp.store.base import Store
 
@@ -84,6 +84,15 @@ class TaskMapperPlugin(Protocol):
     called once its operations are registered; None: no mapper (protocol/task_mapping.py)."""
 
     def task_mapper(self) -> TaskMapper | None: ...
+
+
+@runtime_checkable
+class ModernTaskMapperPlugin(Protocol):
+    """Answers 2026-07-28 calls with tasks of its own (Tasks extension, SEP-2663; the executions
+    plugin: executions and agent runs): the core's `tools/call` and `tasks/*` consult the mapper it
+    returns, called once its operations are registered; None: no mapper (protocol/task_mapping.py)."""
+
+    def modern_task_mapper(self) -> ModernTaskMapper | None: ...
 
 
 @runtime_checkable

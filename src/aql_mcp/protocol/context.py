@@ -117,6 +117,15 @@ class Context:
     def has_client_capability(self, name: str) -> bool:
         return self.peer is not None and name in self.peer.client_capabilities
 
+    def require(self, *capabilities: str) -> None:
+        """Raise what this era answers for a client capability the request did not declare: 400
+        -32021 in the modern era, a tool error in the legacy one. A handler that needs one calls
+        this before its first notification, so a modern refusal is still a 400 (2026-07-28 basic,
+        "Per-request protocol fields"); a tool declares `client_capabilities` to have it done for it."""
+        for capability in capabilities:
+            if not self.has_client_capability(capability):
+                raise self._outbound.missing_capability(capability)
+
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress if the caller asked for it; values must increase (MCP progress)."""
         if self.progress_token is None:
@@ -156,8 +165,9 @@ class Context:
         """
         for request in requests.values():
             capability = CAPABILITY_OF.get(request["method"])
-            if capability is None or not self.has_client_capability(capability):
-                raise self._outbound.missing_capability(capability or request["method"])
+            if capability is None:
+                raise self._outbound.missing_capability(request["method"])
+            self.require(capability)
         return await self._outbound.ask(requests)
 
     async def sample(self, params: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:

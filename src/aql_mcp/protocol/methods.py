@@ -14,7 +14,7 @@ from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.prompts import PromptMethods
 from aql_mcp.protocol.resources import ResourceMethods
 from aql_mcp.protocol.skills import SkillMethods
-from aql_mcp.protocol.task_mapping import TaskMapper
+from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskMapper
 from aql_mcp.protocol.tools import TaskLauncher, ToolMethods
 from aql_mcp.settings import Settings
 
@@ -42,10 +42,12 @@ def build_dispatcher(
     telemetry: Telemetry,
     tasks: TaskLauncher | None = None,
     task_mapper: TaskMapper | None = None,
+    modern_mapper: ModernTaskMapper | None = None,
 ) -> Dispatcher[Context]:
     """Every MCP method the server declares in its capabilities, and nothing else; `tasks` turns
     calls of task-supporting tools into tasks where the request allows (endpoint/modern/tasks_extension.py),
-    `task_mapper` task-augmented calls of legacy sessions (protocol/task_mapping.py)."""
+    `task_mapper` task-augmented calls of legacy sessions and `modern_mapper` the calls a plugin
+    answers with tasks of its own in the modern era (protocol/task_mapping.py)."""
     policy = settings.auth.policy
     rules = ScopeRules(tools=policy.tools, prompts=policy.prompts, resources=policy.resources)
     page_size = settings.streams.page_size
@@ -58,6 +60,7 @@ def build_dispatcher(
         telemetry=telemetry,
         tasks=tasks,
         task_mapper=task_mapper,
+        modern_mapper=modern_mapper,
     )
     prompts = PromptMethods(registry, page_size=page_size, rules=rules)
     resources = ResourceMethods(registry, page_size=page_size, rules=rules)

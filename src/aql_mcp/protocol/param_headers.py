@@ -29,6 +29,7 @@ from typing import Any
 
 from starlette.types import Scope
 
+from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import ConfigError, HeaderMismatch
 from aql_mcp.jsonrpc.messages import Request
 
@@ -67,6 +68,8 @@ class ParamHeader:
 
 
 ToolHeaders = Callable[[str], tuple[ParamHeader, ...]]
+# The headers a tool declares as one caller sees them: none for a tool it lacks the scopes for.
+CallerHeaders = Callable[[str, Principal | None], tuple[ParamHeader, ...]]
 
 
 # --- registration --------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from aql_mcp.exceptions import ConfigError
 from aql_mcp.protocol.arguments import ArgumentCheck, compile_check
 from aql_mcp.protocol.content import Content
 from aql_mcp.protocol.content import ToolResult as ToolResult
+from aql_mcp.protocol.context import CAPABILITY_OF
 from aql_mcp.protocol.param_headers import ParamHeader, declared_headers
 from aql_mcp.protocol.skill import Skill
 
@@ -72,6 +73,10 @@ class Tool:
     # More text the generated `agent_prompt` shows under the tool, written when the prompt is (the
     # MCP-AQL endpoint tools list their operations with typed parameters; corporate §10.4).
     guide: Callable[[], str] | None = None
+    # The client capabilities the handler cannot do without (`elicitation`, `sampling`, `roots`),
+    # checked before it runs: a modern request that does not declare one is 400 -32021 before any
+    # byte of a progress stream (docs/eras.md, "Asking the client").
+    client_capabilities: tuple[str, ...] = ()
 
     @classmethod
     def from_function(
@@ -252,6 +257,9 @@ class Registry:
         to the handler, which answers violations of the schema in its own result shape."""
         if not TOOL_NAME.fullmatch(tool.name):
             raise ConfigError(f"plugin {self.plugin}: tool name {tool.name!r} must match {TOOL_NAME.pattern}")
+        unknown = sorted(set(tool.client_capabilities) - set(CAPABILITY_OF.values()))
+        if unknown:
+            raise ConfigError(f"plugin {self.plugin}: tool {tool.name!r} needs unknown client capabilities {unknown}")
         self._claim("tool", tool.name)
         validator = _compile(tool)
         headers = declared_headers(tool.name, tool.input_schema)

@@ -1,6 +1,8 @@
-"""MCP 2025-11-25 tasks, the core's side: the extension point a plugin fills to run task-augmented
-`tools/call`s as work of its own (the executions plugin maps them onto executions, docs/executions.md
-"MCP tasks"; docs/plugins.md "HTTP routes, banner lines and legacy tasks").
+"""MCP tasks run as a plugin's own work, the core's side: the extension points a plugin fills so
+that its long calls are tasks in either era (the executions plugin maps them onto executions,
+docs/executions.md "MCP tasks"; docs/plugins.md "HTTP routes, banner lines and tasks").
+
+`TaskMapper`, MCP 2025-11-25 tasks:
 
 Only in the legacy era, and only for a session whose client declared `tasks` in `initialize`
 (2025-11-25 tasks, "Capabilities"): the core's `tools/list` marks the mapper's tools with
@@ -8,16 +10,24 @@ Only in the legacy era, and only for a session whose client declared `tasks` in 
 the call to the mapper around the plain call, and the legacy method table adds the mapper's `tasks/*`
 methods. For any other request `params.task` is ignored, as the specification requires of a receiver
 that did not declare the capability.
+
+`ModernTaskMapper`, the 2026-07-28 Tasks extension (SEP-2663): for a modern request that declares
+the extension, the core's `tools/call` hands the calls the mapper takes to it around the plain call,
+and `tasks/get`, `tasks/update`, `tasks/cancel` of an id the mapper owns go to it instead of the
+core's task table (endpoint/modern/task_methods.py). The extension has no tool-level marker: the
+server decides per request, so `tools/list` is the same with or without a mapper.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from aql_mcp.exceptions import InvalidParams, MethodNotFound
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.versions import MODERN_VERSIONS
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 TaskHandler = Callable[[dict[str, Any], Context], Awaitable[dict[str, Any]]]
 
@@ -37,6 +47,41 @@ class TaskMapper(Protocol):
         """The `CreateTaskResult` of the plain call's `result`, or `result` when no task was created."""
 
     def methods(self) -> dict[str, TaskHandler]: ...
+
+
+@runtime_checkable
+class ModernTaskMapper(Protocol):
+    """What a plugin offers to answer 2026-07-28 calls with tasks of its own (SEP-2663): which calls
+    become tasks, the `CreateTaskResult` of one, and `tasks/get` / `tasks/cancel` of its ids. The
+    fields it returns are a `Task`'s (`taskId`, `status`, `createdAt`, `lastUpdatedAt`, `ttlMs`,
+    `pollIntervalMs`, `statusMessage`), plus `result` or `error` once the task ended (DetailedTask)."""
+
+    def owns(self, task_id: str) -> bool:
+        """Whether `task_id` has the form of the mapper's ids (its tasks are never in the core's table)."""
+
+    def begin(self, params: dict[str, Any], ctx: Context) -> bool:
+        """Whether this `tools/call` becomes a task of the mapper's; if so, mark `ctx` so the call
+        starts one and answers at once. Called only for a modern request declaring the extension."""
+
+    async def finish(self, result: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """The `CreateTaskResult` (`resultType: "task"`) of the plain call's `result`, or `result`
+        itself when no task was created (the call was refused before any work existed)."""
+
+    async def get(self, task_id: str, ctx: Context) -> dict[str, Any] | None:
+        """The caller's task as `tasks/get` answers it, or None: no such task of the caller's."""
+
+    async def cancel(self, task_id: str, ctx: Context) -> bool:
+        """Cancel the caller's task if it is live (an ended one is left as it is); False: no such
+        task of the caller's."""
+
+
+def declares_tasks(ctx: Context) -> bool:
+    """Whether this is a modern request whose `_meta` capabilities declare the Tasks extension."""
+    peer = ctx.peer
+    if peer is None or peer.protocol_version not in MODERN_VERSIONS:
+        return False
+    extensions = peer.client_capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
 
 
 def tasks_negotiated(ctx: Context) -> bool:

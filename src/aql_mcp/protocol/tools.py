@@ -17,7 +17,14 @@ from aql_mcp.protocol.pagination import paginate
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import RegisteredTool, Registry, ToolOutput, ToolResult
 from aql_mcp.protocol.result_limit import limit_result
-from aql_mcp.protocol.task_mapping import TaskMapper, check_task_request, mark_task_tools, tasks_negotiated
+from aql_mcp.protocol.task_mapping import (
+    ModernTaskMapper,
+    TaskMapper,
+    check_task_request,
+    declares_tasks,
+    mark_task_tools,
+    tasks_negotiated,
+)
 
 log = structlog.get_logger("aql_mcp.tools")
 
@@ -43,10 +50,12 @@ class ToolMethods:
         telemetry: Telemetry,
         tasks: TaskLauncher | None = None,
         task_mapper: TaskMapper | None = None,
+        modern_mapper: ModernTaskMapper | None = None,
     ) -> None:
         self._registry = registry
         self._tasks = tasks
         self._task_mapper = task_mapper
+        self._modern_mapper = modern_mapper
         self._page_size = page_size
         self._timeout = timeout
         self._max_result_bytes = max_result_bytes
@@ -71,14 +80,18 @@ class ToolMethods:
         return result
 
     async def call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        """A plain call, or (a legacy session that negotiated tasks, `params.task` set) one the
-        task mapper turns into a task around the plain call (protocol/task_mapping.py)."""
+        """A plain call, or one a plugin's task mapper turns into a task around the plain call
+        (protocol/task_mapping.py): in a legacy session that negotiated tasks when `params.task` is
+        set, in a modern request that declares the Tasks extension when the mapper takes the call."""
         mapper = self._task_mapper
-        if mapper is None or params.get("task") is None or not tasks_negotiated(ctx):
-            return await self._plain_call(params, ctx)
-        check_task_request(params, mapper.task_tools())
-        mapper.begin(params, ctx)
-        return await mapper.finish(await self._plain_call(params, ctx), ctx)
+        if mapper is not None and params.get("task") is not None and tasks_negotiated(ctx):
+            check_task_request(params, mapper.task_tools())
+            mapper.begin(params, ctx)
+            return await mapper.finish(await self._plain_call(params, ctx), ctx)
+        modern = self._modern_mapper
+        if modern is not None and declares_tasks(ctx) and modern.begin(params, ctx):
+            return await modern.finish(await self._plain_call(params, ctx), ctx)
+        return await self._plain_call(params, ctx)
 
     async def _plain_call(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         name = params.get("name")
@@ -113,6 +126,11 @@ class ToolMethods:
             record.outcome = CLIENT_ERROR
             # Arguments the model can fix are a result it can read, not a protocol error (§9.4).
             return ToolResult([text(f"Invalid arguments: {describe(error)}")], is_error=True).to_wire()
+        try:
+            ctx.require(*entry.tool.client_capabilities)
+        except ToolError as exc:  # the legacy era's answer: a result the model can read
+            record.outcome = CLIENT_ERROR
+            return ToolResult([text(str(exc))], is_error=True).to_wire()
         if self._tasks is not None and entry.tool.task_support is not None:
             created = await self._tasks.launch(entry, arguments, ctx)
             if created is not None:

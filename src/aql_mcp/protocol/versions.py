@@ -10,6 +10,8 @@ All version logic lives here (docs/eras.md). Two eras share `/mcp`:
 The era of an HTTP request is decided from its `MCP-Protocol-Version` header, which a modern
 request MUST send and which MUST equal `_meta["io.modelcontextprotocol/protocolVersion"]`
 (2026-07-28 Streamable HTTP, "Protocol Version Header"); the modern edge checks that equality.
+When the header names no version or a legacy one, a `_meta` naming another version makes the
+request modern, so that the modern edge refuses the header (`request_era`).
 """
 
 from __future__ import annotations
@@ -59,17 +61,22 @@ def is_supported(version: str) -> bool:
     return era_of(version) is Era.LEGACY
 
 
-def request_era(header_version: str | None, *, modern_enabled: bool) -> Era:
-    """Which edge answers an HTTP request to `/mcp`, from its `MCP-Protocol-Version` header.
+def request_era(header_version: str | None, *, modern_enabled: bool, meta_version: str | None = None) -> Era:
+    """Which edge answers an HTTP request to `/mcp`, from its `MCP-Protocol-Version` header and,
+    when that names no version or a legacy one, the version the body's `_meta` names.
 
-    No header or a legacy version: the legacy edge, as before the modern era existed. With
-    `mcp.modern_era` on, every other version goes to the modern edge, which answers an unknown one
-    with `UnsupportedProtocolVersionError` after the checks the spec puts first. Off, a modern or
-    unknown version is UNKNOWN: refused with today's 400 -32600, which a dual-era client reads as
-    "legacy server, fall back to initialize" (2026-07-28 Versioning, "Backward Compatibility").
+    No header or a legacy version: the legacy edge, as before the modern era existed, unless
+    `mcp.modern_era` is on and `_meta` names a version that is not legacy: a request carrying modern
+    per-request `_meta` is a modern one (2026-07-28 Versioning, "Backward Compatibility"), and the
+    modern edge refuses its header with -32020. With the setting on, every other header version goes
+    to the modern edge, which answers an unknown one with `UnsupportedProtocolVersionError` after
+    the checks the spec puts first. Off, a modern or unknown header version is UNKNOWN: refused with
+    today's 400 -32600, which a dual-era client reads as "legacy server, fall back to initialize".
     """
     era = era_of(header_version)
     if era is Era.LEGACY:
+        if modern_enabled and meta_version is not None and era_of(meta_version) is not Era.LEGACY:
+            return Era.MODERN
         return Era.LEGACY
     return Era.MODERN if modern_enabled else Era.UNKNOWN
 

@@ -61,6 +61,14 @@ class StoredEvent:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class StreamOrigin:
+    """Where a stream comes from: the replica running its request, and that request's JSON id."""
+
+    replica: str
+    request: str
+
+
 SignalKind = Literal["events", "cancel", "response", "session_ended", "broadcast", "resync"]
 
 
@@ -72,9 +80,10 @@ class Signal:
     - `cancel`: stop request `target` (its JSON-RPC id as JSON) wherever it runs;
     - `response`: the client answered server request `target`; `payload` is the JSON-RPC response;
     - `session_ended`: the session was deleted or expired: forget it;
-    - `broadcast`: for every replica, no session: notification `target` (a list changed, or with
-      `payload` the UTF-8 URI of a resource updated) for the `subscriptions/listen` streams each
-      holds (endpoint/notifier.py);
+    - `broadcast`: for every replica, no session: notification `target` (a list changed, with
+      `payload` the UTF-8 URI of a resource updated, or for `notifications/tasks` the JSON task id
+      and owner of a task whose status changed) for the `subscriptions/listen` streams each holds,
+      and a list change for the GET streams too (endpoint/notifier.py);
     - `resync`: the bus reconnected and may have missed wake-ups: catch up every open stream.
     """
 
@@ -99,6 +108,10 @@ class Bus(Protocol):
 
     async def publish(self, signal: Signal) -> None:
         """Tell the other replicas; `events` wake-ups may be batched, the others are stored first."""
+        ...
+
+    async def gone(self, replica: str) -> bool:
+        """Whether `replica` stopped sending heartbeats, judged by the store's clock."""
         ...
 
     async def heartbeat(self, now: float) -> int:
@@ -156,15 +169,27 @@ class Store(Protocol):
         """Delete sessions last seen before `idle_before`, with their events; return their ids."""
         ...
 
+    async def expire_session_records(self, idle_before: float) -> list[SessionRecord]:
+        """`expire_sessions`, returning the records as they were: whichever replica's sweep deletes a
+        session measures it, holding a copy or not (`mcp.server.session.duration`)."""
+        ...
+
     async def count_sessions(self, owner: str | None = None) -> int:
         """Open sessions, all of them or one owner's."""
         ...
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         """Log one event on the stream; return its sequence number (1, 2, ... per stream). `final`
-        (a request's response) also ends the stream."""
+        (a request's response) also ends the stream. With PostgreSQL, the stream's first event also
+        records this replica and `request`, the JSON id of the request a POST stream answers
+        (`stream_origin`)."""
+        ...
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        """The replica that wrote the stream's first event and the request it answers, while the
+        stream has not ended; None otherwise, and always with one replica (SQLite)."""
         ...
 
     async def end_stream(self, session_id: str, stream_id: str) -> None:

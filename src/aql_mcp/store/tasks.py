@@ -61,6 +61,7 @@ class TaskState:
 
     status: TaskStatus
     answers: dict[str, Any] | None = None
+    status_message: str | None = None
 
 
 class TaskStore(Protocol):

@@ -157,5 +157,8 @@ def register(registry: Registry) -> None:
         ("test_streaming_elicitation", "Reports progress, then asks the user", streaming_elicitation),
         ("test_logging_tool", "Logs at four levels", logging_tool),
     ):
-        registry.add_tool(Tool(name, description, handler))
+        # The streaming tool declares what it asks for, so a request without it is refused before
+        # its progress starts a stream (docs/eras.md, "Asking the client").
+        needs = ("elicitation",) if handler is streaming_elicitation else ()
+        registry.add_tool(Tool(name, description, handler, client_capabilities=needs))
     registry.add_prompt(Prompt("test_input_required_result_prompt", "A prompt that asks for context first", prompt))

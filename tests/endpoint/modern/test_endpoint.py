@@ -250,3 +250,61 @@ async def test_with_anonymous_listing_discover_and_tools_list_need_no_token_but_
         refused = await call(http, "", "tools/call", params, headers=call_headers)
     assert discover.status_code == 200, discover.text
     assert refused.status_code == 401
+
+
+async def test_a_caller_without_the_tools_scope_gets_the_scope_refusal_not_the_header_names(tmp_path: Path) -> None:
+    """MCP 2026-07-28 Streamable HTTP, "Server Validation" vs the tool's scope (docs/eras.md,
+    "Custom parameter headers"): the scope refusal comes first, whatever `Mcp-Param-*` the caller
+    sent, so a -32020 never names the headers of a tool it may not call. A caller with the scope
+    still gets the -32020."""
+    policy = {"tools": {"test_custom_headers": ["region:ops"]}}
+    settings = dev_settings(tmp_path, mcp={"modern_era": True}, auth={"policy": policy})
+    issuer = DevIssuer(state_dir=settings.store.path, issuer=settings.issuer, audience=settings.audience)
+    params = {"name": "test_custom_headers", "arguments": {"region": "eu", "priority": 1, "verbose": True}}
+    async with asgi_client(settings) as client:
+        for scopes in (["mcp"], ["mcp", "region:ops"]):
+            token = issuer.mint(subject="tester", scopes=scopes, ttl=600)
+            # No Mcp-Param-* header at all, though every argument is mirrored.
+            response = await call(client, token, "tools/call", params, name="test_custom_headers")
+            if scopes == ["mcp"]:
+                assert response.status_code == 200, response.text
+                result = response.json()["result"]
+                assert result["isError"] is True
+                assert "region:ops" in result["content"][0]["text"]
+                assert "Mcp-Param" not in response.text
+            else:
+                assert error_of(response, 400, -32020)["data"]["header"].startswith("Mcp-Param-")
+
+
+@pytest.mark.parametrize("header_version", [None, "2025-11-25", "2025-03-26"])
+async def test_modern_meta_without_a_modern_header_reaches_the_modern_edge_as_a_header_mismatch(
+    client: httpx.AsyncClient, token: str, header_version: str | None
+) -> None:
+    """MCP 2026-07-28 Versioning, "Backward Compatibility" (a request carrying modern per-request
+    `_meta` is served by this revision) and Streamable HTTP, "Protocol Version Header" (the header
+    MUST match `_meta`'s version, else 400 -32020): the body's `_meta` decides the era when the
+    header names none or a legacy version, and the modern edge refuses the header."""
+    headers = modern_headers(token, "tools/list")
+    del headers["mcp-protocol-version"]
+    if header_version is not None:
+        headers["mcp-protocol-version"] = header_version
+    error = error_of(await call(client, token, "tools/list", headers=headers), 400, -32020)
+    assert error["data"]["header"] == "MCP-Protocol-Version"
+
+
+async def test_legacy_meta_or_an_initialize_stays_in_the_legacy_era(client: httpx.AsyncClient, token: str) -> None:
+    """MCP 2026-07-28 Versioning, "Backward Compatibility": `initialize` selects legacy semantics,
+    whatever `_meta` it carries; a legacy version in `_meta` keeps the legacy edge."""
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+    body = rpc("initialize", {**initialize_params(), "_meta": META}, 1)
+    opened = await client.post("/mcp", json=body, headers=headers)
+    assert opened.status_code == 200, opened.text
+    assert opened.headers.get("mcp-session-id")
+    legacy_meta = {**META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
+    listed = await client.post(
+        "/mcp",
+        json=modern_body("tools/list", None, legacy_meta, 5),
+        headers={**headers, "mcp-protocol-version": "2025-11-25", "mcp-session-id": opened.headers["mcp-session-id"]},
+    )
+    assert listed.status_code == 200, listed.text
+    assert "tools" in listed.json()["result"]

@@ -206,6 +206,21 @@ async def test_a_question_after_progress_still_ends_the_request_never_a_request_
     assert frames[-1]["result"]["resultType"] == "input_required"
 
 
+async def test_a_streaming_tool_needing_an_undeclared_capability_is_400_before_any_progress(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    """2026-07-28 basic, "Per-request protocol fields": a request that needs a capability the client
+    did not declare is -32021, and on HTTP the status MUST be 400. The tool reports progress before
+    it asks, so the need is checked before the handler runs (`Tool.client_capabilities`): a JSON
+    400, never a 200 stream whose last event is the error."""
+    response = await call_tool(
+        client, token, "test_streaming_elicitation", request_meta=meta({"sampling": {}}, progressToken=1), message_id=9
+    )
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    error = error_of(response, 400, -32021, message_id=9)
+    assert error["data"]["requiredCapabilities"] == {"elicitation": {}}
+
+
 def confirm_answer(asked: dict[str, Any], accept: bool) -> dict[str, Any]:
     """The retry's MRTR fields answering the one confirmation question of `asked`."""
     ((key, _),) = asked["inputRequests"].items()

@@ -11,6 +11,7 @@ from aql_mcp.endpoint.modern.subscription import (
     PROMPTS_CHANGED,
     RESOURCE_UPDATED,
     RESOURCES_CHANGED,
+    TASK_STATUS,
     TOOLS_CHANGED,
     Change,
     SubscriptionFilter,
@@ -94,3 +95,27 @@ def test_more_uris_than_allowed_are_refused_after_duplicates_are_merged() -> Non
 def test_a_list_change_has_no_params_and_an_update_names_its_uri() -> None:
     assert Change(TOOLS_CHANGED).params() == {}
     assert Change(RESOURCE_UPDATED, "test://a").params() == {"uri": "test://a"}
+
+
+def test_task_ids_opt_in_to_the_status_of_those_tasks_and_are_acknowledged() -> None:
+    """SEP-2663 "Task Status Notifications": `taskIds` in the filter and in its acknowledgement."""
+    wanted = parsed({"taskIds": ["t1", "t2", "t1"]})
+
+    assert wanted.task_ids == ("t1", "t2")
+    assert wanted.wants(Change(TASK_STATUS, "t2", "owner"))
+    assert not wanted.wants(Change(TASK_STATUS, "t3", "owner"))
+    assert not parsed({"toolsListChanged": True}).wants(Change(TASK_STATUS, "t1", "owner"))
+    assert wanted.to_wire() == {"taskIds": ["t1", "t2"]}
+
+
+@pytest.mark.parametrize("task_ids", ["t1", [None], [""], ["t" * 257], [7]])
+def test_malformed_task_ids_name_the_field(task_ids: Any) -> None:
+    with pytest.raises(InvalidParams) as refused:
+        parse_filter({"notifications": {"taskIds": task_ids}}, max_uris=10)
+    assert refused.value.data["field"] == "notifications.taskIds"
+
+
+def test_more_task_ids_than_resource_uris_allowed_are_refused() -> None:
+    with pytest.raises(InvalidParams) as refused:
+        parsed({"taskIds": ["a", "b", "c"]}, max_uris=2)
+    assert refused.value.data == {"field": "notifications.taskIds", "reason": "too_many", "max": 2}

@@ -12,24 +12,30 @@ import pytest
 from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.modern.endpoint import RequestPeer
 from aql_mcp.endpoint.modern.task_poll import REPLICA_LOST
-from aql_mcp.endpoint.modern.tasks_extension import EXTENSION, TaskRunner
+from aql_mcp.endpoint.modern.tasks_extension import EXTENSION, OnStatus, StatusChange, TaskRunner
 from aql_mcp.observability.metrics import Metrics
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.primitives import Registry, Tool
 from aql_mcp.store.base import Store
 from aql_mcp.store.tasks import TaskRecord, TaskStatus
 from tests.support.engines import Backend
-from tests.support.wait import eventually, eventually_async
+from tests.support.wait import arrives, eventually
 
 pytestmark = pytest.mark.anyio
 WITH_TASKS = {"elicitation": {}, "extensions": {EXTENSION: {}}}
 QUESTION = {"method": "elicitation/create", "params": {"mode": "form", "message": "ok?", "requestedSchema": {}}}
 
 
-def _runner(store: Store, lease: float = 15.0) -> TaskRunner:
+def _runner(store: Store, lease: float = 15.0, on_status: OnStatus | None = None) -> TaskRunner:
     hub = SessionManager(store, idle_seconds=60, max_open=10, retry_after=1)
     return TaskRunner(
-        store.tasks, hub=hub, ttl_seconds=60, max_per_owner=5, max_result_bytes=100_000, lease_seconds=lease
+        store.tasks,
+        hub=hub,
+        ttl_seconds=60,
+        max_per_owner=5,
+        max_result_bytes=100_000,
+        lease_seconds=lease,
+        on_status=on_status,
     )
 
 
@@ -50,12 +56,15 @@ async def test_every_status_the_runner_sets_reaches_its_listeners_and_the_metric
     registry.add_tool(Tool("asks", "asks once", _ask, task_support="optional"))
     entry = registry.tool("asks")
     assert entry is not None
-    runner = _runner(store)
     metrics = Metrics(service="s", version="1")
-    metrics.tasks.track("task", lambda: runner.running)
     heard: list[tuple[str, TaskStatus]] = []
-    runner.on_status(lambda task_id, status: heard.append((task_id, status)))
-    runner.on_status(lambda _task_id, status: metrics.tasks.finished("task", status))
+
+    async def on_status(change: StatusChange) -> None:
+        heard.append((change.task_id, change.status))
+        metrics.tasks.finished("task", change.status)
+
+    runner = _runner(store, on_status=on_status)
+    metrics.tasks.track("task", lambda: runner.running)
     try:
         created = await runner.launch(entry, {}, _context(store))
         assert created is not None
@@ -66,7 +75,8 @@ async def test_every_status_the_runner_sets_reaches_its_listeners_and_the_metric
         await eventually(lambda: (task_id, "completed") in heard, "the answered task did not complete")
     finally:
         await runner.close()
-    assert [status for _, status in heard] == ["working", "input_required", "working", "completed"]
+    # `working` is what the CreateTaskResult said: the changes after it are told.
+    assert [status for _, status in heard] == ["input_required", "working", "completed"]
     assert _sample(metrics, "aql_mcp_tasks_finished_total", task_kind="task", task_status="completed") == 1
     assert _sample(metrics, "aql_mcp_live_tasks", task_kind="task") == 0
 
@@ -79,9 +89,12 @@ async def test_a_cancellation_from_any_replica_is_heard_once_by_the_replica_runn
     registry.add_tool(Tool("asks", "asks once", _ask, task_support="optional"))
     entry = registry.tool("asks")
     assert entry is not None
-    runner = _runner(store)
     heard: list[TaskStatus] = []
-    runner.on_status(lambda _task_id, status: heard.append(status))
+
+    async def on_status(change: StatusChange) -> None:
+        heard.append(change.status)
+
+    runner = _runner(store, on_status=on_status)
     try:
         created = await runner.launch(entry, {}, _context(store))
         assert created is not None
@@ -90,7 +103,7 @@ async def test_a_cancellation_from_any_replica_is_heard_once_by_the_replica_runn
         await eventually(lambda: runner.running == 0, "the cancelled task kept running")
     finally:
         await runner.close()
-    assert heard == ["working", "input_required", "cancelled"]
+    assert heard == ["input_required", "cancelled"]
 
 
 async def test_a_polling_replica_fails_the_tasks_of_a_lost_one_once_their_lease_ran_out(backend: Backend) -> None:
@@ -133,7 +146,7 @@ async def test_the_poll_keeps_the_leases_of_the_tasks_it_runs(backend: Backend) 
             assert taken == [], "a renewed lease was taken over"
             return time.monotonic() - started > 3.0  # five leases
 
-        await eventually_async(outlived, "the check did not end")
+        await arrives(outlived, "the check did not end")
     finally:
         await runner.close()
 

@@ -17,7 +17,7 @@ from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.store import NewRecord, Quota
 from aql_mcp.store.base import Store
 from tests.support.engines import Backend
-from tests.support.wait import eventually, eventually_async
+from tests.support.wait import arrives, eventually
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(100_000, 100_000_000)
@@ -63,7 +63,7 @@ async def _taken(store: Store, *, max_takeovers: int = 3) -> Takeover:
             found.append(taken)
         return bool(found)
 
-    await eventually_async(took, "no lease ran out")
+    await arrives(took, "no lease ran out")
     return found[0]
 
 

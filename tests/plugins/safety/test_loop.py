@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from aql_mcp.builtin_sections import SafetySettings
 from aql_mcp.operations.results import OperationError
 from aql_mcp.plugins.safety.evaluator import Deadline
 from aql_mcp.plugins.safety.loop import ExecutionLoop
+from aql_mcp.plugins.safety.store import Block
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from tests.support.clock import Clock
@@ -205,3 +208,66 @@ async def test_a_hard_blocked_agent_may_not_end_its_run_but_a_paused_one_may_8_8
     assert challenge is not None
     await loop.desk.verify(challenge.id, challenge.code, OPERATOR)
     assert (await loop.finish(AGENT, "builder", None, completed=True))["status"] == "completed"
+
+
+class LiftedAfterRead:
+    """The real safety store, with an operator's lift committed right after the first block is
+    read: the interleaving of a step racing a lift, made deterministic without sleeps."""
+
+    def __init__(self, inner: Any, clock: Clock) -> None:
+        self._inner = inner
+        self._clock = clock
+        self.lifted: Block | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def get_block(self, principal: str) -> Block | None:
+        block: Block | None = await self._inner.get_block(principal)
+        if block is not None and self.lifted is None:
+            self.lifted = await self._inner.lift_block(principal, OPERATOR, self._clock.now)
+        return block
+
+
+@pytest.mark.parametrize("expired", [False, True], ids=["pending-challenge", "renewed-challenge"])
+async def test_a_lift_committed_after_a_step_read_the_block_is_not_undone_8_8_3(store: Store, expired: bool) -> None:
+    """MCP-AQL §8.8.3 (an operator's override lifts a hard block) against a step racing it, on both
+    engines: the lift lands between the step's read of the block and its renewal (`expired`: the
+    block's challenge had expired, so the step renews it) and marking the run blocked. The lift
+    stands: the run stays running, the step goes on, no challenge is renewed for a lifted block."""
+    clock = Clock()
+    loop = _loop(store, clock, challenge_ttl_seconds=60)
+    started = await loop.start(AGENT, None, "builder", {})
+    stopped = await loop.step(AGENT, "builder", None, "drop_table users", None)
+    assert stopped["stopped"] is True
+    if expired:
+        clock.now += 61
+    racing = LiftedAfterRead(store.safety, clock)
+    raced = ExecutionLoop(racing, Settings(safety=SafetySettings(challenge_ttl_seconds=60)), clock=clock)  # type: ignore[arg-type]
+
+    directive = await raced.step(AGENT, "builder", None, "read_file notes", None)
+
+    assert racing.lifted is not None
+    assert directive["continue"] is True, directive
+    run = await store.safety.get_run(started["execution_id"])
+    assert run is not None
+    assert run.status == "running"
+    assert await store.safety.get_block(AGENT) is None
+    assert await store.safety.pending_challenge(AGENT, clock.now) is None
+
+
+async def test_a_new_execution_racing_a_lift_is_not_refused_8_8_3(store: Store) -> None:
+    """MCP-AQL §8.8.3: a lift committed after `execute_agent` read the block lets it start."""
+    clock = Clock()
+    loop = _loop(store, clock, challenge_ttl_seconds=60)
+    await loop.start(AGENT, None, "builder", {})
+    await loop.step(AGENT, "builder", None, "drop_table users", None)
+    clock.now += 61
+    racing = LiftedAfterRead(store.safety, clock)
+    raced = ExecutionLoop(racing, Settings(safety=SafetySettings(challenge_ttl_seconds=60)), clock=clock)  # type: ignore[arg-type]
+
+    started = await raced.start(AGENT, None, "builder", {})
+
+    assert racing.lifted is not None
+    assert started["execution_id"]
+    assert await store.safety.pending_challenge(AGENT, clock.now) is None

@@ -285,3 +285,24 @@ async def test_a_block_is_renewed_once_when_two_replicas_race(store: Store) -> N
     assert block.challenge_id in ("c2", "c3")
     loser = "c3" if block.challenge_id == "c2" else "c2"
     assert await safety.get_challenge(loser) is None
+
+
+async def test_a_renewal_or_a_run_blocked_after_a_lift_does_not_undo_it_8_8_3(store: Store) -> None:
+    """MCP-AQL §8.8.3: a lift committed between a replica's read of the block and its renewal (or
+    its marking the run blocked) stands; the later writes are conditional on the block."""
+    safety = store.safety
+    await safety.start_run(_run())
+    await safety.open_challenge(_challenge("c1"), block=Block("builder", "c1", "deny", NOW, "p-agent"))
+    assert await safety.block_run("r1", "p-agent", "deny pattern", NOW) is True
+    read = await safety.get_block("p-agent")
+    assert read is not None
+    assert await safety.lift_block("p-agent", "p-operator", NOW + 1) is not None
+
+    assert await safety.renew_block(read.challenge_id, _challenge("c2")) is False
+    assert await safety.block_run("r1", "p-agent", "deny pattern", NOW + 2) is False
+
+    assert await safety.get_block("p-agent") is None
+    assert await safety.get_challenge("c2") is None
+    run = await safety.get_run("r1")
+    assert run is not None
+    assert run.status == "running"

@@ -56,11 +56,28 @@ class EventStream:
     order, whoever wrote it.
     """
 
-    __slots__ = ("_bus", "_lock", "_store", "delivered", "done", "follows", "id", "seq", "session_id", "sink")
+    __slots__ = (
+        "_bus",
+        "_lock",
+        "_store",
+        "delivered",
+        "done",
+        "follows",
+        "id",
+        "request",
+        "seq",
+        "session_id",
+        "sink",
+    )
 
-    def __init__(self, *, session_id: str, stream_id: str, store: Store, follows: bool = False) -> None:
+    def __init__(
+        self, *, session_id: str, stream_id: str, store: Store, follows: bool = False, request: str = ""
+    ) -> None:
         self.session_id = session_id
         self.id = stream_id
+        # The JSON id of the request a POST stream answers, recorded with its first event, so a
+        # replica following the stream can answer it if this one dies (store/base.py `stream_origin`).
+        self.request = request
         self.seq = 0  # the newest number this process knows of
         self.delivered = 0  # the newest number written to `sink`
         self.sink: Sink | None = None
@@ -76,7 +93,9 @@ class EventStream:
         """Log and deliver one JSON-RPC message; `final` ends the stream after it (the response);
         `retry_ms` sets the client's reconnection time in the same event."""
         async with self._lock:
-            seq = await self._store.append_event(self.session_id, self.id, data, time.time(), final=final)
+            seq = await self._store.append_event(
+                self.session_id, self.id, data, time.time(), final=final, request=self.request
+            )
             self.seq = max(self.seq, seq)
             # Always, not only without a sink here: the client may have dropped this connection
             # unnoticed and resumed on another replica, which follows the stream from these wake-ups.

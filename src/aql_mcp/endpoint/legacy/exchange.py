@@ -114,7 +114,7 @@ class PostExchange:
             return self.stream
         if self.session is None:
             raise ToolError("streaming needs a session")
-        self.stream = self.session.open_stream("p" + new_stream_id())
+        self.stream = self.session.open_stream("p" + new_stream_id(), request=self.message_id)
         self.connection = Connection(self._send)
         self._connections.add(self.connection)
         await self.connection.start([])

@@ -124,8 +124,10 @@ class Session:
     def next_request_id(self) -> str:
         return f"srv-{next(self._ids)}"
 
-    def open_stream(self, stream_id: str, *, follows: bool = False) -> EventStream:
-        stream = EventStream(session_id=self.id, stream_id=stream_id, store=self._manager.store, follows=follows)
+    def open_stream(self, stream_id: str, *, follows: bool = False, request: RequestId | None = None) -> EventStream:
+        answers = orjson.dumps(request).decode() if request is not None else ""
+        store = self._manager.store
+        stream = EventStream(session_id=self.id, stream_id=stream_id, store=store, follows=follows, request=answers)
         self.streams[stream_id] = stream
         return stream
 
@@ -303,12 +305,11 @@ class SessionManager:
             if now - session.last_seen > self._idle and not session.is_busy():
                 # Only this process's copy: another replica may be serving the session.
                 self._live.pop(session.id, None)
-        expired = await self.store.expire_sessions(now - self._idle)
-        for session_id in expired:
-            live = self._live.get(session_id)
-            if live is not None:
-                # Measured where a copy is held: the store's expiry names ids only.
-                self._on_duration(live.record, now - live.record.created_at)
+        expired = await self.store.expire_session_records(now - self._idle)
+        for record in expired:
+            session_id = record.id
+            # Measured by the replica whose sweep deleted it, holding a copy or not.
+            self._on_duration(record, now - record.created_at)
             await self._forget(session_id)
             await self._on_end([session_id], now)
             await self.store.bus.publish(Signal("session_ended", session_id))
@@ -385,9 +386,17 @@ class SessionManager:
         return EventStream(session_id=session_id, stream_id=STANDALONE, store=self.store)
 
     async def broadcast(self, method: str) -> None:
-        """A list-changed notification to every live session, each on its own GET stream."""
+        """A list-changed notification to every session whose GET stream is open on this replica:
+        every replica is told of every change (endpoint/notifier.py) and a GET stream is open on
+        one of them, so each session hears a change once, whichever replicas know it."""
         for session in list(self._live.values()):
-            await session.notify(method, {})
+            stream = session.streams.get(STANDALONE)
+            if stream is None or stream.sink is None:
+                continue
+            try:
+                await stream.emit(encode_notification(method, {}))
+            except StoreError:
+                log.warning("list_change_not_delivered", session_id=session.id[:8])
 
 
 def _target(request_id: RequestId) -> str:

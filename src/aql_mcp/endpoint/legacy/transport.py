@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 from aql_mcp.auth.principal import Principal, principal_key
 from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream, parse_event_id
 from aql_mcp.endpoint.legacy.exchange import NoOutbound, PostExchange
+from aql_mcp.endpoint.legacy.follower import watch_origin
 from aql_mcp.endpoint.legacy.sessions import Cancellable, Session, SessionManager
 from aql_mcp.endpoint.media import check_accept, check_content_type, read_body
 from aql_mcp.endpoint.sse import Connection, format_retry
@@ -287,7 +288,8 @@ class StreamableHTTPEndpoint:
         connection = Connection(send, standing=True)
         if resume is not None:
             stream = await self._resume(session, connection, *resume)
-            await self._hold(receive, connection, session, follow=stream if stream.follows else None)
+            followed = stream if stream.follows else None
+            await self._hold(receive, connection, session, follow=followed, request_id=request_id_of(scope))
             return
         standalone = session.standalone()
         if standalone.sink is not None:
@@ -315,11 +317,17 @@ class StreamableHTTPEndpoint:
         return stream
 
     async def _hold(
-        self, receive: Receive, connection: Connection, session: Session, *, follow: EventStream | None = None
+        self,
+        receive: Receive,
+        connection: Connection,
+        session: Session,
+        *,
+        follow: EventStream | None = None,
+        request_id: str = "",
     ) -> None:
         """Keep the GET exchange open until its stream ends it or the client goes away. A followed
-        stream (its request runs on another replica) also ends after the longest a call may run, in
-        case that replica stopped before answering; the client may resume it again."""
+        stream (its request runs on another replica) ends with an error once that replica is gone
+        (endpoint/legacy/follower.py), and after the longest a call may run in any case."""
         self.connections.add(connection)
         try:
             async with anyio.create_task_group() as group:
@@ -330,6 +338,8 @@ class StreamableHTTPEndpoint:
                     group.cancel_scope.cancel()
 
                 group.start_soon(watch_disconnect)
+                if follow is not None:
+                    group.start_soon(watch_origin, follow, self._sessions.store, request_id)
                 with anyio.move_on_after(self._follow_seconds if follow is not None else math.inf):
                     await connection.ended.wait()
                 group.cancel_scope.cancel()

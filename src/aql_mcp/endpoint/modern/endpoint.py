@@ -48,7 +48,7 @@ from aql_mcp.observability.mcp_request import RequestFacts
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.protocol import lifecycle
 from aql_mcp.protocol.context import LOG_LEVELS, Context, ResourceHub
-from aql_mcp.protocol.param_headers import ToolHeaders, check_call_headers
+from aql_mcp.protocol.param_headers import CallerHeaders, check_call_headers
 from aql_mcp.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -60,7 +60,7 @@ from aql_mcp.protocol.versions import (
     supported_versions,
 )
 from aql_mcp.responses import error_object, header_fields, send_body, send_empty
-from aql_mcp.scope import principal_of, request_id_of
+from aql_mcp.scope import MESSAGE_ID_KEY, principal_of, request_id_of
 
 ALLOW = [(b"allow", b"POST")]
 # The methods the modern edge serves in this slice; anything else is 404 -32601. `ping`,
@@ -144,7 +144,7 @@ class ModernEndpoint:
         keepalive_seconds: float,
         anonymous_methods: frozenset[str] = frozenset(),
         handshake_limits: lifecycle.HandshakeLimits = lifecycle.DEFAULT_HANDSHAKE,
-        param_headers: ToolHeaders = lambda _name: (),
+        param_headers: CallerHeaders = lambda _name, _principal: (),
         listen: ListenEndpoint | None = None,
     ) -> None:
         self._dispatcher = dispatcher
@@ -180,6 +180,7 @@ class ModernEndpoint:
             # A notification or response has nothing to answer in this era (no session to route to).
             await send_empty(send, 202)
             return
+        scope[MESSAGE_ID_KEY] = message.id  # for the auth middleware's answer to an AuthError
         try:
             if principal_of(scope) is None and message.method not in self._anonymous_methods:
                 raise MissingToken()
@@ -199,7 +200,10 @@ class ModernEndpoint:
         """The checks of the spec's order, each raising its error; the request's peer if all pass."""
         peer = self._peer(request.params)
         check_mirrored(scope, request, peer.protocol_version)
-        check_call_headers(scope, request, self._param_headers)
+        # Only the headers of a tool the caller may call: one without its scopes gets the tool's
+        # refusal whatever it sent, and never learns the header names from a -32020.
+        principal = principal_of(scope)
+        check_call_headers(scope, request, lambda name: self._param_headers(name, principal))
         if peer.protocol_version not in MODERN_VERSIONS:
             raise UnsupportedModernVersion(
                 data={"supported": supported_versions(modern_enabled=True), "requested": peer.protocol_version}

@@ -17,13 +17,23 @@ The stream ends
 
 Everything that can refuse the request is checked before the stream starts, so a refusal is an
 ordinary error answer: the filter (-32602), each URI of `resourceSubscriptions`, which must be a
-resource the caller may read (the same check as `resources/read`), and the caps (endpoint/modern/listeners.py).
+resource the caller may read (the same check as `resources/read`), `taskIds` without the Tasks
+extension declared in the request (-32021, SEP-2663), and the caps (endpoint/modern/listeners.py).
+
+Of the `taskIds`, the stream agrees to the caller's own unexpired tasks (the rest are left out of
+the acknowledgement, as another caller's task is not found by `tasks/get`). Right after the
+acknowledgement it sends each one's current state, so a change between the task's creation and
+the listen is not missed; then a `notifications/tasks` at each status change the replica running
+the task reports (endpoint/notifier.py), read from the store when it is written: the same
+`DetailedTask` a `tasks/get` would answer then.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -32,16 +42,26 @@ from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal
 from aql_mcp.endpoint.modern.listeners import Listener, Listeners
-from aql_mcp.endpoint.modern.subscription import ACKNOWLEDGED, META_SUBSCRIPTION_ID, Change, parse_filter
+from aql_mcp.endpoint.modern.subscription import (
+    ACKNOWLEDGED,
+    META_SUBSCRIPTION_ID,
+    TASK_STATUS,
+    Change,
+    SubscriptionFilter,
+    parse_filter,
+)
+from aql_mcp.endpoint.modern.task_methods import detailed
+from aql_mcp.endpoint.modern.tasks_extension import EXTENSION
 from aql_mcp.endpoint.sse import KEEPALIVE, Connection, format_event
-from aql_mcp.exceptions import MissingToken
+from aql_mcp.exceptions import MissingClientExtension, MissingToken, StoreError
 from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
 from aql_mcp.observability.logging import bind_log_context
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.resources import readable
-from aql_mcp.protocol.versions import META_SERVER_INFO, Era
+from aql_mcp.protocol.versions import META_CLIENT_CAPABILITIES, META_SERVER_INFO, Era
 from aql_mcp.scope import principal_of
+from aql_mcp.store.tasks import TaskStore
 
 LISTEN = "subscriptions/listen"
 
@@ -60,6 +80,8 @@ class ListenEndpoint:
         server_info: dict[str, Any],
         keepalive_seconds: float,
         max_uris: int,
+        tasks: TaskStore,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._listeners = listeners
         self._registry = registry
@@ -67,6 +89,8 @@ class ListenEndpoint:
         self._server_info = server_info
         self._keepalive = keepalive_seconds
         self._max_uris = max_uris
+        self._tasks = tasks
+        self._clock = clock
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
         """Answer `request` with its stream. A refusal raises before anything is sent (the modern
@@ -77,6 +101,7 @@ class ListenEndpoint:
         wanted = parse_filter(request.params, max_uris=self._max_uris)
         for uri in wanted.uris:
             await readable(self._registry, self._rules, uri, principal)
+        wanted = await self._own_tasks(wanted, request, principal.digest)
         listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
         self._listeners.admit(listener)
         bind_log_context(mcp_method=LISTEN, mcp_era=Era.MODERN.value)
@@ -85,9 +110,22 @@ class ListenEndpoint:
         finally:
             self._listeners.release(listener)
 
+    async def _own_tasks(self, wanted: SubscriptionFilter, request: Request, owner: str) -> SubscriptionFilter:
+        """The `taskIds` the stream agrees to: the caller's unexpired tasks, in the order asked.
+        Asking for any needs the extension declared in the request (SEP-2663, -32021 otherwise)."""
+        if not wanted.task_ids:
+            return wanted
+        if not _declares_tasks(request):
+            raise MissingClientExtension(EXTENSION)
+        now = self._clock()
+        found = [task_id for task_id in wanted.task_ids if await self._tasks.get_task(task_id, owner, now)]
+        return replace(wanted, task_ids=tuple(found))
+
     async def _stream(self, receive: Receive, connection: Connection, listener: Listener, lifetime: float) -> None:
         await connection.start([])
         await connection.write(self._event(listener, ACKNOWLEDGED, {"notifications": listener.wanted.to_wire()}))
+        for task_id in listener.wanted.task_ids:
+            listener.offer(Change(TASK_STATUS, task_id, listener.owner))
         log.info("listen_opened", principal=listener.owner, uris=len(listener.wanted.uris))
         ended_by = "client"
         async with anyio.create_task_group() as group:
@@ -108,10 +146,20 @@ class ListenEndpoint:
             if not changes and not listener.stopped:
                 await connection.write(KEEPALIVE)
             for change in changes:
-                await connection.write(self._notification(listener, change))
+                event = await self._notification(listener, change)
+                if event:
+                    await connection.write(event)
 
-    def _notification(self, listener: Listener, change: Change) -> bytes:
-        return self._event(listener, change.method, change.params())
+    async def _notification(self, listener: Listener, change: Change) -> bytes:
+        if change.method != TASK_STATUS:
+            return self._event(listener, change.method, change.params())
+        # The task as `tasks/get` answers it now; nothing once it expired (or the store failed:
+        # the client may still poll).
+        try:
+            record = await self._tasks.get_task(change.uri, listener.owner, self._clock())
+        except StoreError:
+            return b""
+        return self._event(listener, TASK_STATUS, detailed(record)) if record is not None else b""
 
     def _event(self, listener: Listener, method: str, params: dict[str, Any]) -> bytes:
         tagged = {"_meta": {META_SUBSCRIPTION_ID: listener.subscription_id}, **params}
@@ -121,6 +169,13 @@ class ListenEndpoint:
         """The listen response: the subscription ended gracefully (subscriptions, "Graceful Closure")."""
         meta = {META_SUBSCRIPTION_ID: listener.subscription_id, META_SERVER_INFO: self._server_info}
         return encode_result(listener.subscription_id, {"resultType": "complete", "_meta": meta})
+
+
+def _declares_tasks(request: Request) -> bool:
+    meta = request.params.get("_meta")
+    capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, Mapping) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and EXTENSION in extensions
 
 
 async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:

@@ -38,6 +38,8 @@ class Listener:
         self._wake = anyio.Event()
 
     def offer(self, change: Change) -> None:
+        if change.owner and change.owner != self.owner:
+            return  # a task's status is for its owner's streams only
         if not self.stopped and self.wanted.wants(change):
             self._pending[change] = None
             self._wake.set()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
 from starlette.types import Send
 
 from aql_mcp.endpoint.modern.rounds import ASKING_METHODS, InputRound
@@ -19,6 +20,8 @@ from aql_mcp.endpoint.sse import HEADERS, KEEPALIVE, format_event
 from aql_mcp.exceptions import InvalidParams, MissingClientCapability
 from aql_mcp.jsonrpc.messages import encode_notification
 from aql_mcp.responses import send_body
+
+log = structlog.get_logger("aql_mcp.modern")
 
 
 class Reply:
@@ -67,6 +70,11 @@ class Reply:
         return self._round.take(requests)
 
     def missing_capability(self, capability: str) -> Exception:
+        if self.streaming:
+            # Its 200 is sent: the -32021 can only be the stream's last event, not the 400 the spec
+            # asks for. The handler should declare the capability (`Tool.client_capabilities`) or
+            # call `ctx.require` before it reports progress (docs/eras.md, "Asking the client").
+            log.warning("capability_missing_after_streaming", method=self._method, capability=capability)
         return MissingClientCapability(capability)
 
     async def close_connection(self) -> None:

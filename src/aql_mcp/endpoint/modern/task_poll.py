@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,9 @@ class LiveTask:
     id: str
     request_id: str
     expires_at: float
+    owner: str = ""
+    # The status last reported to `on_status`: a `CreateTaskResult` says `working`.
+    reported: TaskStatus = "working"
     runner: asyncio.Task[None] | None = None
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: dict[str, Any] = field(default_factory=dict)
@@ -71,8 +74,8 @@ def replica_lost_error() -> dict[str, Any]:
 
 
 class TaskPoll:
-    """The poll loop over `live` (the runner's tasks, by id). `announce(task_id, status)` hears of
-    each status this replica sets; each of `takeovers(task_id)` of each lost replica's task it failed."""
+    """The poll loop over `live` (the runner's tasks, by id). `report(live, status, message)` hears
+    of each status the poll finds; each of `takeovers(task_id)` of each lost replica's task it failed."""
 
     def __init__(
         self,
@@ -81,13 +84,13 @@ class TaskPoll:
         *,
         lease_seconds: float,
         clock: Callable[[], float],
-        announce: Callable[[str, TaskStatus], None],
+        report: Callable[[LiveTask, TaskStatus, str | None], Awaitable[None]],
     ) -> None:
         self._store = store
         self._live = live
         self.lease_seconds = lease_seconds
         self._clock = clock
-        self._announce = announce
+        self._report = report
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.takeovers: list[Callable[[str], None]] = []
@@ -143,22 +146,20 @@ class TaskPoll:
             state = states.get(live.id)
             if live.finishing:
                 continue
+            if state is not None:
+                # What `tasks/update` or `tasks/cancel` (on any replica) or a takeover set.
+                await self._report(live, state.status, state.status_message)
             if state is None or state.status in TERMINAL:
                 if live.runner is not None:
                     live.runner.cancel()
-                if state is not None and state.status == "cancelled":
-                    # `tasks/cancel` (on any replica) ended a task that ran here: heard here, once.
-                    self._announce(live.id, "cancelled")
             elif live.waiting and state.answers is not None and all(key in state.answers for key in live.waiting):
                 live.answers.update({key: state.answers[key] for key in live.waiting})
                 live.waiting = {}
                 live.answered.set()
-                self._announce(live.id, "working")
 
     async def _take_over(self) -> None:
         taken = await self._store.take_over_tasks(replica_lost_error(), REPLICA_LOST, self._clock())
         for task_id in taken:
             log.warning("task_taken_over", task_id=task_id)
-            self._announce(task_id, "failed")
             for listener in self.takeovers:
                 listener(task_id)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,12 +47,13 @@ from aql_mcp.observability.telemetry import INTERNAL
 from aql_mcp.protocol.context import Context, ResourceHub
 from aql_mcp.protocol.primitives import RegisteredTool
 from aql_mcp.protocol.result_limit import limit_result
+from aql_mcp.protocol.task_mapping import TASKS_EXTENSION, declares_tasks
 from aql_mcp.protocol.tools import run_tool
 from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
 from aql_mcp.responses import error_object
 from aql_mcp.store.tasks import TaskRecord, TaskStatus, TaskStore
 
-EXTENSION = "io.modelcontextprotocol/tasks"
+EXTENSION = TASKS_EXTENSION
 # How often a client is told to poll `tasks/get` (a hint; SEP-2663 `pollIntervalMs`).
 POLL_INTERVAL_MS = 1000
 # Retry-After of a caller over its cap of live tasks: a task usually ends within seconds.
@@ -69,13 +71,18 @@ FINISH_RETRY_MAX_SECONDS = 5.0
 log = structlog.get_logger("aql_mcp.tasks")
 
 
-def declares_tasks(ctx: Context) -> bool:
-    """Whether this is a modern request whose `_meta` capabilities declare the extension."""
-    peer = ctx.peer
-    if peer is None or peer.protocol_version not in MODERN_VERSIONS:
-        return False
-    extensions = peer.client_capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and EXTENSION in extensions
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A task's status changed: what task status notifications (SEP-2663) are made from."""
+
+    task_id: str
+    owner: str
+    status: TaskStatus
+    status_message: str | None = None
+
+
+# Told each status change of a task this replica runs (endpoint/notifier.py publishes it).
+OnStatus = Callable[[StatusChange], Awaitable[None]]
 
 
 def owner_of(ctx: Context) -> str:
@@ -110,8 +117,8 @@ class TaskOutbound:
         self._runner = runner
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        # Progress and log messages have no request stream to travel on once the call was answered
-        # (task status notifications belong to `subscriptions/listen`, not served yet).
+        # Progress and log messages have no request stream to travel on once the call was answered,
+        # and SEP-2663 keeps them off `subscriptions/listen`, which carries status changes only.
         return None
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -157,23 +164,17 @@ class TaskRunner:
         max_result_bytes: int,
         lease_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
+        on_status: OnStatus | None = None,
     ) -> None:
         self._store = store
+        self._on_status = on_status
         self._hub = hub
         self._ttl = ttl_seconds
         self._max_per_owner = max_per_owner
         self._max_result_bytes = max_result_bytes
         self._clock = clock
         self._live: dict[str, LiveTask] = {}
-        self._listeners: list[Callable[[str, TaskStatus], None]] = []
-        self._poll = TaskPoll(store, self._live, lease_seconds=lease_seconds, clock=clock, announce=self._announce)
-
-    def on_status(self, listener: Callable[[str, TaskStatus], None]) -> None:
-        """Call `listener(task_id, status)` for every status of a task this replica runs: created
-        (`working`), parked (`input_required`), answered (`working`, seen by the poll), ended
-        (`cancelled` once the poll saw a `tasks/cancel` from any replica), and for every task of a
-        lost replica this one failed (`failed`)."""
-        self._listeners.append(listener)
+        self._poll = TaskPoll(store, self._live, lease_seconds=lease_seconds, clock=clock, report=self._report)
 
     def on_takeover(self, listener: Callable[[str], None]) -> None:
         """Call `listener(task_id)` for each task of a lost replica this replica failed."""
@@ -202,7 +203,7 @@ class TaskRunner:
         if tool.before_task is not None:
             await tool.before_task(arguments, ctx)  # may end this attempt with input_required
         record = await self._create(tool.name, ctx)
-        live = LiveTask(record.id, ctx.request_id, record.expires_at)
+        live = LiveTask(record.id, ctx.request_id, record.expires_at, owner=record.owner)
         task_ctx = Context(
             request_id=ctx.request_id,
             message_id=None,
@@ -216,7 +217,6 @@ class TaskRunner:
         self.start()
         live.runner = asyncio.create_task(self._execute(live, entry, arguments, task_ctx))
         log.info("task_created", task_id=record.id, tool=tool.name)
-        self._announce(record.id, "working")
         return {"resultType": "task", **task_fields(record)}
 
     def wake(self, task_id: str) -> None:
@@ -228,7 +228,7 @@ class TaskRunner:
         """The task's handler asks: store the questions; the poll (woken now, so a task cancelled
         meanwhile is noticed at once) brings the answers."""
         await self._store.park_task(live.id, requests, self._clock())
-        self._announce(live.id, "input_required")
+        await self._report(live, "input_required", None)
         self._poll.wake()
 
     async def close(self) -> None:
@@ -292,13 +292,6 @@ class TaskRunner:
         finally:
             self._live.pop(live.id, None)
 
-    def _announce(self, task_id: str, status: TaskStatus) -> None:
-        for listener in self._listeners:
-            try:
-                listener(task_id, status)
-            except Exception:
-                log.exception("task_listener_failed", task_id=task_id)
-
     async def _fail(self, live: LiveTask, exc: BaseException, message: str | None = None) -> None:
         """`failed` with the JSON-RPC error `exc` answers as (a crash: -32603, nothing internal)."""
         wire, error = error_object(exc, live.request_id)
@@ -344,7 +337,17 @@ class TaskRunner:
                 _, error = error_object(InternalError(), live.request_id)
                 status, result, message = "failed", None, None
         log.info("task_finished", task_id=live.id, status=status)
-        self._announce(live.id, status)
+        await self._report(live, status, message)
+
+    async def _report(self, live: LiveTask, status: TaskStatus, message: str | None) -> None:
+        """Tell `on_status` of a status not reported yet; its failure never touches the task."""
+        if self._on_status is None or status == live.reported:
+            return
+        live.reported = status
+        try:
+            await self._on_status(StatusChange(live.id, live.owner, status, message))
+        except Exception:
+            log.exception("task_status_not_reported", task_id=live.id, status=status)
 
 
 def _modern(ctx: Context) -> bool:

@@ -1,6 +1,6 @@
 """The `executions` plugin as the service loads it (`aql_mcp.plugins.executions:plugin`): its operations
-(operations.py, bound by catalog.py), the export resource templates, the legacy MCP tasks mapping, the
-worker its lifespan runs, and the end of sessions.
+(operations.py, bound by catalog.py), the export resource templates, the MCP tasks mappings of both
+eras, the worker its lifespan runs, and the end of sessions.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from aql_mcp.plugins.executions.legacy_tasks import (
     TASK_OPERATIONS,
     LegacyTasks,
 )
+from aql_mcp.plugins.executions.modern_tasks import ExecutionTasks
 from aql_mcp.plugins.executions.operations import Executions
 from aql_mcp.plugins.executions.tables import TABLES
 from aql_mcp.plugins.executions.worker import ExecutionWorker
@@ -92,6 +93,12 @@ class ExecutionsPlugin:
         if self.executions is None:
             return None
         return LegacyTasks(self.executions, task_tools=lambda: self._task_tools)
+
+    def modern_task_mapper(self) -> ExecutionTasks | None:
+        """2026-07-28 tasks over executions and agent runs (modern_tasks.py); none before the operations exist."""
+        if self.executions is None:
+            return None
+        return ExecutionTasks(self.executions, task_tools=lambda: self._task_tools)
 
     def register_operations(self, operations: PluginOperations) -> None:
         settings = operations.settings

@@ -70,6 +70,9 @@ class AgentRunSource:
     """The caller's own runs (its principal's), for the executions plugin's lifecycle operations."""
 
     kind = KIND
+    # The operation that starts these executions: a 2026-07-28 client that declares the Tasks
+    # extension gets its call as a task (docs/executions.md, "MCP tasks (2026-07-28)").
+    starts = ("execute_agent",)
 
     def __init__(self, store: SafetyStore, loop: ExecutionLoop) -> None:
         self._store = store

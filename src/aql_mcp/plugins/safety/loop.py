@@ -177,9 +177,14 @@ class ExecutionLoop:
     async def _held(self, run: AgentRun, now: float) -> dict[str, Any] | None:
         """A hard block or a pending `verify` challenge answers every step until lifted (§8.8.3)."""
         block = await self._store.get_block(run.principal)
-        if block is not None:
-            challenge = await self.desk.verification.renew_block(block, now)
-            await self._store.set_run_status(run.id, "blocked", now, reason=block.reason)
+        challenge = await self.desk.verification.renew_block(block, now) if block is not None else None
+        # Blocked only if the block still holds as the run is marked: an operator's lift committed
+        # since it was read stands (docs/safety.md, "Races").
+        if (
+            block is not None
+            and challenge is not None
+            and await self._store.block_run(run.id, run.principal, block.reason, now)
+        ):
             reason = f"Agent is hard-blocked ({block.reason}); out-of-band verification {challenge.id} required"
             return directive(
                 proceed=False,
@@ -329,6 +334,8 @@ class ExecutionLoop:
         if block is None:
             return
         challenge = await self.desk.verification.renew_block(block, now)
+        if challenge is None:
+            return  # lifted since it was read
         await self.desk.journal.record(block.agent, "blocked_operation_refused", principal, now, challenge=challenge.id)
         raise OperationError(
             PERMISSION_DENIED,

@@ -12,6 +12,7 @@ from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     CHALLENGE_COLUMNS,
+    LIVE_RUNS,
     Block,
     Challenge,
     challenge_row,
@@ -85,6 +86,24 @@ class PostgresChallenges:
             return True
 
         return await self._engine.run(renew)
+
+    async def block_run(self, run_id: str, principal: str, reason: str, now: float) -> bool:
+        async def block(db: asyncpg.Connection) -> bool:
+            # The block's row stays locked until the run is marked: a lift's DELETE either committed
+            # before (the locking read finds no row) or waits, then resumes the run blocked here.
+            if await db.fetchval("SELECT 1 FROM safety_blocks WHERE principal = $1 FOR SHARE", principal) is None:
+                return False
+            await db.execute(
+                "UPDATE safety_runs SET status = 'blocked', reason = $2, updated_at = $3 "
+                "WHERE id = $1 AND status = ANY($4::text[])",
+                run_id,
+                reason,
+                now,
+                list(LIVE_RUNS),
+            )
+            return True
+
+        return await self._engine.run(block)
 
     async def get_challenge(self, challenge_id: str) -> Challenge | None:
         row = await self._engine.fetchrow(f"SELECT {CHALLENGE} FROM safety_challenges WHERE id = $1", challenge_id)  # noqa: S608

@@ -12,6 +12,7 @@ from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.safety.store import (
     BLOCK_COLUMNS,
     CHALLENGE_COLUMNS,
+    LIVE_RUNS,
     Block,
     Challenge,
     challenge_row,
@@ -73,6 +74,22 @@ class SqliteChallenges:
             return True
 
         return await self._engine.write(renew)
+
+    async def block_run(self, run_id: str, principal: str, reason: str, now: float) -> bool:
+        def block(db: sqlite3.Connection) -> bool:
+            # One IMMEDIATE transaction: a lift is either committed before it (no block, the run left
+            # alone) or waits until after it (and then resumes the run it blocked).
+            if db.execute("SELECT 1 FROM safety_blocks WHERE principal = ?", (principal,)).fetchone() is None:
+                return False
+            marks = ", ".join("?" for _ in LIVE_RUNS)
+            db.execute(
+                "UPDATE safety_runs SET status = 'blocked', reason = ?, updated_at = ? "  # noqa: S608
+                f"WHERE id = ? AND status IN ({marks})",
+                (reason, now, run_id, *LIVE_RUNS),
+            )
+            return True
+
+        return await self._engine.write(block)
 
     async def get_challenge(self, challenge_id: str) -> Challenge | None:
         row = await self._engine.read(

@@ -204,6 +204,11 @@ class SafetyStore(Protocol):
         same block, one wins; the loser stores nothing and reads the winner's challenge."""
         ...
 
+    async def block_run(self, run_id: str, principal: str, reason: str, now: float) -> bool:
+        """Whether the principal's block still holds; if so, a live run marked `blocked` in the same
+        transaction, the block's row held, so a lift committed after the block was read stands."""
+        ...
+
     async def get_challenge(self, challenge_id: str) -> Challenge | None: ...
     async def pending_challenge(self, principal: str, now: float) -> Challenge | None:
         """The principal's newest challenge still pending and unexpired."""

@@ -114,11 +114,12 @@ class Verification:
             return fresh
         return old
 
-    async def renew_block(self, block: Block, now: float) -> Challenge:
+    async def renew_block(self, block: Block, now: float) -> Challenge | None:
         """The block's challenge is no longer answerable (expired, failed, refused): a new one, so the
         block can still be lifted; the block itself stays (§8.8.3). The page and the stream of the
         console call this on every replica: the block is re-pointed only if it still holds the old
-        challenge, so two replicas racing leave one pending challenge, not two."""
+        challenge, so two replicas racing leave one pending challenge, not two. None: the block was
+        lifted since it was read (docs/safety.md, "Races")."""
         current = await self._store.get_challenge(block.challenge_id)
         if current is not None and current.status == "pending" and current.expires_at > now:
             return current
@@ -133,10 +134,9 @@ class Verification:
             now=now,
         )
         if not await self._store.renew_block(block.challenge_id, fresh):
-            # Another replica renewed it (or it was lifted) meanwhile: use what it put there.
+            # Another replica renewed it (use what it put there), or an operator lifted it meanwhile.
             latest = await self._store.get_block(block.principal)
-            winner = await self._store.get_challenge(latest.challenge_id) if latest is not None else None
-            return winner or fresh
+            return await self._store.get_challenge(latest.challenge_id) if latest is not None else None
         if current is not None and await self._store.fail_challenge(current.id, "expiry", now):
             await self._store.note_failure(current.principal, now, self._settings.failure_window_seconds)
         await self.announce(fresh, now)

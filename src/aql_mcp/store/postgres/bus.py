@@ -106,6 +106,16 @@ class PostgresBus:
         )
         self._wake("s")
 
+    async def gone(self, replica: str) -> bool:
+        """No heartbeat from `replica` for `LIVE_SECONDS` by the database's clock (one clock for
+        every judge, whatever the replicas' own say), or no row at all (it stopped and removed it)."""
+        seen = await self._engine.fetchval(
+            "SELECT seen_at >= extract(epoch FROM clock_timestamp()) - $2 FROM replicas WHERE id = $1",
+            replica,
+            LIVE_SECONDS,
+        )
+        return seen is not True
+
     async def heartbeat(self, now: float) -> int:
         """`now` is not used: the row is written and judged with the database's clock, so a replica
         whose own clock is off is neither counted gone nor counts others gone."""

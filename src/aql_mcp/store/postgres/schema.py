@@ -225,7 +225,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
-    # 11: task leases, as on SQLite (database clock)
+    # 11: which replica writes a stream and which request it answers (store/base.py `stream_origin`):
+    # a replica following a POST stream ends it once that replica is gone (docs/connections.md)
+    Migration(
+        """
+        CREATE TABLE stream_origins (
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            stream_id TEXT COLLATE "C" NOT NULL,
+            origin TEXT NOT NULL,
+            request TEXT NOT NULL,
+            PRIMARY KEY (session_id, stream_id)
+        );
+        """,
+        additive=True,
+    ),
+    # 12: task leases, as on SQLite (database clock)
     Migration(
         """
         CREATE TABLE task_leases (

@@ -10,7 +10,7 @@ import asyncpg
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent, StreamOrigin
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.postgres.audit import PostgresAuditStore
 from aql_mcp.store.postgres.bus import BEAT, PostgresBus
@@ -98,18 +98,7 @@ class PostgresStore:
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         row = await self.engine.fetchrow("SELECT * FROM sessions WHERE id = $1", session_id)
-        if row is None:
-            return None
-        return SessionRecord(
-            id=row["id"],
-            owner=row["owner"],
-            protocol_version=row["protocol_version"],
-            client_info=orjson.loads(row["client_info"]),
-            client_capabilities=orjson.loads(row["client_capabilities"]),
-            log_level=row["log_level"],
-            created_at=row["created_at"],
-            last_seen=row["last_seen"],
-        )
+        return None if row is None else _session_record(row)
 
     async def touch_session(self, session_id: str, now: float) -> None:
         await self.engine.execute(
@@ -127,11 +116,15 @@ class PostgresStore:
         return await self.engine.run(delete)
 
     async def expire_sessions(self, idle_before: float) -> list[str]:
-        async def expire(db: asyncpg.Connection) -> list[str]:
-            rows = await db.fetch("DELETE FROM sessions WHERE last_seen < $1 RETURNING id", idle_before)
-            ids = [row["id"] for row in rows]
-            await _forget_streams(db, ids)
-            return ids
+        return [record.id for record in await self.expire_session_records(idle_before)]
+
+    async def expire_session_records(self, idle_before: float) -> list[SessionRecord]:
+        async def expire(db: asyncpg.Connection) -> list[SessionRecord]:
+            # RETURNING names only the rows this transaction deleted: two replicas' sweeps never both get one.
+            rows = await db.fetch("DELETE FROM sessions WHERE last_seen < $1 RETURNING *", idle_before)
+            records = [_session_record(row) for row in rows]
+            await _forget_streams(db, [record.id for record in records])
+            return records
 
         return await self.engine.run(expire)
 
@@ -141,7 +134,7 @@ class PostgresStore:
         return int(await self.engine.fetchval("SELECT count(*) FROM sessions WHERE owner = $1", owner))
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         async def append(db: asyncpg.Connection) -> int:
             # The counter row is locked until commit: appends to one stream from two replicas take turns.
@@ -153,6 +146,15 @@ class PostgresStore:
                 stream_id,
                 final,
             )
+            if seq == 1 and request:
+                # The first writer of a POST stream is the replica running its request.
+                await db.execute(
+                    "INSERT INTO stream_origins VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    session_id,
+                    stream_id,
+                    self.engine.replica,
+                    request,
+                )
             await db.execute("INSERT INTO events VALUES ($1, $2, $3, $4, $5)", session_id, stream_id, seq, data, now)
             return int(seq)
 
@@ -165,6 +167,15 @@ class PostgresStore:
             session_id,
             stream_id,
         )
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        row = await self.engine.fetchrow(
+            "SELECT o.origin, o.request FROM stream_origins o JOIN streams s USING (session_id, stream_id) "
+            "WHERE o.session_id = $1 AND o.stream_id = $2 AND NOT s.ended",
+            session_id,
+            stream_id,
+        )
+        return StreamOrigin(row["origin"], row["request"]) if row else None
 
     async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
         row = await self.engine.fetchrow(
@@ -200,3 +211,16 @@ async def _forget_streams(db: asyncpg.Connection, session_ids: list[str]) -> Non
     await db.execute("DELETE FROM events WHERE session_id = ANY($1::text[])", session_ids)
     await db.execute("DELETE FROM streams WHERE session_id = ANY($1::text[])", session_ids)
     await db.execute("DELETE FROM subscriptions WHERE session_id = ANY($1::text[])", session_ids)
+
+
+def _session_record(row: asyncpg.Record) -> SessionRecord:
+    return SessionRecord(
+        id=row["id"],
+        owner=row["owner"],
+        protocol_version=row["protocol_version"],
+        client_info=orjson.loads(row["client_info"]),
+        client_capabilities=orjson.loads(row["client_capabilities"]),
+        log_level=row["log_level"],
+        created_at=row["created_at"],
+        last_seen=row["last_seen"],
+    )

@@ -41,7 +41,8 @@ POLL = (
     "WITH renewed AS (UPDATE task_leases l SET lease_until = " + DB_NOW + " + $3 FROM tasks t "  # noqa: S608
     "WHERE $3::double precision IS NOT NULL AND l.task_id = ANY($1::text[]) AND l.replica = $4 "
     f"AND t.id = l.task_id AND t.status IN {LIVE_SQL}) "
-    "SELECT id, status, CASE WHEN id = ANY($2::text[]) THEN answers END FROM tasks WHERE id = ANY($1::text[])"
+    "SELECT id, status, CASE WHEN id = ANY($2::text[]) THEN answers END, status_message FROM tasks "
+    "WHERE id = ANY($1::text[])"
 )
 
 
@@ -188,7 +189,7 @@ class PostgresTaskStore:
         if not task_ids:
             return {}
         rows = await self._engine.fetch(POLL, list(task_ids), list(answers_for), lease_seconds, self._engine.replica)
-        return {row[0]: TaskState(row[1], None if row[2] is None else orjson.loads(row[2])) for row in rows}
+        return {row[0]: TaskState(row[1], None if row[2] is None else orjson.loads(row[2]), row[3]) for row in rows}
 
     async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
         rows = await self._engine.fetch(

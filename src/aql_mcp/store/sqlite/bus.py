@@ -13,5 +13,8 @@ class LocalBus:
     async def publish(self, signal: Signal) -> None:
         return None
 
+    async def gone(self, replica: str) -> bool:
+        return False
+
     async def heartbeat(self, now: float) -> int:
         return 1

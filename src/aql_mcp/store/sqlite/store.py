@@ -11,12 +11,14 @@ import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from aql_mcp.exceptions import UpstreamUnavailable
-from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent
+from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent, StreamOrigin
 from aql_mcp.store.fair_share import TENANT_SHARE
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.sqlite.audit import SqliteAuditStore
@@ -116,18 +118,7 @@ class SqliteStore:
         row = await self.engine.read(
             lambda db: db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         )
-        if row is None:
-            return None
-        return SessionRecord(
-            id=row[0],
-            owner=row[1],
-            protocol_version=row[2],
-            client_info=orjson.loads(row[3]),
-            client_capabilities=orjson.loads(row[4]),
-            log_level=row[5],
-            created_at=row[6],
-            last_seen=row[7],
-        )
+        return None if row is None else _session_record(row)
 
     async def touch_session(self, session_id: str, now: float) -> None:
         await self.engine.write(
@@ -147,11 +138,15 @@ class SqliteStore:
         return await self.engine.write(delete)
 
     async def expire_sessions(self, idle_before: float) -> list[str]:
-        def expire(db: sqlite3.Connection) -> list[str]:
-            ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE last_seen < ?", (idle_before,))]
+        return [record.id for record in await self.expire_session_records(idle_before)]
+
+    async def expire_session_records(self, idle_before: float) -> list[SessionRecord]:
+        def expire(db: sqlite3.Connection) -> list[SessionRecord]:
+            rows = db.execute("SELECT * FROM sessions WHERE last_seen < ?", (idle_before,)).fetchall()
+            ids = [row[0] for row in rows]
             _forget_streams(db, ids)
             db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
-            return ids
+            return [_session_record(row) for row in rows]
 
         return await self.engine.write(expire)
 
@@ -165,7 +160,7 @@ class SqliteStore:
         )
 
     async def append_event(
-        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False
+        self, session_id: str, stream_id: str, data: bytes, now: float, *, final: bool = False, request: str = ""
     ) -> int:
         def append(db: sqlite3.Connection) -> int:
             seq = int(
@@ -192,6 +187,10 @@ class SqliteStore:
     async def end_stream(self, session_id: str, stream_id: str) -> None:
         end = "INSERT INTO streams VALUES (?, ?, 0, 1) ON CONFLICT (session_id, stream_id) DO UPDATE SET ended = 1"
         await self.engine.write(lambda db: db.execute(end, (session_id, stream_id)))
+
+    async def stream_origin(self, session_id: str, stream_id: str) -> StreamOrigin | None:
+        # One replica: whatever runs a stream's request runs here (or ran before a restart).
+        return None
 
     async def stream_position(self, session_id: str, stream_id: str) -> tuple[int, bool]:
         row = await self.engine.read(
@@ -234,3 +233,16 @@ def _forget_streams(db: sqlite3.Connection, session_ids: list[str]) -> None:
     db.executemany("DELETE FROM events WHERE session_id = ?", [(i,) for i in session_ids])
     db.executemany("DELETE FROM streams WHERE session_id = ?", [(i,) for i in session_ids])
     db.executemany("DELETE FROM subscriptions WHERE session_id = ?", [(i,) for i in session_ids])
+
+
+def _session_record(row: Sequence[Any]) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        owner=row[1],
+        protocol_version=row[2],
+        client_info=orjson.loads(row[3]),
+        client_capabilities=orjson.loads(row[4]),
+        log_level=row[5],
+        created_at=row[6],
+        last_seen=row[7],
+    )

@@ -172,10 +172,13 @@ class SqliteTaskStore:
                     f"AND task_id IN (SELECT id FROM tasks WHERE status IN {LIVE_SQL})",
                     (now + lease_seconds, *ids, self._replica),
                 )
-            return db.execute(f"SELECT id, status, answers FROM tasks WHERE id IN ({marks})", ids).fetchall()  # noqa: S608
+            return db.execute(
+                f"SELECT id, status, answers, status_message FROM tasks WHERE id IN ({marks})",  # noqa: S608
+                ids,
+            ).fetchall()
 
         rows = await (self._engine.write(poll) if lease_seconds is not None else self._engine.read(poll))
-        return {row[0]: TaskState(row[1], orjson.loads(row[2]) if row[0] in asked else None) for row in rows}
+        return {row[0]: TaskState(row[1], orjson.loads(row[2]) if row[0] in asked else None, row[3]) for row in rows}
 
     async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
         def take(db: sqlite3.Connection) -> list[str]:
