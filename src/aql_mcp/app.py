@@ -210,12 +210,8 @@ def task_runner(settings: Settings, store: Store, notifier: Notifier, meter: Tas
     )
     meter.track("task", lambda: runner.running)
 
-    def taken_over(_task_id: str) -> None:
-        # A lost replica's task failed here: its own replica cannot count its end any more.
-        meter.takeover("task", "ended")
-        meter.finished("task", "failed")
-
-    runner.on_takeover(taken_over)
+    # A lost replica's task failed here: its end is counted by `on_status` (told here too).
+    runner.on_takeover(lambda _task_id: meter.takeover("task", "ended"))
     return runner
 
 

@@ -80,7 +80,7 @@ async def test_on_sqlite_the_lease_runs_on_the_process_clock_and_a_renewal_exten
     # A later run of the service (another replica name) does not renew what the first one leased.
     later = await backend.open()
     await later.tasks.poll_tasks(["t"], answers_for=[], lease_seconds=100, now=NOW + 17)
-    assert await later.tasks.take_over_tasks(replica_lost_error(), REPLICA_LOST, NOW + 19) == ["t"]
+    assert await later.tasks.take_over_tasks(replica_lost_error(), REPLICA_LOST, NOW + 19) == [("t", "alice")]
     await _assert_lost(later, "t")
     done = await later.tasks.load_task("done")
     assert done is not None
@@ -102,7 +102,7 @@ async def test_on_postgres_a_lease_ends_on_the_database_clock_whatever_the_repli
     assert await ahead.tasks.take_over_tasks(replica_lost_error(), REPLICA_LOST, time.time() + SKEW) == []
     # A short lease that nobody renews ends (another replica's poll does not renew it): taken over.
     await _create(ahead, "short", lease=0.5, now=time.time() + SKEW)
-    taken: list[str] = []
+    taken: list[tuple[str, str]] = []
 
     async def taken_over() -> bool:
         await behind.tasks.poll_tasks(["short"], answers_for=[], lease_seconds=30, now=time.time() - SKEW)
@@ -110,7 +110,7 @@ async def test_on_postgres_a_lease_ends_on_the_database_clock_whatever_the_repli
         return bool(taken)
 
     await arrives(taken_over, "the unrenewed lease did not end")
-    assert taken == ["short"]
+    assert taken == [("short", "alice")]
     await _assert_lost(behind, "short")
     for live in ("long", "kept"):
         found = await behind.tasks.load_task(live)

@@ -93,9 +93,9 @@ class TaskStore(Protocol):
         `lease_seconds`, the leases of those still live and held by this replica are renewed too."""
         ...
 
-    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
+    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[tuple[str, str]]:
         """Fail every live task whose lease ran out (database clock) with `error` and `message`: the
-        replica running it stopped renewing it, so it died (or lost the store). Their ids."""
+        replica running it stopped renewing it, so it died (or lost the store). Their ids and owners."""
         ...
 
     async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:

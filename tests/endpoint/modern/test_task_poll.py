@@ -113,7 +113,12 @@ async def test_a_polling_replica_fails_the_tasks_of_a_lost_one_once_their_lease_
     assert await lost.tasks.create_task(
         record, max_live_per_owner=5, max_stored_per_owner=50, now=now, lease_seconds=0.3
     )
-    runner = _runner(alive, lease=0.6)
+    told: list[StatusChange] = []
+
+    async def on_status(change: StatusChange) -> None:
+        told.append(change)
+
+    runner = _runner(alive, lease=0.6, on_status=on_status)
     taken: list[str] = []
     runner.on_takeover(taken.append)
     runner.start()  # polls (and takes over) with no task of its own
@@ -121,6 +126,8 @@ async def test_a_polling_replica_fails_the_tasks_of_a_lost_one_once_their_lease_
         await eventually(lambda: taken == ["t1"], "the lost replica's task was not taken over")
     finally:
         await runner.close()
+    # Told as any status change, so its owner's listen streams hear of it (task status notifications).
+    assert told == [StatusChange("t1", "alice", "failed", REPLICA_LOST)]
     found = await alive.tasks.load_task("t1")
     assert found is not None
     assert (found.status, found.status_message) == ("failed", REPLICA_LOST)

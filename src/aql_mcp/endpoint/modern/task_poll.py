@@ -75,7 +75,8 @@ def replica_lost_error() -> dict[str, Any]:
 
 class TaskPoll:
     """The poll loop over `live` (the runner's tasks, by id). `report(live, status, message)` hears
-    of each status the poll finds; each of `takeovers(task_id)` of each lost replica's task it failed."""
+    of each status the poll finds; `lost(task_id, owner)` and each of `takeovers(task_id)` of each
+    lost replica's task it failed."""
 
     def __init__(
         self,
@@ -85,12 +86,14 @@ class TaskPoll:
         lease_seconds: float,
         clock: Callable[[], float],
         report: Callable[[LiveTask, TaskStatus, str | None], Awaitable[None]],
+        lost: Callable[[str, str], Awaitable[None]],
     ) -> None:
         self._store = store
         self._live = live
         self.lease_seconds = lease_seconds
         self._clock = clock
         self._report = report
+        self._lost = lost
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.takeovers: list[Callable[[str], None]] = []
@@ -159,7 +162,8 @@ class TaskPoll:
 
     async def _take_over(self) -> None:
         taken = await self._store.take_over_tasks(replica_lost_error(), REPLICA_LOST, self._clock())
-        for task_id in taken:
+        for task_id, owner in taken:
             log.warning("task_taken_over", task_id=task_id)
+            await self._lost(task_id, owner)
             for listener in self.takeovers:
                 listener(task_id)

@@ -32,7 +32,7 @@ import structlog
 
 from aql_mcp.auth.principal import principal_key
 from aql_mcp.endpoint.modern.request_state import digest
-from aql_mcp.endpoint.modern.task_poll import PARKED_POLL_SECONDS, LiveTask, TaskPoll
+from aql_mcp.endpoint.modern.task_poll import PARKED_POLL_SECONDS, REPLICA_LOST, LiveTask, TaskPoll
 from aql_mcp.endpoint.statuses import wire_code
 from aql_mcp.exceptions import (
     InternalError,
@@ -174,7 +174,9 @@ class TaskRunner:
         self._max_result_bytes = max_result_bytes
         self._clock = clock
         self._live: dict[str, LiveTask] = {}
-        self._poll = TaskPoll(store, self._live, lease_seconds=lease_seconds, clock=clock, report=self._report)
+        self._poll = TaskPoll(
+            store, self._live, lease_seconds=lease_seconds, clock=clock, report=self._report, lost=self._report_lost
+        )
 
     def on_takeover(self, listener: Callable[[str], None]) -> None:
         """Call `listener(task_id)` for each task of a lost replica this replica failed."""
@@ -338,6 +340,15 @@ class TaskRunner:
                 status, result, message = "failed", None, None
         log.info("task_finished", task_id=live.id, status=status)
         await self._report(live, status, message)
+
+    async def _report_lost(self, task_id: str, owner: str) -> None:
+        """A lost replica's task this replica failed: its own replica can no longer tell of it."""
+        if self._on_status is None:
+            return
+        try:
+            await self._on_status(StatusChange(task_id, owner, "failed", REPLICA_LOST))
+        except Exception:
+            log.exception("task_status_not_reported", task_id=task_id, status="failed")
 
     async def _report(self, live: LiveTask, status: TaskStatus, message: str | None) -> None:
         """Tell `on_status` of a status not reported yet; its failure never touches the task."""

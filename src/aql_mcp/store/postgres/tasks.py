@@ -191,14 +191,14 @@ class PostgresTaskStore:
         rows = await self._engine.fetch(POLL, list(task_ids), list(answers_for), lease_seconds, self._engine.replica)
         return {row[0]: TaskState(row[1], None if row[2] is None else orjson.loads(row[2]), row[3]) for row in rows}
 
-    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
+    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[tuple[str, str]]:
         rows = await self._engine.fetch(
             "UPDATE tasks SET status = 'failed', error = $1, status_message = $2, input_requests = $3, "  # noqa: S608
             f"updated_at = $4 WHERE status IN {LIVE_SQL} "
-            f"AND id IN (SELECT task_id FROM task_leases WHERE lease_until < {DB_NOW}) RETURNING id",
+            f"AND id IN (SELECT task_id FROM task_leases WHERE lease_until < {DB_NOW}) RETURNING id, owner",
             orjson.dumps(error),
             message,
             NONE_PENDING,
             now,
         )
-        return [row[0] for row in rows]
+        return [(row[0], row[1]) for row in rows]

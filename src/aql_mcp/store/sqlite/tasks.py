@@ -180,14 +180,14 @@ class SqliteTaskStore:
         rows = await (self._engine.write(poll) if lease_seconds is not None else self._engine.read(poll))
         return {row[0]: TaskState(row[1], orjson.loads(row[2]) if row[0] in asked else None, row[3]) for row in rows}
 
-    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[str]:
-        def take(db: sqlite3.Connection) -> list[str]:
+    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[tuple[str, str]]:
+        def take(db: sqlite3.Connection) -> list[tuple[str, str]]:
             rows = db.execute(
                 "UPDATE tasks SET status = 'failed', error = ?, status_message = ?, input_requests = ?, "  # noqa: S608
                 f"updated_at = ? WHERE status IN {LIVE_SQL} "
-                "AND id IN (SELECT task_id FROM task_leases WHERE lease_until < ?) RETURNING id",
+                "AND id IN (SELECT task_id FROM task_leases WHERE lease_until < ?) RETURNING id, owner",
                 (orjson.dumps(error), message, NONE_PENDING, now, now),
             ).fetchall()
-            return [row[0] for row in rows]
+            return [(row[0], row[1]) for row in rows]
 
         return await self._engine.write(take)
