@@ -36,6 +36,8 @@ ENV = {
     "AQL_MCP_LIMITS__RATE_BURST": "2000",
     "AQL_MCP_MCP__MODERN_ERA": "true",
     "AQL_MCP_STORE__LEASE_SECONDS": str(LEASE),
+    # 100 batches of 1,000 rows take at least 5 s: the kill always lands while the import runs.
+    "AQL_MCP_EXECUTIONS__BATCH_PAUSE_SECONDS": "0.05",
 }
 
 
