@@ -19,7 +19,8 @@ from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.store import Quota
 from aql_mcp.protocol.task_mapping import TaskStatusReporter
 from aql_mcp.store.base import Store
-from tests.support.wait import eventually
+from tests.support.engines import Backend
+from tests.support.wait import arrives, eventually
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(100_000, 100_000_000)
@@ -153,3 +154,26 @@ async def test_a_failing_report_leaves_the_execution_as_it_was_changed(store: St
     found = await audited.load("exec_10")
     assert found is not None
     assert found.status == "cancelled"
+
+
+async def test_an_execution_a_takeover_ends_is_told_by_the_replica_that_took_it_over(backend: Backend) -> None:
+    """Its replica was lost (its lease ran out on the database's clock) and it may not be resumed
+    again (`max_takeovers` 0): the replica that ends it tells its task's end."""
+    lost, taker = await backend.open(), await backend.open()
+    told = Told()
+    audited = AuditedExecutionStore(taker.executions, AuditLog(AuditTrail(taker.audit)))
+    audited.task_status = TaskStatusReporter()
+    audited.task_status.bind(told)
+    assert await lost.executions.create(_record("exec_11", "import"), b'{"n": 1}\n', max_live_per_owner=5)
+    assert await lost.executions.start("exec_11", time.time()) is not None
+    assert await lost.executions.renew(0.3, time.time()) == 1
+
+    async def ended() -> bool:
+        taken = await audited.take_over(time.time() + 60, lease_seconds=30, max_takeovers=0)
+        return bool(taken.ended)
+
+    await arrives(ended, "the lease did not run out")
+    assert told.changes == [("exec_11", ALICE)]
+    found = await audited.load("exec_11")
+    assert found is not None
+    assert found.status == "failed"
