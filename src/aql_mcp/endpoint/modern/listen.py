@@ -58,7 +58,7 @@ from aql_mcp.endpoint.sse import KEEPALIVE, Connection, format_event
 from aql_mcp.exceptions import InvalidRequest, MissingClientExtension, MissingToken, StoreError
 from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
 from aql_mcp.observability.logging import bind_log_context
-from aql_mcp.protocol.context import Context
+from aql_mcp.protocol.context import Context, Peer
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.resources import readable
@@ -98,16 +98,19 @@ class ListenEndpoint:
         self._mapper = mapper
         self._clock = clock
 
-    async def serve(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
-        """Answer `request` with its stream. A refusal raises before anything is sent (the modern
-        edge answers it); once the stream has started, nothing raises."""
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, request: Request, peer: Peer | None = None
+    ) -> None:
+        """Answer `request` with its stream (`peer`: what its `_meta` declares, as the modern edge
+        read it). A refusal raises before anything is sent (the modern edge answers it); once the
+        stream has started, nothing raises."""
         principal = principal_of(scope)
         if principal is None:
             raise MissingToken()
         wanted = parse_filter(request.params, max_uris=self._max_uris)
         for uri in wanted.uris:
             await readable(self._registry, self._rules, uri, principal)
-        reader = _reader(scope, request, principal)
+        reader = _reader(scope, request, principal, peer)
         wanted = await self._own_tasks(wanted, request, reader)
         listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
         self._listeners.admit(listener)
@@ -207,14 +210,14 @@ class _ReadOnly:
         return None
 
 
-def _reader(scope: Scope, request: Request, principal: Principal) -> Context:
-    """The context the stream reads its tasks with: the listen request's caller, as a `tasks/get`
-    of theirs would be."""
+def _reader(scope: Scope, request: Request, principal: Principal, peer: Peer | None) -> Context:
+    """The context the stream reads its tasks with: the listen request's caller and what it
+    declares, as a `tasks/get` of theirs would be read."""
     quiet = _ReadOnly()
     return Context(
         request_id=request_id_of(scope),
         message_id=request.id,
-        peer=None,
+        peer=peer,
         principal=principal,
         outbound=quiet,
         hub=quiet,
