@@ -61,6 +61,7 @@ from aql_mcp.plugin_host.sources import plugin_sources
 from aql_mcp.plugin_host.task_mappers import modern_task_mapper, task_mapper
 from aql_mcp.protocol.methods import build_dispatcher, legacy_table
 from aql_mcp.protocol.primitives import Registry
+from aql_mcp.protocol.task_mapping import TaskStatusReporter
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.factory import open_store
@@ -76,9 +77,12 @@ def create_app(
     loaded after those the settings name (aql_mcp.testing.client)."""
     telemetry = build_telemetry(settings, span_exporter)
     registry, store = Registry(), open_store(settings)
-    loaded = loaded_plugins(settings, registry, store, telemetry, plugins)
+    reporter = TaskStatusReporter()
+    loaded = loaded_plugins(settings, registry, store, telemetry, plugins, reporter)
     hooks = PluginHooks(loaded)
     services, router = assemble(settings, telemetry, registry, store, loaded, hooks)
+    # The plugins' mapped tasks reach the listen streams as the core's own do (docs/eras.md, "Tasks").
+    reporter.bind(services.notifier.task_changed)
     verifier = services.authentication.verifier
     extra = plugin_routes(
         settings, loaded, RouteServices(store=store, verifier=verifier, dev_issuer=services.dev_issuer)
@@ -111,11 +115,16 @@ def build_telemetry(settings: Settings, span_exporter: SpanExporter | None) -> T
 
 
 def loaded_plugins(
-    settings: Settings, registry: Registry, store: Store, telemetry: Telemetry, objects: Sequence[AnyPlugin]
+    settings: Settings,
+    registry: Registry,
+    store: Store,
+    telemetry: Telemetry,
+    objects: Sequence[AnyPlugin],
+    task_status: TaskStatusReporter,
 ) -> list[AnyPlugin]:
     """The plugins the settings name, then `objects`, each registered (plugin_host/loader.py)."""
     sources = plugin_sources(settings)
-    loaded = load_plugins(sources, registry, settings, store, telemetry, objects)
+    loaded = load_plugins(sources, registry, settings, store, telemetry, objects, task_status)
     for plugin, source in zip(loaded, sources, strict=False):  # objects (tests) come last, unnamed
         log.info("plugin_loaded", plugin=plugin.name, source=source.origin, path=source.path)
     return loaded
@@ -145,7 +154,7 @@ def assemble(
     endpoint = edges.legacy(sessions, legacy_table(dispatcher, mapper), mapper)
     # The Tasks extension's methods exist in the modern era only (endpoint/modern/tasks_extension.py).
     task_methods = TaskMethods(store.tasks, tasks, mapper=modern_mapper)
-    modern = edges.modern(dispatcher.extended(task_methods.table()), store, listeners)
+    modern = edges.modern(dispatcher.extended(task_methods.table()), store, listeners, modern_mapper)
     issuer = dev_issuer(settings)
     authentication = authentication_of(settings, issuer, metrics)
     metrics.track(

@@ -36,7 +36,9 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   `TaskHandler`s; `tasks_negotiated` says whether a request's session declared `tasks`, and
   `success`, `failure` and `to_tool_result` build the envelope a task's result carries), and
   answer 2026-07-28 calls with tasks of its own (`ModernTaskMapperPlugin` returning a
-  `ModernTaskMapper`; `declares_tasks` says whether a modern request declared the Tasks extension).
+  `ModernTaskMapper`; `declares_tasks` says whether a modern request declared the Tasks extension,
+  and `PluginOperations.task_status`, a `TaskStatusReporter`, is where it reports each status change
+  of such a task for the listen streams that asked for it).
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
   `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
   the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
@@ -168,7 +170,14 @@ from aql_mcp.protocol.primitives import (
     with_deprecation,
 )
 from aql_mcp.protocol.skill import Skill, SkillFile
-from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskHandler, TaskMapper, declares_tasks, tasks_negotiated
+from aql_mcp.protocol.task_mapping import (
+    ModernTaskMapper,
+    TaskHandler,
+    TaskMapper,
+    TaskStatusReporter,
+    declares_tasks,
+    tasks_negotiated,
+)
 from aql_mcp.responses import error_object
 from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
@@ -270,6 +279,7 @@ __all__ = [
     "TaskMapper",
     "TaskMapperPlugin",
     "TaskMeter",
+    "TaskStatusReporter",
     "TokenVerifier",
     "Tool",
     "ToolError",

@@ -22,7 +22,7 @@ from aql_mcp.protocol.lifecycle import HandshakeLimits
 from aql_mcp.protocol.param_headers import CallerHeaders, ParamHeader
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
-from aql_mcp.protocol.task_mapping import TaskMapper
+from aql_mcp.protocol.task_mapping import ModernTaskMapper, TaskMapper
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 
@@ -63,8 +63,11 @@ class Edges:
             task_capability=task_mapper.capability if task_mapper is not None else None,
         )
 
-    def modern(self, dispatcher: Dispatcher[Context], store: Store, listeners: Listeners) -> ModernEndpoint:
-        """The 2026-07-28 edge: stateless requests, sealed request state, and `subscriptions/listen`."""
+    def modern(
+        self, dispatcher: Dispatcher[Context], store: Store, listeners: Listeners, mapper: ModernTaskMapper | None
+    ) -> ModernEndpoint:
+        """The 2026-07-28 edge: stateless requests, sealed request state, and `subscriptions/listen`
+        (which reads the tasks of a plugin's `mapper` through it)."""
         settings, streams = self.settings, self.settings.streams
         listen = ListenEndpoint(
             listeners=listeners,
@@ -74,6 +77,7 @@ class Edges:
             keepalive_seconds=streams.keepalive_seconds,
             max_uris=streams.max_listen_resources,
             tasks=store.tasks,
+            mapper=mapper,
         )
         return ModernEndpoint(
             dispatcher=dispatcher,

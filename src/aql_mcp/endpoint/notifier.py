@@ -13,7 +13,8 @@ modern era, on this replica and on every other one sharing the store.
   signals, so each listener hears of a change once.
 
 - A task's status change (SEP-2663 task status notifications) is reported by the replica running
-  the task (endpoint/modern/tasks_extension.py `on_status`) and travels the same way, as a
+  the task (endpoint/modern/tasks_extension.py `on_status`), or, for a task a plugin maps (an
+  execution), by the replica that changed it (`TaskStatusReporter`), and travels the same way, as a
   `broadcast` of `notifications/tasks` naming the task and its owner: only the owner's listen
   streams that asked for that task hear of it, and each reads the task from the store to write it.
 
@@ -58,7 +59,12 @@ class Notifier:
 
     async def task_status(self, change: StatusChange) -> None:
         """A task's status changed (the runner's `on_status`): tell its owner's streams that asked."""
-        await self._announce(Change(TASK_STATUS, change.task_id, change.owner))
+        await self.task_changed(change.task_id, change.owner)
+
+    async def task_changed(self, task_id: str, owner: str) -> None:
+        """Task `task_id` of `owner` changed status: the runner's, or a plugin's mapped task
+        (protocol/task_mapping.py `TaskStatusReporter`)."""
+        await self._announce(Change(TASK_STATUS, task_id, owner))
 
     async def on_signal(self, signal: Signal) -> None:
         """A signal from another replica: a broadcast for the listen streams here (and, for a list

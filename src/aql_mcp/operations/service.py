@@ -30,6 +30,7 @@ from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry, ToolResult
 from aql_mcp.protocol.skill import Skill
+from aql_mcp.protocol.task_mapping import TaskStatusReporter
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 from aql_mcp.store.plugin_tables import F, Tables
@@ -39,7 +40,12 @@ CORE = "mcp-aql"
 
 class AqlService:
     def __init__(
-        self, registry: Registry, settings: Settings, store: Store, telemetry: Telemetry | None = None
+        self,
+        registry: Registry,
+        settings: Settings,
+        store: Store,
+        telemetry: Telemetry | None = None,
+        task_status: TaskStatusReporter | None = None,
     ) -> None:
         aql = settings.aql
         self.settings = settings
@@ -70,6 +76,8 @@ class AqlService:
         self._registry = registry
         # Where plugins count the work they run in the background (`PluginOperations.task_meter`).
         self.task_meter = telemetry.metrics.tasks if telemetry is not None else None
+        # Where plugins report status changes of the tasks they map (`PluginOperations.task_status`).
+        self.task_status = task_status if task_status is not None else TaskStatusReporter()
         self._tools: set[str] = set()
         # What plugins add to `_protocol.capabilities` (the safety plugin: `execution_safety_loop`).
         self.capabilities: dict[str, Any] = {}
@@ -246,6 +254,13 @@ class PluginOperations:
         """Where a plugin counts the work it runs in the background on /metrics (live, finished by
         status, taken over; docs/monitoring.md); None when the service keeps no metrics (tests)."""
         return self.service.task_meter
+
+    @property
+    def task_status(self) -> TaskStatusReporter:
+        """Where a plugin that maps tasks (`ModernTaskMapper`) reports each status change of one, so
+        the listen streams that asked for it hear of it on every replica (SEP-2663 task status
+        notifications; docs/plugins.md)."""
+        return self.service.task_status
 
     def add_execution_source(self, source: ExecutionSource) -> None:
         """Executions this plugin keeps, shown and cancelled by the lifecycle operations

@@ -17,6 +17,7 @@ from aql_mcp.plugin_host.contracts import OperationsPlugin, Plugin
 from aql_mcp.plugin_host.sections import configure_plugin, refuse_unknown_sections
 from aql_mcp.plugin_host.sources import PluginSource
 from aql_mcp.protocol.primitives import Registry
+from aql_mcp.protocol.task_mapping import TaskStatusReporter
 from aql_mcp.settings import Settings
 from aql_mcp.store.base import Store
 
@@ -60,10 +61,12 @@ def load_plugins(
     store: Store | None = None,
     telemetry: Telemetry | None = None,
     objects: Sequence[AnyPlugin] = (),
+    task_status: TaskStatusReporter | None = None,
 ) -> list[AnyPlugin]:
     """Import every plugin, hand each its own settings, and let it register; a duplicate name
     fails naming both plugins. `objects` are plugins already built, registered after the imported
-    ones (the test client, aql_mcp.testing.client).
+    ones (the test client, aql_mcp.testing.client). `task_status` is where plugins report their
+    tasks' status changes (the app binds it to its notifier).
 
     The MCP-AQL service (router, `introspect`, endpoint tools) is set up when the first plugin with
     operations loads; without such a plugin the service exposes no MCP-AQL tools.
@@ -93,7 +96,7 @@ def load_plugins(
             if service is None:
                 if store is None:
                     raise ConfigError(f"plugin {plugin.name}: MCP-AQL operations need the service store")
-                service = AqlService(registry, settings, store, telemetry)
+                service = AqlService(registry, settings, store, telemetry, task_status)
             trust = _trust(plugin, settings)
             operations = service.for_plugin(plugin.name, trust, plugin.trust)
             _step(plugin.name, "register_operations", partial(plugin.register_operations, operations))

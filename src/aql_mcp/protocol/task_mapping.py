@@ -16,6 +16,11 @@ the extension, the core's `tools/call` hands the calls the mapper takes to it ar
 and `tasks/get`, `tasks/update`, `tasks/cancel` of an id the mapper owns go to it instead of the
 core's task table (endpoint/modern/task_methods.py). The extension has no tool-level marker: the
 server decides per request, so `tools/list` is the same with or without a mapper.
+
+`TaskStatusReporter`, task status notifications of a mapper's tasks (SEP-2663, "Task Status
+Notifications"): the plugin tells it each status change of one of its tasks, wherever it happens
+(its worker, a cancellation, a takeover); the core offers the change to the listen streams of the
+task's owner on every replica, which read the task through the mapper's `get` to write it.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import structlog
+
 from aql_mcp.exceptions import InvalidParams, MethodNotFound
 from aql_mcp.protocol.context import Context
 from aql_mcp.protocol.versions import MODERN_VERSIONS
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+log = structlog.get_logger("aql_mcp.tasks")
 
 TaskHandler = Callable[[dict[str, Any], Context], Awaitable[dict[str, Any]]]
+# Told that task `task_id` of owner `owner` (a principal digest) changed its status.
+TaskChanged = Callable[[str, str], Awaitable[None]]
 
 
 @runtime_checkable
@@ -73,6 +83,31 @@ class ModernTaskMapper(Protocol):
     async def cancel(self, task_id: str, ctx: Context) -> bool:
         """Cancel the caller's task if it is live (an ended one is left as it is); False: no such
         task of the caller's."""
+
+
+class TaskStatusReporter:
+    """Where a plugin reports that one of its mapped tasks changed status (`PluginOperations.task_status`).
+
+    The plugins register before the core's notifier exists, so the app binds it afterwards; until
+    then (and in a service built without listen streams) a report goes nowhere."""
+
+    def __init__(self) -> None:
+        self._target: TaskChanged | None = None
+
+    def bind(self, target: TaskChanged) -> None:
+        self._target = target
+
+    async def changed(self, task_id: str, owner: str) -> None:
+        """Task `task_id` of `owner` (its principal's digest, `Principal.digest`) changed status. The
+        streams read the task when they write it, so two quick reports cost one notification. The
+        change is already stored: a failure to tell it is logged, never raised into the plugin's work
+        (the client may still poll `tasks/get`)."""
+        if self._target is None:
+            return
+        try:
+            await self._target(task_id, owner)
+        except Exception:
+            log.warning("task_status_not_told", task_id=task_id, exc_info=True)
 
 
 def declares_tasks(ctx: Context) -> bool:

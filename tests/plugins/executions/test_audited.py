@@ -17,8 +17,10 @@ from aql_mcp.plugins.executions.audited import AuditedExecutionStore
 from aql_mcp.plugins.executions.store import ExecutionRecord
 from aql_mcp.plugins.executions.worker import ExecutionWorker
 from aql_mcp.plugins.records.store import Quota
+from aql_mcp.protocol.task_mapping import TaskStatusReporter
 from aql_mcp.store.base import Store
-from tests.support.wait import eventually
+from tests.support.engines import Backend
+from tests.support.wait import arrives, eventually
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(100_000, 100_000_000)
@@ -103,3 +105,75 @@ async def test_the_end_of_a_session_records_each_execution_it_cancels(store: Sto
         assert [outcome for _, _, outcome, _ in await _trail(store, trail, execution_id)] == outcomes
     assert await audited.cancel_session("sess", time.time()) == 0
     assert len(await store.audit.records()) == 6
+
+
+class Told:
+    """What the core's task status reporter was told (plugin API `TaskStatusReporter`), in order."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, str]] = []
+
+    async def __call__(self, task_id: str, owner: str) -> None:
+        self.changes.append((task_id, owner))
+
+
+async def test_each_change_of_an_executions_task_status_is_told_with_its_owner(store: Store) -> None:
+    """An execution's task is `working` from its creation until it ends: each end is told, and a retry
+    (working again); a start is not, nor anything of an execution started without a token."""
+    told = Told()
+    audited = AuditedExecutionStore(store.executions, AuditLog(AuditTrail(store.audit)))
+    audited.task_status = TaskStatusReporter()
+    audited.task_status.bind(told)
+    assert await audited.create(_record("exec_7", "import"), b'{"n": 1}\n', max_live_per_owner=5)
+    assert await audited.start("exec_7", time.time()) is not None
+    assert told.changes == []
+    error = {"code": "INTERNAL_ERROR", "message": "boom", "details": {}}
+    assert await audited.transition("exec_7", "failed", time.time(), error=error)
+    assert told.changes == [("exec_7", ALICE)]
+    assert await audited.retry("exec_7", "alice", time.time()) is not None
+    assert await audited.transition("exec_7", "completed", time.time())
+    assert told.changes == [("exec_7", ALICE)] * 3
+
+    assert await audited.create(_record("exec_8", "export"), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_8", "alice", time.time(), "stop") == "cancelled"
+    assert await audited.cancel("exec_8", "alice", time.time(), "again") == "ended"  # no change
+    assert await audited.create(_record("exec_9", "export", principal=None), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_9", "alice", time.time(), "stop") == "cancelled"
+    assert told.changes == [("exec_7", ALICE)] * 3 + [("exec_8", ALICE)]
+
+
+async def test_a_failing_report_leaves_the_execution_as_it_was_changed(store: Store) -> None:
+    async def broken(task_id: str, owner: str) -> None:
+        raise RuntimeError("the notifier is down")
+
+    audited = AuditedExecutionStore(store.executions, AuditLog(AuditTrail(store.audit)))
+    audited.task_status = TaskStatusReporter()
+    audited.task_status.bind(broken)
+    assert await audited.create(_record("exec_10", "export"), None, max_live_per_owner=5)
+    assert await audited.cancel("exec_10", "alice", time.time(), "stop") == "cancelled"
+    found = await audited.load("exec_10")
+    assert found is not None
+    assert found.status == "cancelled"
+
+
+async def test_an_execution_a_takeover_ends_is_told_by_the_replica_that_took_it_over(backend: Backend) -> None:
+    """Its replica was lost (its lease ran out on the database's clock) and it may not be resumed
+    again (`max_takeovers` 0): the replica that ends it tells its task's end."""
+    lost, taker = await backend.open(), await backend.open()
+    told = Told()
+    audited = AuditedExecutionStore(taker.executions, AuditLog(AuditTrail(taker.audit)))
+    audited.task_status = TaskStatusReporter()
+    audited.task_status.bind(told)
+    assert await lost.executions.create(_record("exec_11", "import"), b'{"n": 1}\n', max_live_per_owner=5)
+    assert await lost.executions.start("exec_11", time.time()) is not None
+    assert await lost.executions.renew(0.3, time.time()) == 1
+
+    async def ended() -> bool:
+        taken = await audited.take_over(time.time() + 60, lease_seconds=30, max_takeovers=0)
+        return bool(taken.ended)
+
+    await arrives(ended, "the lease did not run out")
+    assert told.changes == [("exec_11", ALICE)]
+    found = await audited.load("exec_11")
+    assert found is not None
+    assert found.status == "failed"

@@ -192,7 +192,7 @@ class ModernEndpoint:
             await _send_wire(send, exc, scope, message.id)
             return
         if self._listen is not None and message.method == LISTEN:
-            await _serve_listen(self._listen, scope, receive, send, message)
+            await _serve_listen(self._listen, scope, receive, send, message, peer)
             return
         await self._run(scope, receive, send, message, peer)
 
@@ -358,10 +358,12 @@ def refused_facts(scope: Scope, request: Request) -> RequestFacts:
     return RequestFacts(message_id=request.id, principal=principal_of(scope), protocol_version=version)
 
 
-async def _serve_listen(listen: ListenEndpoint, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
+async def _serve_listen(
+    listen: ListenEndpoint, scope: Scope, receive: Receive, send: Send, request: Request, peer: RequestPeer
+) -> None:
     """A long-lived stream (endpoint/modern/listen.py); it raises only before the stream starts."""
     try:
-        await listen.serve(scope, receive, send, request)
+        await listen.serve(scope, receive, send, request, peer)
     except AuthError:
         raise  # answered by the auth middleware, with its challenge
     except WireError as exc:

@@ -25,7 +25,9 @@ the acknowledgement, as another caller's task is not found by `tasks/get`). Righ
 acknowledgement it sends each one's current state, so a change between the task's creation and
 the listen is not missed; then a `notifications/tasks` at each status change the replica running
 the task reports (endpoint/notifier.py), read from the store when it is written: the same
-`DetailedTask` a `tasks/get` would answer then.
+`DetailedTask` a `tasks/get` would answer then. An id a plugin's task mapper owns (an execution's)
+is agreed to, and read, through the mapper's `get` with the listener's principal, as `tasks/get`
+reads it (endpoint/modern/task_methods.py).
 """
 
 from __future__ import annotations
@@ -51,16 +53,18 @@ from aql_mcp.endpoint.modern.subscription import (
     parse_filter,
 )
 from aql_mcp.endpoint.modern.task_methods import detailed
-from aql_mcp.endpoint.modern.tasks_extension import EXTENSION
+from aql_mcp.endpoint.modern.tasks_extension import EXTENSION, owner_of
 from aql_mcp.endpoint.sse import KEEPALIVE, Connection, format_event
-from aql_mcp.exceptions import MissingClientExtension, MissingToken, StoreError
+from aql_mcp.exceptions import InvalidRequest, MissingClientExtension, MissingToken, StoreError
 from aql_mcp.jsonrpc.messages import Request, encode_notification, encode_result
 from aql_mcp.observability.logging import bind_log_context
+from aql_mcp.protocol.context import Context, Peer
 from aql_mcp.protocol.policy import ScopeRules
 from aql_mcp.protocol.primitives import Registry
 from aql_mcp.protocol.resources import readable
+from aql_mcp.protocol.task_mapping import ModernTaskMapper
 from aql_mcp.protocol.versions import META_CLIENT_CAPABILITIES, META_SERVER_INFO, Era
-from aql_mcp.scope import principal_of
+from aql_mcp.scope import principal_of, request_id_of
 from aql_mcp.store.tasks import TaskStore
 
 LISTEN = "subscriptions/listen"
@@ -81,6 +85,7 @@ class ListenEndpoint:
         keepalive_seconds: float,
         max_uris: int,
         tasks: TaskStore,
+        mapper: ModernTaskMapper | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._listeners = listeners
@@ -90,38 +95,52 @@ class ListenEndpoint:
         self._keepalive = keepalive_seconds
         self._max_uris = max_uris
         self._tasks = tasks
+        self._mapper = mapper
         self._clock = clock
 
-    async def serve(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
-        """Answer `request` with its stream. A refusal raises before anything is sent (the modern
-        edge answers it); once the stream has started, nothing raises."""
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, request: Request, peer: Peer | None = None
+    ) -> None:
+        """Answer `request` with its stream (`peer`: what its `_meta` declares, as the modern edge
+        read it). A refusal raises before anything is sent (the modern edge answers it); once the
+        stream has started, nothing raises."""
         principal = principal_of(scope)
         if principal is None:
             raise MissingToken()
         wanted = parse_filter(request.params, max_uris=self._max_uris)
         for uri in wanted.uris:
             await readable(self._registry, self._rules, uri, principal)
-        wanted = await self._own_tasks(wanted, request, principal.digest)
+        reader = _reader(scope, request, principal, peer)
+        wanted = await self._own_tasks(wanted, request, reader)
         listener = Listener(owner=principal.digest, subscription_id=request.id, wanted=wanted)
         self._listeners.admit(listener)
         bind_log_context(mcp_method=LISTEN, mcp_era=Era.MODERN.value)
         try:
-            await self._stream(receive, Connection(send), listener, _lifetime(principal))
+            await self._stream(receive, Connection(send), listener, _lifetime(principal), reader)
         finally:
             self._listeners.release(listener)
 
-    async def _own_tasks(self, wanted: SubscriptionFilter, request: Request, owner: str) -> SubscriptionFilter:
+    async def _own_tasks(self, wanted: SubscriptionFilter, request: Request, reader: Context) -> SubscriptionFilter:
         """The `taskIds` the stream agrees to: the caller's unexpired tasks, in the order asked.
         Asking for any needs the extension declared in the request (SEP-2663, -32021 otherwise)."""
         if not wanted.task_ids:
             return wanted
         if not _declares_tasks(request):
             raise MissingClientExtension(EXTENSION)
-        now = self._clock()
-        found = [task_id for task_id in wanted.task_ids if await self._tasks.get_task(task_id, owner, now)]
+        found = [task_id for task_id in wanted.task_ids if await self._task(task_id, reader) is not None]
         return replace(wanted, task_ids=tuple(found))
 
-    async def _stream(self, receive: Receive, connection: Connection, listener: Listener, lifetime: float) -> None:
+    async def _task(self, task_id: str, reader: Context) -> dict[str, Any] | None:
+        """The caller's task as `tasks/get` answers it now (endpoint/modern/task_methods.py), or None:
+        no such task of the caller's, or it expired. A mapped id is read through the plugin's mapper."""
+        if self._mapper is not None and self._mapper.owns(task_id):
+            return await self._mapper.get(task_id, reader)
+        record = await self._tasks.get_task(task_id, owner_of(reader), self._clock())
+        return detailed(record) if record is not None else None
+
+    async def _stream(
+        self, receive: Receive, connection: Connection, listener: Listener, lifetime: float, reader: Context
+    ) -> None:
         await connection.start([])
         await connection.write(self._event(listener, ACKNOWLEDGED, {"notifications": listener.wanted.to_wire()}))
         for task_id in listener.wanted.task_ids:
@@ -131,7 +150,7 @@ class ListenEndpoint:
         async with anyio.create_task_group() as group:
             group.start_soon(_watch_disconnect, receive, group.cancel_scope)
             with anyio.move_on_after(lifetime):
-                await self._pump(connection, listener)
+                await self._pump(connection, listener, reader)
             # Not cancelled by the watcher: the server ends the subscription (shutdown, token expiry).
             ended_by = "server"
             await connection.write(format_event(None, self._closing(listener)))
@@ -139,27 +158,27 @@ class ListenEndpoint:
             group.cancel_scope.cancel()
         log.info("listen_closed", principal=listener.owner, ended_by=ended_by)
 
-    async def _pump(self, connection: Connection, listener: Listener) -> None:
+    async def _pump(self, connection: Connection, listener: Listener, reader: Context) -> None:
         """Write what the listener is offered until it is stopped; a comment after each quiet spell."""
         while not listener.stopped:
             changes = await listener.next_changes(self._keepalive)
             if not changes and not listener.stopped:
                 await connection.write(KEEPALIVE)
             for change in changes:
-                event = await self._notification(listener, change)
+                event = await self._notification(listener, change, reader)
                 if event:
                     await connection.write(event)
 
-    async def _notification(self, listener: Listener, change: Change) -> bytes:
+    async def _notification(self, listener: Listener, change: Change, reader: Context) -> bytes:
         if change.method != TASK_STATUS:
             return self._event(listener, change.method, change.params())
         # The task as `tasks/get` answers it now; nothing once it expired (or the store failed:
         # the client may still poll).
         try:
-            record = await self._tasks.get_task(change.uri, listener.owner, self._clock())
+            task = await self._task(change.uri, reader)
         except StoreError:
             return b""
-        return self._event(listener, TASK_STATUS, detailed(record)) if record is not None else b""
+        return self._event(listener, TASK_STATUS, task) if task is not None else b""
 
     def _event(self, listener: Listener, method: str, params: dict[str, Any]) -> bytes:
         tagged = {"_meta": {META_SUBSCRIPTION_ID: listener.subscription_id}, **params}
@@ -169,6 +188,40 @@ class ListenEndpoint:
         """The listen response: the subscription ended gracefully (subscriptions, "Graceful Closure")."""
         meta = {META_SUBSCRIPTION_ID: listener.subscription_id, META_SERVER_INFO: self._server_info}
         return encode_result(listener.subscription_id, {"resultType": "complete", "_meta": meta})
+
+
+class _ReadOnly:
+    """The `Outbound` and hub of the context a listen stream reads tasks with: nothing is asked,
+    told or changed on the way."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        raise InvalidRequest()
+
+    async def close_connection(self) -> None:
+        return None
+
+    def missing_capability(self, capability: str) -> Exception:
+        return InvalidRequest()
+
+    async def resource_updated(self, uri: str) -> None:
+        return None
+
+
+def _reader(scope: Scope, request: Request, principal: Principal, peer: Peer | None) -> Context:
+    """The context the stream reads its tasks with: the listen request's caller and what it
+    declares, as a `tasks/get` of theirs would be read."""
+    quiet = _ReadOnly()
+    return Context(
+        request_id=request_id_of(scope),
+        message_id=request.id,
+        peer=peer,
+        principal=principal,
+        outbound=quiet,
+        hub=quiet,
+    )
 
 
 def _declares_tasks(request: Request) -> bool:

@@ -6,6 +6,12 @@ is the principal digest the row keeps (`ExecutionRecord.principal`), not whoever
 now; `anonymous` for an execution started without a token. A client's own transition (create,
 retry, cancel) waits for its record before the call is answered, as any write does; the worker's
 and the sweep's are queued without waiting, so a slow trail never holds up an import.
+
+The same place tells the core when an execution's task status changes (`task_status`, SEP-2663 task
+status notifications; docs/executions.md "MCP tasks (2026-07-28)"): each end (completed, failed,
+cancelled: by its worker, a cancellation on any replica, a takeover past its limit or the sweep) and
+a retry, which makes an ended task `working` again. A start or a resumption after a takeover leaves it
+`working`, so it tells nothing; progress is not a status change either.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from aql_mcp.plugin import AuditLog
+from aql_mcp.plugin import AuditLog, TaskStatusReporter
 from aql_mcp.plugins.executions.store import (
     Batch,
     BatchOutcome,
@@ -26,6 +32,8 @@ from aql_mcp.plugins.executions.store import (
 )
 
 KIND = "execution"
+# The statuses in which an execution's task ends.
+ENDS = frozenset({"completed", "failed", "cancelled"})
 
 
 class AuditedExecutionStore:
@@ -36,6 +44,8 @@ class AuditedExecutionStore:
         self.audit = audit
         # Hears of every status this replica moves an execution into (the metrics count the ends).
         self.on_status: list[Callable[[str], None]] = []
+        # Told of each task status change of an execution (the core's listen streams); None: nobody.
+        self.task_status: TaskStatusReporter | None = None
 
     @property
     def replica(self) -> str:
@@ -79,13 +89,14 @@ class AuditedExecutionStore:
     async def start(self, execution_id: str, now: float) -> ExecutionRecord | None:
         started = await self.inner.start(execution_id, now)
         if started is not None:
-            self._queue(started, started.status)
+            await self._queue(started, started.status)
         return started
 
     async def retry(self, execution_id: str, owner: str, now: float) -> ExecutionRecord | None:
         retried = await self.inner.retry(execution_id, owner, now)
         if retried is not None:
             await self._record(retried, retried.status)
+            await self._tell(retried)  # failed or cancelled, now working again
         return retried
 
     async def transition(
@@ -106,7 +117,7 @@ class AuditedExecutionStore:
             found = await self.inner.load(execution_id)
             if found is not None:
                 # `to`, not the row's status now: a later transition may already have followed.
-                self._queue(found, to)
+                await self._queue(found, to)
         return moved
 
     async def cancel(self, execution_id: str, owner: str, now: float, message: str) -> Cancelled:
@@ -124,7 +135,7 @@ class AuditedExecutionStore:
     async def end_session(self, session_id: str, now: float) -> list[ExecutionRecord]:
         ended = await self.inner.end_session(session_id, now)
         for record in ended:
-            self._queue(record, record.status)
+            await self._queue(record, record.status)
         return ended
 
     async def import_batch(self, execution_id: str, batch: Batch, now: float, *, attempt: int) -> BatchOutcome:
@@ -153,7 +164,7 @@ class AuditedExecutionStore:
     async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
         taken = await self.inner.take_over(now, lease_seconds=lease_seconds, max_takeovers=max_takeovers)
         for record in taken.resumed:
-            self._queue(record, record.status)
+            await self._queue(record, record.status)
         await self._queue_loaded(taken.ended)
         return taken
 
@@ -170,15 +181,24 @@ class AuditedExecutionStore:
         for execution_id in execution_ids:
             found = await self.inner.load(execution_id)
             if found is not None:
-                self._queue(found, found.status)
+                await self._queue(found, found.status)
 
     async def _record(self, record: ExecutionRecord, status: str) -> None:
         self._announce(status)
         await self.audit.record(KIND, **_fields(record, status))
+        if status in ENDS:
+            await self._tell(record)
 
-    def _queue(self, record: ExecutionRecord, status: str) -> None:
+    async def _tell(self, record: ExecutionRecord) -> None:
+        """The execution's task changed status; one started without a token is nobody's task."""
+        if self.task_status is not None and record.principal is not None:
+            await self.task_status.changed(record.id, record.principal)
+
+    async def _queue(self, record: ExecutionRecord, status: str) -> None:
         self._announce(status)
         self.audit.event(KIND, **_fields(record, status))
+        if status in ENDS:
+            await self._tell(record)
 
     def _announce(self, status: str) -> None:
         for listener in self.on_status:

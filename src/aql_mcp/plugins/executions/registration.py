@@ -116,6 +116,8 @@ class ExecutionsPlugin:
             max_result_bytes=settings.limits.max_result_bytes,
             lease_seconds=settings.store.lease_seconds,
         )
+        # Its tasks' status changes reach the listen streams that asked for them (docs/executions.md).
+        audited.task_status = operations.task_status
         meter = operations.task_meter
         if meter is not None:
             # On /metrics beside the generic tasks (docs/monitoring.md), `task_kind="execution"`.

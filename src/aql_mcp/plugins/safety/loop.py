@@ -29,6 +29,7 @@ from aql_mcp.plugin import (
     AuditLog,
     OperationError,
     Settings,
+    TaskStatusReporter,
     new_execution_id,
 )
 from aql_mcp.plugins.safety.desk import SafetyDesk
@@ -54,6 +55,9 @@ class ExecutionLoop:
         self._clock = clock
         self.desk = SafetyDesk(store, settings, clock=clock, audit=audit)
         self._evaluator: anyio.CapacityLimiter | None = None
+        # Told when a run's task ends (docs/executions.md, "MCP tasks (2026-07-28)"): only `finish`
+        # and `cancel` end a run; a pause or block keeps its task `working`.
+        self.task_status: TaskStatusReporter | None = None
 
     def now(self) -> float:
         return self._clock()
@@ -106,6 +110,7 @@ class ExecutionLoop:
         if not await self._store.set_run_status(run.id, status, now):
             raise _no_run()
         await self.desk.journal.record(run.agent, f"execution_{status}", principal, now, run=run.id, steps=run.steps)
+        await self._tell(run.id, principal)
         return {"execution_id": run.id, "element_name": run.agent, "status": status, "steps": run.steps}
 
     async def cancel(self, principal: str, execution_id: str) -> tuple[AgentRun, bool] | None:
@@ -124,7 +129,12 @@ class ExecutionLoop:
             await self.desk.journal.record(
                 run.agent, "execution_cancelled", principal, now, run=run.id, steps=run.steps, was=run.status
             )
+            await self._tell(run.id, principal)
         return (await self._store.get_run(run.id) or run), cancelled
+
+    async def _tell(self, run_id: str, principal: str) -> None:
+        if self.task_status is not None:
+            await self.task_status.changed(run_id, principal)
 
     async def step(
         self, principal: str, agent: str, execution_id: str | None, action: str, outcome: str | None

@@ -312,6 +312,7 @@ class SafetyPlugin:
         settings, store = operations.settings, operations.store
         safety = operations.tables(TABLES)
         loop = ExecutionLoop(safety, settings, audit=trail_log(store, settings.audit))
+        loop.task_status = operations.task_status  # a run's end reaches the listen streams that asked
         operations.service.router.gatekeeper.watch(GateWatch(safety, enforcing=loop.enforcing))
         operations.service.capabilities["execution_safety_loop"] = settings.safety.mode
         operations.add_type(STATE_TYPE)
