@@ -89,6 +89,13 @@ SQLITE: tuple[Migration, ...] = (
         additive=False,
         legacy_core=5,
     ),
+    # 4: the indexes a collection declares, as JSON text `[{field, type}]` (plugins/records/indexes.py)
+    Migration(
+        """
+        ALTER TABLE record_collections ADD COLUMN indexes TEXT;
+        """,
+        additive=True,
+    ),
 )
 
 POSTGRES: tuple[Migration, ...] = (
@@ -137,6 +144,13 @@ POSTGRES: tuple[Migration, ...] = (
         additive=False,
         legacy_core=1,
     ),
+    # 2: the indexes a collection declares, `[{field, type}]` (plugins/records/indexes.py)
+    Migration(
+        """
+        ALTER TABLE record_collections ADD COLUMN indexes JSONB;
+        """,
+        additive=True,
+    ),
 )
 
 
@@ -156,7 +170,9 @@ TABLES: Tables[RecordStore] = Tables("records", SQLITE, POSTGRES, _on_sqlite, _o
 
 def bound_records(operations: PluginOperations) -> RecordStore:
     """The records facet on the service's store, scanning at most `store.listing_scan_rows` rows per
-    listing; the executions plugin, which builds on records, takes it through here too."""
+    listing for at most `store.listing_timeout_seconds`; the executions plugin, which builds on
+    records, takes it through here too."""
     records = operations.tables(TABLES)
     records.scan_rows = operations.settings.store.listing_scan_rows
+    records.listing_seconds = operations.settings.store.listing_timeout_seconds
     return records
