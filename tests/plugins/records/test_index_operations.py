@@ -72,9 +72,10 @@ async def test_create_index_builds_it_and_list_and_drop_follow(backend: Backend)
     assert created["data"] == {"collection": "tasks", "field": "meta.size", "type": "number", "state": "ready"}
     assert [item["n"] for item in ranged["data"]["items"]] == [12, 11, 10]
     assert "warnings" not in ranged
+    # In field order.
     assert listed["data"]["items"] == [
-        {"collection": "tasks", "field": "status", "type": "string", "state": "ready"},
         {"collection": "tasks", "field": "meta.size", "type": "number", "state": "ready"},
+        {"collection": "tasks", "field": "status", "type": "string", "state": "ready"},
     ]
     assert listed["data"]["max_indexes"] == 3
     assert dropped["data"]["deleted"] is True

@@ -234,6 +234,20 @@ async def test_the_engine_index_goes_with_its_last_declaration_and_housekeeping_
     assert await records.reconcile_indexes() == 0
 
 
+async def test_a_deleted_collection_takes_its_declarations_along(backend: Backend) -> None:
+    records: RecordStore = (await backend.open()).records
+    await records.create_collection("t1", "a", "", None, "now", indexes=(STATUS, SIZE), max_indexes=2)
+    await records.build_index(STATUS)
+    await records.delete_collection("t1", "a")
+    # The tenant's count is free again, and housekeeping drops the index nobody declares.
+    await records.create_collection("t1", "a", "", None, "now", indexes=(SIZE,), max_indexes=2)
+    stored = await records.get_collection("t1", "a")
+    assert stored is not None
+    assert stored.indexes == (SIZE,)
+    assert await records.reconcile_indexes() == 2
+    assert await records.index_states((STATUS, SIZE)) == {STATUS: "missing", SIZE: "ready"}
+
+
 async def test_a_listing_past_its_time_stops_with_a_refusal(backend: Backend) -> None:
     records = await _filled(backend, count=1000)
     search = Listing(size=5, terms=("zzz",))

@@ -14,7 +14,6 @@ SQL as literals (an index cannot take a bound path); nothing else about them rea
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from aql_mcp.plugins.records.listing import Condition, Index, IndexType, Listing
@@ -36,15 +35,14 @@ def index_of(field: str, kind: IndexType) -> Index:
     return Index(tuple(field.split(".")), kind)
 
 
+def in_order(indexes: tuple[Index, ...]) -> tuple[Index, ...]:
+    """Declarations in the order a collection lists them: by field, then type."""
+    return tuple(sorted(indexes, key=lambda index: (index.field, index.type)))
+
+
 def from_json(raw: Any) -> tuple[Index, ...]:
-    """The indexes a collection row stores (`[{field, type}]`, or NULL for none)."""
-    if not raw:
-        return ()
-    return tuple(index_of(item["field"], item["type"]) for item in raw)
-
-
-def to_json(indexes: Iterable[Index]) -> list[dict[str, str]]:
-    return [index.wire() for index in indexes]
+    """A collection's declared indexes as its read aggregates them (`[[field, type], ...]`)."""
+    return tuple(index_of(field, kind) for field, kind in raw or ())
 
 
 def type_of(value: Any) -> IndexType | None:

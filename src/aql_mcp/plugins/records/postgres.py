@@ -13,10 +13,10 @@ import orjson
 
 from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.indexes import from_json
+from aql_mcp.plugins.records.indexes import from_json, in_order
 from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
-from aql_mcp.plugins.records.postgres_indexes import PostgresIndexes, declare
+from aql_mcp.plugins.records.postgres_indexes import OF_COLLECTION, PostgresIndexes, declare
 from aql_mcp.plugins.records.store import (
     LISTING_SECONDS,
     SCAN_ROWS,
@@ -43,7 +43,7 @@ from aql_mcp.plugins.records.store import (
 )
 
 COLUMNS = "collection, id, data::text AS data, etag, created_at, updated_at, pos"
-COLLECTION = "name, description, fields::text, created_at, record_count, indexes::text"
+COLLECTION = f"name, description, fields::text, created_at, record_count, {OF_COLLECTION}"
 DIALECT = PostgresDialect()
 
 
@@ -83,10 +83,10 @@ class PostgresRecordStore(PostgresIndexes):
             if inserted != "INSERT 0 1":
                 raise AlreadyExists(name)
             if indexes:
-                await declare(db, tenant, name, indexes, max_indexes)
+                await declare(db, tenant, name, indexes, max_indexes, now)
 
         await self._engine.run(create, tenant=tenant)
-        return StoredCollection(name, description, fields, now, indexes=indexes)
+        return StoredCollection(name, description, fields, now, indexes=in_order(indexes))
 
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
         row = await self._engine.fetchrow(
@@ -137,6 +137,7 @@ class PostgresRecordStore(PostgresIndexes):
                 tenant,
                 name,
             )
+            await db.execute("DELETE FROM record_indexes WHERE tenant = $1 AND collection = $2", tenant, name)
             await _add_usage(db, tenant, -int(found[0]), -int(size))
             return int(found[0])
 

@@ -11,14 +11,15 @@ index, and a listing of states reads an index nobody holds that lock for as `inv
 
 from __future__ import annotations
 
+import time
+
 import asyncpg
-import orjson
 
 from aql_mcp.plugin import PostgresEngine
-from aql_mcp.plugins.records.indexes import from_json, index_of, to_json
+from aql_mcp.plugins.records.indexes import from_json, index_of
 from aql_mcp.plugins.records.listing import PREFIX, Index
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
-from aql_mcp.plugins.records.store import AlreadyExists, IndexMissing, Missing, QuotaExceeded
+from aql_mcp.plugins.records.store import AlreadyExists, IndexMissing, Missing, QuotaExceeded, timestamp
 
 DIALECT = PostgresDialect()
 # The advisory lock of one index's build (session-level on the builder's own connection).
@@ -27,46 +28,65 @@ VALIDITY = (
     "SELECT c.relname, i.indisvalid AND i.indisready FROM pg_index AS i "
     "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = 'records'::regclass AND c.relname LIKE $1"
 )
-DECLARED = (
-    "SELECT DISTINCT e->>'field', e->>'type' FROM record_collections AS c, "
-    "jsonb_array_elements(coalesce(c.indexes, '[]'::jsonb)) AS e"
+DECLARED = "SELECT DISTINCT field, type FROM record_indexes"
+# A collection's declarations as one JSON text, in field order (the collection's read selects it).
+OF_COLLECTION = (
+    "(SELECT jsonb_agg(jsonb_build_array(i.field, i.type) ORDER BY i.field, i.type)::text FROM record_indexes AS i "
+    "WHERE i.tenant = record_collections.tenant AND i.collection = record_collections.name)"
 )
 
 
 async def declare(
-    db: asyncpg.Connection, tenant: str, collection: str, new: tuple[Index, ...], limit: int
+    db: asyncpg.Connection, tenant: str, collection: str, new: tuple[Index, ...], limit: int, now: str
 ) -> tuple[Index, ...]:
     """Add `new` to the collection's declared indexes inside the caller's transaction, the tenant's
-    count checked against `limit` under a lock of the tenant's, so two declarations cannot both pass."""
+    count checked against `limit` under a lock of the tenant's, so two declarations cannot both pass;
+    the collection's row locked, so a deletion of it waits."""
     await db.execute("SELECT pg_advisory_xact_lock(hashtext('records-indexes:' || $1))", tenant)
-    raw = await db.fetchrow(
-        "SELECT indexes::text FROM record_collections WHERE tenant = $1 AND name = $2 FOR UPDATE", tenant, collection
-    )
-    if raw is None:
-        raise Missing(collection)
-    current = from_json(orjson.loads(raw[0]) if raw[0] else None)
+    await _lock_collection(db, tenant, collection)
+    current = await _declared(db, tenant, collection)
     for index in new:
         if index in current:
             raise AlreadyExists(index.field)
-    used = int(
-        await db.fetchval(
-            "SELECT coalesce(sum(jsonb_array_length(indexes)), 0) FROM record_collections WHERE tenant = $1", tenant
-        )
-    )
+    used = int(await db.fetchval("SELECT count(*) FROM record_indexes WHERE tenant = $1", tenant))
     if new and used + len(new) > limit:
         raise QuotaExceeded("indexes", used, limit)
-    after = current + new
-    await _store(db, tenant, collection, after)
-    return after
+    await db.executemany(
+        "INSERT INTO record_indexes VALUES ($1, $2, $3, $4, $5)",
+        [(tenant, collection, index.field, index.type, now) for index in new],
+    )
+    return await _declared(db, tenant, collection)
 
 
-async def _store(db: asyncpg.Connection, tenant: str, collection: str, indexes: tuple[Index, ...]) -> None:
-    await db.execute(
-        "UPDATE record_collections SET indexes = $3::jsonb WHERE tenant = $1 AND name = $2",
+async def undeclare(db: asyncpg.Connection, tenant: str, collection: str, index: Index) -> tuple[Index, ...]:
+    await _lock_collection(db, tenant, collection)
+    gone = await db.execute(
+        "DELETE FROM record_indexes WHERE tenant = $1 AND collection = $2 AND field = $3 AND type = $4",
         tenant,
         collection,
-        orjson.dumps(to_json(indexes)).decode() if indexes else None,
+        index.field,
+        index.type,
     )
+    if gone != "DELETE 1":
+        raise IndexMissing(index.field)
+    return await _declared(db, tenant, collection)
+
+
+async def _lock_collection(db: asyncpg.Connection, tenant: str, collection: str) -> None:
+    found = await db.fetchval(
+        "SELECT 1 FROM record_collections WHERE tenant = $1 AND name = $2 FOR UPDATE", tenant, collection
+    )
+    if found is None:
+        raise Missing(collection)
+
+
+async def _declared(db: asyncpg.Connection, tenant: str, collection: str) -> tuple[Index, ...]:
+    rows = await db.fetch(
+        "SELECT field, type FROM record_indexes WHERE tenant = $1 AND collection = $2 ORDER BY field, type",
+        tenant,
+        collection,
+    )
+    return from_json([tuple(row) for row in rows])
 
 
 def create_sql(index: Index) -> str:
@@ -108,26 +128,16 @@ class PostgresIndexes:
     _engine: PostgresEngine
 
     async def add_index(self, tenant: str, collection: str, index: Index, max_indexes: int) -> tuple[Index, ...]:
+        stamp = timestamp(time.time())
+
         async def add(db: asyncpg.Connection) -> tuple[Index, ...]:
-            return await declare(db, tenant, collection, (index,), max_indexes)
+            return await declare(db, tenant, collection, (index,), max_indexes, stamp)
 
         return await self._engine.run(add, tenant=tenant)
 
     async def remove_index(self, tenant: str, collection: str, index: Index) -> tuple[Index, ...]:
         async def remove(db: asyncpg.Connection) -> tuple[Index, ...]:
-            raw = await db.fetchrow(
-                "SELECT indexes::text FROM record_collections WHERE tenant = $1 AND name = $2 FOR UPDATE",
-                tenant,
-                collection,
-            )
-            if raw is None:
-                raise Missing(collection)
-            current = from_json(orjson.loads(raw[0]) if raw[0] else None)
-            if index not in current:
-                raise IndexMissing(index.field)
-            after = tuple(kept for kept in current if kept != index)
-            await _store(db, tenant, collection, after)
-            return after
+            return await undeclare(db, tenant, collection, index)
 
         return await self._engine.run(remove, tenant=tenant)
 

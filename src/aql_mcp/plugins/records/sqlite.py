@@ -12,10 +12,10 @@ import orjson
 
 from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.indexes import from_json
+from aql_mcp.plugins.records.indexes import from_json, in_order
 from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.sqlite_dialect import SqliteDialect
-from aql_mcp.plugins.records.sqlite_indexes import SqliteIndexes, declare
+from aql_mcp.plugins.records.sqlite_indexes import OF_COLLECTION, SqliteIndexes, declare
 from aql_mcp.plugins.records.store import (
     LISTING_SECONDS,
     SCAN_ROWS,
@@ -41,7 +41,7 @@ from aql_mcp.plugins.records.store import (
 )
 
 COLUMNS = "collection, id, data, etag, created_at, updated_at, pos"
-COLLECTION = "name, description, fields, created_at, record_count, indexes"
+COLLECTION = f"name, description, fields, created_at, record_count, {OF_COLLECTION}"
 DIALECT = SqliteDialect()
 # How many SQLite virtual machine steps pass between two looks at a listing's clock.
 CLOCK_STEPS = 1_000
@@ -80,10 +80,10 @@ class SqliteRecordStore(SqliteIndexes):
             if inserted != 1:
                 raise AlreadyExists(name)
             if indexes:
-                declare(db, tenant, name, indexes, max_indexes)
+                declare(db, tenant, name, indexes, max_indexes, now)
 
         await self._engine.write(create)
-        return StoredCollection(name, description, fields, now, indexes=indexes)
+        return StoredCollection(name, description, fields, now, indexes=in_order(indexes))
 
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
         row = await self._engine.read(
@@ -131,6 +131,7 @@ class SqliteRecordStore(SqliteIndexes):
                 "SELECT coalesce(sum(size), 0) FROM records WHERE tenant = ? AND collection = ?", (tenant, name)
             ).fetchone()[0]
             db.execute("DELETE FROM records WHERE tenant = ? AND collection = ?", (tenant, name))
+            db.execute("DELETE FROM record_indexes WHERE tenant = ? AND collection = ?", (tenant, name))
             db.execute("DELETE FROM record_collections WHERE tenant = ? AND name = ?", (tenant, name))
             _add_usage(db, tenant, -found[0], -size)
             return int(found[0])
@@ -333,7 +334,7 @@ def _record(row: tuple[Any, ...]) -> StoredRecord:
 
 def _collection(row: tuple[Any, ...]) -> StoredCollection:
     fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
-    indexes = from_json(orjson.loads(row[5]) if row[5] else None)
+    indexes = from_json(orjson.loads(row[5]))
     return StoredCollection(row[0], row[1], fields, row[3], int(row[4]), indexes)
 
 

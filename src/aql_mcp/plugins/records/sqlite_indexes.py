@@ -9,67 +9,69 @@ meanwhile waits for the lock up to `store.lock_timeout_seconds`, then fails with
 from __future__ import annotations
 
 import sqlite3
+import time
 from functools import partial
 
-import orjson
-
 from aql_mcp.plugin import SqliteEngine
-from aql_mcp.plugins.records.indexes import from_json, index_of, to_json
+from aql_mcp.plugins.records.indexes import from_json, index_of
 from aql_mcp.plugins.records.listing import PREFIX, Index
 from aql_mcp.plugins.records.sqlite_dialect import SqliteDialect
-from aql_mcp.plugins.records.store import AlreadyExists, IndexMissing, Missing, QuotaExceeded
+from aql_mcp.plugins.records.store import AlreadyExists, IndexMissing, Missing, QuotaExceeded, timestamp
 
 DIALECT = SqliteDialect()
-DECLARED = (
-    "SELECT DISTINCT json_extract(e.value, '$.field'), json_extract(e.value, '$.type') "
-    "FROM record_collections AS c, json_each(c.indexes) AS e"
+DECLARED = "SELECT DISTINCT field, type FROM record_indexes"
+# A collection's declarations as one JSON text, in field order (the collection's read selects it).
+OF_COLLECTION = (
+    "(SELECT json_group_array(json_array(field, type)) FROM (SELECT field, type FROM record_indexes AS i "
+    "WHERE i.tenant = record_collections.tenant AND i.collection = record_collections.name ORDER BY field, type))"
 )
 
 
 def declare(
-    db: sqlite3.Connection, tenant: str, collection: str, new: tuple[Index, ...], limit: int
+    db: sqlite3.Connection, tenant: str, collection: str, new: tuple[Index, ...], limit: int, now: str
 ) -> tuple[Index, ...]:
     """Add `new` to the collection's declared indexes inside the caller's transaction; the tenant's
     count checked against `limit` in the same transaction."""
-    row = db.execute(
-        "SELECT indexes FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
-    ).fetchone()
-    if row is None:
+    if (
+        db.execute("SELECT 1 FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)).fetchone()
+        is None
+    ):
         raise Missing(collection)
-    current = from_json(orjson.loads(row[0]) if row[0] else None)
+    current = _declared(db, tenant, collection)
     for index in new:
         if index in current:
             raise AlreadyExists(index.field)
-    used = int(
-        db.execute(
-            "SELECT coalesce(sum(json_array_length(indexes)), 0) FROM record_collections WHERE tenant = ?", (tenant,)
-        ).fetchone()[0]
-    )
+    used = int(db.execute("SELECT count(*) FROM record_indexes WHERE tenant = ?", (tenant,)).fetchone()[0])
     if new and used + len(new) > limit:
         raise QuotaExceeded("indexes", used, limit)
-    after = current + new
-    db.execute(
-        "UPDATE record_collections SET indexes = ? WHERE tenant = ? AND name = ?",
-        (orjson.dumps(to_json(after)).decode(), tenant, collection),
+    db.executemany(
+        "INSERT INTO record_indexes VALUES (?, ?, ?, ?, ?)",
+        [(tenant, collection, index.field, index.type, now) for index in new],
     )
-    return after
+    return _declared(db, tenant, collection)
 
 
 def undeclare(db: sqlite3.Connection, tenant: str, collection: str, index: Index) -> tuple[Index, ...]:
-    row = db.execute(
-        "SELECT indexes FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)
-    ).fetchone()
-    if row is None:
+    if (
+        db.execute("SELECT 1 FROM record_collections WHERE tenant = ? AND name = ?", (tenant, collection)).fetchone()
+        is None
+    ):
         raise Missing(collection)
-    current = from_json(orjson.loads(row[0]) if row[0] else None)
-    if index not in current:
+    gone = db.execute(
+        "DELETE FROM record_indexes WHERE tenant = ? AND collection = ? AND field = ? AND type = ?",
+        (tenant, collection, index.field, index.type),
+    ).rowcount
+    if gone != 1:
         raise IndexMissing(index.field)
-    after = tuple(kept for kept in current if kept != index)
-    db.execute(
-        "UPDATE record_collections SET indexes = ? WHERE tenant = ? AND name = ?",
-        (orjson.dumps(to_json(after)).decode() if after else None, tenant, collection),
-    )
-    return after
+    return _declared(db, tenant, collection)
+
+
+def _declared(db: sqlite3.Connection, tenant: str, collection: str) -> tuple[Index, ...]:
+    rows = db.execute(
+        "SELECT field, type FROM record_indexes WHERE tenant = ? AND collection = ? ORDER BY field, type",
+        (tenant, collection),
+    ).fetchall()
+    return from_json(rows)
 
 
 def create_sql(index: Index) -> str:
@@ -85,7 +87,8 @@ class SqliteIndexes:
     _building: set[str]
 
     async def add_index(self, tenant: str, collection: str, index: Index, max_indexes: int) -> tuple[Index, ...]:
-        return await self._engine.write(lambda db: declare(db, tenant, collection, (index,), max_indexes))
+        stamp = timestamp(time.time())
+        return await self._engine.write(lambda db: declare(db, tenant, collection, (index,), max_indexes, stamp))
 
     async def remove_index(self, tenant: str, collection: str, index: Index) -> tuple[Index, ...]:
         return await self._engine.write(lambda db: undeclare(db, tenant, collection, index))

@@ -89,10 +89,19 @@ SQLITE: tuple[Migration, ...] = (
         additive=False,
         legacy_core=5,
     ),
-    # 4: the indexes a collection declares, as JSON text `[{field, type}]` (plugins/records/indexes.py)
+    # 4: the indexes collections declare (plugins/records/indexes.py); the engine's own indexes are
+    # built from these rows, not by a migration
     Migration(
         """
-        ALTER TABLE record_collections ADD COLUMN indexes TEXT;
+        CREATE TABLE record_indexes (
+            tenant TEXT NOT NULL,
+            collection TEXT NOT NULL,
+            field TEXT NOT NULL,
+            type TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (tenant, collection, field, type)
+        ) WITHOUT ROWID;
+        CREATE INDEX record_indexes_declared ON record_indexes (field, type);
         """,
         additive=True,
     ),
@@ -144,10 +153,18 @@ POSTGRES: tuple[Migration, ...] = (
         additive=False,
         legacy_core=1,
     ),
-    # 2: the indexes a collection declares, `[{field, type}]` (plugins/records/indexes.py)
+    # 2: the indexes collections declare, as on SQLite at its version 4
     Migration(
         """
-        ALTER TABLE record_collections ADD COLUMN indexes JSONB;
+        CREATE TABLE record_indexes (
+            tenant TEXT COLLATE "C" NOT NULL,
+            collection TEXT COLLATE "C" NOT NULL,
+            field TEXT COLLATE "C" NOT NULL,
+            type TEXT COLLATE "C" NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
+            PRIMARY KEY (tenant, collection, field, type)
+        );
+        CREATE INDEX record_indexes_declared ON record_indexes (field, type);
         """,
         additive=True,
     ),
