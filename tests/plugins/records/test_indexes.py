@@ -361,3 +361,11 @@ async def test_on_sqlite_reads_go_on_while_a_build_waits_for_the_write_lock(back
     with anyio.fail_after(30):
         await build
     assert await records.index_states((STATUS,)) == {STATUS: "ready"}
+
+
+@pytest.mark.parametrize("field", ["a'b", "a.0", "_etag", "a..b", "a b", "a.b.c.d.e", 'a"b'])
+def test_a_field_that_could_not_be_spliced_safely_makes_no_index(field: str) -> None:
+    with pytest.raises(ValueError, match="not an index declaration"):
+        index_of(field, "string")
+    with pytest.raises(ValueError, match="not an index declaration"):
+        index_of("a", "boolean")  # type: ignore[arg-type]

@@ -32,6 +32,10 @@ def valid_field(field: str) -> bool:
 
 
 def index_of(field: str, kind: IndexType) -> Index:
+    """The index of a declaration; checked again here, since its field is spliced into SQL (a row
+    that did not come through the parameter models is refused, never built)."""
+    if not valid_field(field) or kind not in INDEX_TYPES:
+        raise ValueError(f"not an index declaration: {field!r} ({kind!r})")
     return Index(tuple(field.split(".")), kind)
 
 
