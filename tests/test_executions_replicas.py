@@ -121,7 +121,8 @@ def test_an_import_on_a_replica_that_died_fails_on_another_and_a_retry_there_fin
 ) -> None:
     """A replica whose heartbeat stopped is gone: what it ran becomes failed with the reason."""
     root = tmp_path_factory.mktemp("execution-death")
-    with start_replicas(root, database, count=2, env=ENV) as pair:
+    # No takeover (executions.max_takeovers 0): the lease's end fails it, and a retry resumes it.
+    with start_replicas(root, database, count=2, env={**ENV, "AQL_MCP_EXECUTIONS__MAX_TAKEOVERS": "0"}) as pair:
         a, b = pair.servers
         with on(a, pair, "tenant-4") as on_a:
             assert on_a.call(CREATE, "create_collection", collection="c")["success"]

@@ -31,7 +31,7 @@ from aql_mcp.endpoint.eras import EraRouter
 from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.modern.listeners import Listeners
 from aql_mcp.endpoint.modern.task_methods import TaskMethods
-from aql_mcp.endpoint.modern.tasks_extension import TaskRunner
+from aql_mcp.endpoint.modern.tasks_extension import StatusChange, TaskRunner
 from aql_mcp.endpoint.notifier import Notifier
 from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
@@ -50,6 +50,7 @@ from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
 from aql_mcp.observability.probes import Probes
+from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.observability.telemetry import Telemetry
 from aql_mcp.observability.tracing import Tracing
 from aql_mcp.operations.audit import trail_log
@@ -137,7 +138,7 @@ def assemble(
     )
     # Changes reach both eras' clients, on every replica (docs/eras.md, "Subscriptions in the modern era").
     notifier = Notifier(sessions=sessions, listeners=listeners, bus=store.bus)
-    tasks = task_runner(settings, store, notifier)
+    tasks = task_runner(settings, store, notifier, metrics.tasks)
     mapper, modern_mapper = task_mapper(loaded), modern_task_mapper(loaded)
     dispatcher = build_dispatcher(registry, settings, telemetry, tasks, mapper, modern_mapper)
     edges = Edges(settings=settings, registry=registry, telemetry=telemetry, notifier=notifier)
@@ -190,15 +191,28 @@ def session_manager(settings: Settings, store: Store, telemetry: Telemetry, hook
     )
 
 
-def task_runner(settings: Settings, store: Store, notifier: Notifier) -> TaskRunner:
-    return TaskRunner(
+def task_runner(settings: Settings, store: Store, notifier: Notifier, meter: TaskMeter) -> TaskRunner:
+    """The Tasks extension's runner: its status changes notified (endpoint/notifier.py) and its
+    tasks counted on /metrics (`task_kind="task"`)."""
+
+    async def on_status(change: StatusChange) -> None:
+        meter.finished("task", change.status)  # counts the ends only
+        await notifier.task_status(change)
+
+    runner = TaskRunner(
         store.tasks,
         hub=notifier,
         ttl_seconds=settings.mcp.task_ttl_seconds,
         max_per_owner=settings.mcp.max_tasks_per_principal,
         max_result_bytes=settings.limits.max_result_bytes,
-        on_status=notifier.task_status,
+        lease_seconds=settings.store.lease_seconds,
+        on_status=on_status,
     )
+    meter.track("task", lambda: runner.running)
+
+    # A lost replica's task failed here: its end is counted by `on_status` (told here too).
+    runner.on_takeover(lambda _task_id: meter.takeover("task", "ended"))
+    return runner
 
 
 def dev_issuer(settings: Settings) -> DevIssuer | None:

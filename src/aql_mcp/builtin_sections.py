@@ -46,6 +46,9 @@ class ExecutionSettings(Section):
     # How long the worker retries a write the store refused for a passing reason (a lock, a
     # serialization failure, a lost connection) before the execution fails.
     store_retry_seconds: float = Field(default=30.0, ge=0, le=3600)
+    # How many times other replicas resume an execution whose replica was lost (its lease ran out);
+    # past that it fails (`replica_stopped`) and waits for retry_execution. 0: never resume.
+    max_takeovers: int = Field(default=3, ge=0, le=100)
 
 
 SafetyMode = Literal["enforcing", "monitoring", "logging", "disabled"]

@@ -318,6 +318,13 @@ class ShuttingDown(RetryLater):
         self.retry_ms = retry_ms
 
 
+class ReplicaLost(ShuttingDown):
+    """The replica running a task stopped renewing its lease (it died, or lost the store): another
+    replica failed the task, which cannot resume an arbitrary handler; the call may be retried."""
+
+    message = "Service unavailable: the replica running this task was lost; retry the call"
+
+
 class ReplicaGone(RetryLater):
     """The replica answering a request died before it answered: a replica following the request's
     stream ends it with this (docs/connections.md, "A stream whose replica died"). Whether the

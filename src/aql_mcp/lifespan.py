@@ -90,6 +90,7 @@ def lifespan(
             await jwks.refresh()  # not ready until one succeeds; the refresher keeps trying
         for plugin in background:
             await plugin.start()
+        services.tasks.start()  # renews the leases of the tasks run here, fails those of lost replicas
         async with anyio.create_task_group() as group:
             for jwks in key_sources:
                 group.start_soon(_refresh_keys, jwks)

@@ -51,6 +51,8 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   that keeps executions of its own adds an `ExecutionSource` (`PluginOperations.add_execution_source`)
   so `get_execution`, `list_executions` (`SourcedExecution`) and `cancel_execution` reach them;
   the executions plugin reads them all (`PluginOperations.execution_sources`, `ExecutionSources`).
+  `PluginOperations.task_meter`, a `TaskMeter`, counts the work a plugin runs in the background on
+  /metrics (docs/monitoring.md).
 - Hooks: a plugin with `on_session_end(session_ids, now)` (`SessionEndPlugin`) hears of sessions
   that ended; one with `housekeeping(now)` (`HousekeepingPlugin`) purges with the core every 30 s.
 - HTTP routes of a plugin's own behind the service's authentication (the safety console): the
@@ -90,6 +92,7 @@ from aql_mcp.exceptions import (
     WireError,
 )
 from aql_mcp.middleware.host import HostMiddleware
+from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.operations.audit import AuditLog, trail_log
 from aql_mcp.operations.execution_sources import (
     EXECUTION_ID_PATTERN,
@@ -266,6 +269,7 @@ __all__ = [
     "TaskHandler",
     "TaskMapper",
     "TaskMapperPlugin",
+    "TaskMeter",
     "TokenVerifier",
     "Tool",
     "ToolError",

@@ -281,6 +281,22 @@ ALERT_CASES: dict[str, tuple[str, list[dict[str, str]], str, dict[str, str] | No
         "20m",
         PER_POD,
     ),
+    "a takeover of a lost replica's work fires": (
+        "AqlMcpTasksTakenOver",
+        [
+            series(
+                "aql_mcp_task_takeovers_total", "0x10 1x30", f'{POD}, task_kind="execution", task_outcome="resumed"'
+            ),
+        ],
+        "15m",
+        GROUPED,
+    ),
+    "no takeover stays quiet": (
+        "AqlMcpTasksTakenOver",
+        [series("aql_mcp_task_takeovers_total", "0x40", f'{POD}, task_kind="task", task_outcome="ended"')],
+        "30m",
+        None,
+    ),
     "an available store stays quiet": (
         "AqlMcpStoreUnavailable",
         [series("aql_mcp_store_available", "1x40")],

@@ -31,6 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp.exceptions import ConfigError, Forbidden
+from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.responses import send_empty, send_error
 from aql_mcp.scope import request_id_of
 
@@ -139,6 +140,8 @@ class Metrics:
         self._traffic_series()
         self._refusal_series()
         self._state_gauges()
+        # Tasks and executions, reported by the task runner and the executions worker.
+        self.tasks = TaskMeter(self.registry)
         build = Gauge(
             "aql_mcp_build_info", "Build information; always 1.", ("version", "service"), registry=self.registry
         )

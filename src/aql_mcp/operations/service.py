@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aql_mcp.audit.writer import dropped_records_counter
+from aql_mcp.observability.task_metrics import TaskMeter
 from aql_mcp.observability.telemetry import Telemetry, current_call
 from aql_mcp.operations.audit import trail_log
 from aql_mcp.operations.batch import failed_codes, run_batch
@@ -67,6 +68,8 @@ class AqlService:
             telemetry,
         )
         self._registry = registry
+        # Where plugins count the work they run in the background (`PluginOperations.task_meter`).
+        self.task_meter = telemetry.metrics.tasks if telemetry is not None else None
         self._tools: set[str] = set()
         # What plugins add to `_protocol.capabilities` (the safety plugin: `execution_safety_loop`).
         self.capabilities: dict[str, Any] = {}
@@ -237,6 +240,12 @@ class PluginOperations:
     def add_skill(self, skill: Skill) -> None:
         """A usage guide of this plugin's, served as a skill (Skills extension; docs/discovery.md)."""
         self.service.registry.add_skill(skill)
+
+    @property
+    def task_meter(self) -> TaskMeter | None:
+        """Where a plugin counts the work it runs in the background on /metrics (live, finished by
+        status, taken over; docs/monitoring.md); None when the service keeps no metrics (tests)."""
+        return self.service.task_meter
 
     def add_execution_source(self, source: ExecutionSource) -> None:
         """Executions this plugin keeps, shown and cancelled by the lifecycle operations

@@ -9,10 +9,17 @@ every read and write a client drives names the owner, and another caller's task 
 found. A task is gone once `expires_at` has passed (its `ttlMs` after creation); expired rows are
 deleted by the next `create`. Terminal statuses never change again, so a cancellation and a
 completion racing each other leave whichever committed first.
+
+A live task is leased to the replica running it (its row in `task_leases`): that replica renews the
+leases of all its tasks with one statement (`poll_tasks`), and any replica fails a live task whose
+lease ran out (`take_over_tasks`: its replica died). Lease ends are the database's clock on
+PostgreSQL, so a replica whose own clock is off neither loses its leases nor takes others' early;
+on SQLite one process is the only clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -47,13 +54,48 @@ class TaskRecord:
 Answered = Literal["unknown", "ignored", "stored"]
 
 
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """What the running replica learns of one of its tasks in a poll: its status, and the answers
+    given so far when it asked for them (a task waiting for input)."""
+
+    status: TaskStatus
+    answers: dict[str, Any] | None = None
+    status_message: str | None = None
+
+
 class TaskStore(Protocol):
+    @property
+    def replica(self) -> str:
+        """This process's name in the `replica` column of the tasks it runs."""
+        ...
+
     async def create_task(
-        self, record: TaskRecord, *, max_live_per_owner: int, max_stored_per_owner: int, now: float
+        self,
+        record: TaskRecord,
+        *,
+        max_live_per_owner: int,
+        max_stored_per_owner: int,
+        now: float,
+        lease_seconds: float | None = None,
     ) -> bool:
         """Insert unless the owner already has `max_live_per_owner` live (working or input_required)
         tasks or `max_stored_per_owner` tasks in all (ended ones are kept, with their results, until
-        they expire); counted and inserted atomically. Expired tasks are deleted first."""
+        they expire); counted and inserted atomically. Expired tasks are deleted first. With
+        `lease_seconds` the task is leased to this replica for that long (database clock)."""
+        ...
+
+    async def poll_tasks(
+        self, task_ids: Collection[str], *, answers_for: Collection[str], lease_seconds: float | None, now: float
+    ) -> dict[str, TaskState]:
+        """One statement for this replica's tasks `task_ids`: each one's status (and its answers if
+        it is in `answers_for`); a task missing from the answer no longer exists. With
+        `lease_seconds`, the leases of those still live and held by this replica are renewed too."""
+        ...
+
+    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[tuple[str, str]]:
+        """Fail every live task whose lease ran out (database clock) with `error` and `message`: the
+        replica running it stopped renewing it, so it died (or lost the store). Their ids and owners."""
         ...
 
     async def get_task(self, task_id: str, owner: str, now: float) -> TaskRecord | None:

@@ -6,8 +6,9 @@ in its `_meta` capabilities does not make the client wait: the call is answered 
 that took the call. The client polls `tasks/get`, answers questions with `tasks/update` and may
 stop the work with `tasks/cancel`, on any replica: the task's row in the store is the truth
 (store/tasks.py), so those methods (endpoint/modern/task_methods.py) only read and write it, and the replica
-running the task reads it back to learn what they did (the `_watch` loop, woken at once when the method landed on the
-same replica).
+running the task reads it back to learn what they did: one batched poll of all its tasks (`_poll_forever`,
+woken at once when the method landed on the same replica), which also renews their leases. A task
+whose lease ran out (its replica died) is failed by whichever replica polls next, -32006 and retryable.
 
 A handler asks the client exactly as it does in a plain call (`ctx.elicit`, `ctx.ask`): in a task
 the question parks the task in `input_required` with the question stored, the handler waits, and
@@ -20,11 +21,10 @@ down) is `failed` with a JSON-RPC `error`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ import structlog
 
 from aql_mcp.auth.principal import principal_key
 from aql_mcp.endpoint.modern.request_state import digest
+from aql_mcp.endpoint.modern.task_poll import PARKED_POLL_SECONDS, REPLICA_LOST, LiveTask, TaskPoll
 from aql_mcp.endpoint.statuses import wire_code
 from aql_mcp.exceptions import (
     InternalError,
@@ -50,15 +51,11 @@ from aql_mcp.protocol.task_mapping import TASKS_EXTENSION, declares_tasks
 from aql_mcp.protocol.tools import run_tool
 from aql_mcp.protocol.versions import MODERN_VERSIONS, Era
 from aql_mcp.responses import error_object
-from aql_mcp.store.tasks import TERMINAL, TaskRecord, TaskStatus, TaskStore
+from aql_mcp.store.tasks import TaskRecord, TaskStatus, TaskStore
 
 EXTENSION = TASKS_EXTENSION
 # How often a client is told to poll `tasks/get` (a hint; SEP-2663 `pollIntervalMs`).
 POLL_INTERVAL_MS = 1000
-# How often the running replica rereads a task's row: soon while it waits for answers, less often
-# while it works (only a cancellation can come then). A request on this replica wakes it at once.
-PARKED_POLL_SECONDS = 0.2
-WORKING_POLL_SECONDS = 1.0
 # Retry-After of a caller over its cap of live tasks: a task usually ends within seconds.
 LIMIT_RETRY_AFTER = 5
 # A task the replica's shutdown stopped fails with -32006 and this retry hint (the call may be retried).
@@ -112,34 +109,12 @@ def task_fields(record: TaskRecord) -> dict[str, Any]:
     return out
 
 
-@dataclass(slots=True, eq=False)
-class LiveTask:
-    """A task running on this replica: its handler, and the questions it waits on."""
-
-    id: str
-    request_id: str
-    expires_at: float
-    owner: str = ""
-    # The status last reported to `on_status`: a `CreateTaskResult` says `working`.
-    reported: TaskStatus = "working"
-    runner: asyncio.Task[None] | None = None
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-    waiting: dict[str, Any] = field(default_factory=dict)
-    answers: dict[str, Any] = field(default_factory=dict)
-    # The handler's key -> (digest of the question, key it is stored and answered under).
-    questions: dict[str, tuple[str, str]] = field(default_factory=dict)
-    finishing: bool = False
-    stopping: bool = False
-
-
 class TaskOutbound:
     """The `Outbound` of a task's handler: no stream to talk on, and questions park the task."""
 
-    def __init__(self, live: LiveTask, store: TaskStore, clock: Callable[[], float]) -> None:
+    def __init__(self, live: LiveTask, runner: TaskRunner) -> None:
         self._live = live
-        self._store = store
-        self._clock = clock
+        self._runner = runner
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         # Progress and log messages have no request stream to travel on once the call was answered,
@@ -164,8 +139,7 @@ class TaskOutbound:
         if missing:
             live.waiting = missing
             live.answered.clear()
-            await self._store.park_task(live.id, missing, self._clock())
-            live.wake.set()  # a task cancelled meanwhile is noticed now rather than at the next poll
+            await self._runner.parked(live, missing)
             await live.answered.wait()
         return {key: live.answers[stored[key]] for key in requests}
 
@@ -188,6 +162,7 @@ class TaskRunner:
         ttl_seconds: int,
         max_per_owner: int,
         max_result_bytes: int,
+        lease_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
         on_status: OnStatus | None = None,
     ) -> None:
@@ -199,6 +174,18 @@ class TaskRunner:
         self._max_result_bytes = max_result_bytes
         self._clock = clock
         self._live: dict[str, LiveTask] = {}
+        self._poll = TaskPoll(
+            store, self._live, lease_seconds=lease_seconds, clock=clock, report=self._report, lost=self._report_lost
+        )
+
+    def on_takeover(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(task_id)` for each task of a lost replica this replica failed."""
+        self._poll.takeovers.append(listener)
+
+    def start(self) -> None:
+        """Start this replica's poll (idempotent; `launch` starts it too): it renews the leases of the
+        tasks running here and fails the tasks of lost replicas, even while none runs here."""
+        self._poll.start()
 
     @property
     def running(self) -> int:
@@ -224,24 +211,32 @@ class TaskRunner:
             message_id=None,
             peer=ctx.peer,
             principal=ctx.principal,
-            outbound=TaskOutbound(live, self._store, self._clock),
+            outbound=TaskOutbound(live, self),
             hub=self._hub,
             memo=dict(ctx.memo),
         )
         self._live[record.id] = live
+        self.start()
         live.runner = asyncio.create_task(self._execute(live, entry, arguments, task_ctx))
         log.info("task_created", task_id=record.id, tool=tool.name)
         return {"resultType": "task", **task_fields(record)}
 
     def wake(self, task_id: str) -> None:
-        """A request on this replica changed the task's row: let its runner look now."""
-        live = self._live.get(task_id)
-        if live is not None:
-            live.wake.set()
+        """A request on this replica changed the task's row: let the poll look now."""
+        if task_id in self._live:
+            self._poll.wake()
+
+    async def parked(self, live: LiveTask, requests: dict[str, Any]) -> None:
+        """The task's handler asks: store the questions; the poll (woken now, so a task cancelled
+        meanwhile is noticed at once) brings the answers."""
+        await self._store.park_task(live.id, requests, self._clock())
+        await self._report(live, "input_required", None)
+        self._poll.wake()
 
     async def close(self) -> None:
         """Fail every task still running here (a stopped replica cannot finish them); the client
         may call again (-32006, `ShuttingDown`)."""
+        await self._poll.stop()
         lives = list(self._live.values())
         for live in lives:
             live.stopping = True
@@ -271,13 +266,13 @@ class TaskRunner:
             max_live_per_owner=self._max_per_owner,
             max_stored_per_owner=self._max_per_owner * STORED_PER_LIVE,
             now=now,
+            lease_seconds=self._poll.lease_seconds,
         )
         if not admitted:
             raise TaskLimitReached(retry_after=LIMIT_RETRY_AFTER, data={"limit": self._max_per_owner})
         return record
 
     async def _execute(self, live: LiveTask, entry: RegisteredTool, arguments: dict[str, Any], ctx: Context) -> None:
-        watcher = asyncio.create_task(self._watch(live))
         name = entry.tool.name
         run_seconds = max(self._ttl - FAILURE_VISIBLE_SECONDS, self._ttl / 2)
         try:
@@ -297,32 +292,7 @@ class TaskRunner:
             else:
                 await self._finish(live, "completed", result=result)
         finally:
-            watcher.cancel()
             self._live.pop(live.id, None)
-
-    async def _watch(self, live: LiveTask) -> None:
-        """Reread the row: a cancellation stops the handler, answers wake the question it waits on."""
-        while not live.finishing:
-            interval = PARKED_POLL_SECONDS if live.waiting else WORKING_POLL_SECONDS
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(live.wake.wait(), interval)
-            live.wake.clear()
-            try:
-                record = await self._store.load_task(live.id)
-            except StoreError:
-                continue  # logged by the engine; the next turn tries again
-            if live.finishing:
-                return
-            if record is not None:
-                await self._report(live, record.status, record.status_message)
-            if record is None or record.status in TERMINAL:
-                if live.runner is not None:
-                    live.runner.cancel()
-                return
-            if live.waiting and all(key in record.answers for key in live.waiting):
-                live.answers.update({key: record.answers[key] for key in live.waiting})
-                live.waiting = {}
-                live.answered.set()
 
     async def _fail(self, live: LiveTask, exc: BaseException, message: str | None = None) -> None:
         """`failed` with the JSON-RPC error `exc` answers as (a crash: -32603, nothing internal)."""
@@ -370,6 +340,15 @@ class TaskRunner:
                 status, result, message = "failed", None, None
         log.info("task_finished", task_id=live.id, status=status)
         await self._report(live, status, message)
+
+    async def _report_lost(self, task_id: str, owner: str) -> None:
+        """A lost replica's task this replica failed: its own replica can no longer tell of it."""
+        if self._on_status is None:
+            return
+        try:
+            await self._on_status(StatusChange(task_id, owner, "failed", REPLICA_LOST))
+        except Exception:
+            log.exception("task_status_not_reported", task_id=task_id, status="failed")
 
     async def _report(self, live: LiveTask, status: TaskStatus, message: str | None) -> None:
         """Tell `on_status` of a status not reported yet; its failure never touches the task."""

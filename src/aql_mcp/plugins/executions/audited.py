@@ -10,7 +10,7 @@ and the sweep's are queued without waiting, so a slow trail never holds up an im
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from aql_mcp.plugin import AuditLog
@@ -22,6 +22,7 @@ from aql_mcp.plugins.executions.store import (
     ExecutionStatus,
     ExecutionStore,
     Progress,
+    Takeover,
 )
 
 KIND = "execution"
@@ -33,6 +34,8 @@ class AuditedExecutionStore:
     def __init__(self, inner: ExecutionStore, audit: AuditLog) -> None:
         self.inner = inner
         self.audit = audit
+        # Hears of every status this replica moves an execution into (the metrics count the ends).
+        self.on_status: list[Callable[[str], None]] = []
 
     @property
     def replica(self) -> str:
@@ -144,6 +147,16 @@ class AuditedExecutionStore:
         await self._queue_loaded(recovered)
         return recovered
 
+    async def renew(self, lease_seconds: float, now: float) -> int:
+        return await self.inner.renew(lease_seconds, now)
+
+    async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
+        taken = await self.inner.take_over(now, lease_seconds=lease_seconds, max_takeovers=max_takeovers)
+        for record in taken.resumed:
+            self._queue(record, record.status)
+        await self._queue_loaded(taken.ended)
+        return taken
+
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
         abandoned = await self.inner.fail_abandoned(keep, before, now)
         await self._queue_loaded(abandoned)
@@ -160,10 +173,16 @@ class AuditedExecutionStore:
                 self._queue(found, found.status)
 
     async def _record(self, record: ExecutionRecord, status: str) -> None:
+        self._announce(status)
         await self.audit.record(KIND, **_fields(record, status))
 
     def _queue(self, record: ExecutionRecord, status: str) -> None:
+        self._announce(status)
         self.audit.event(KIND, **_fields(record, status))
+
+    def _announce(self, status: str) -> None:
+        for listener in self.on_status:
+            listener(status)
 
 
 def _fields(record: ExecutionRecord, status: str) -> dict[str, Any]:

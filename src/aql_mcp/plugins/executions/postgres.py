@@ -1,7 +1,9 @@
 """`ExecutionStore` on PostgreSQL: each method one transaction; a batch locks its execution's row.
 
-A replica is gone when its row in `replicas` (the bus's heartbeat) is older than `live_seconds`:
-what it left live is failed or cancelled by whichever replica runs `recover` next."""
+A live execution with a lease is taken over once the lease ran out (postgres_leases.py). One
+without (written before leases, or not renewed yet) is judged by its replica's heartbeat: when its
+row in `replicas` is older than `live_seconds` (database clock), whichever replica runs `recover`
+next fails or cancels it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import asyncpg
 import orjson
 
 from aql_mcp.plugin import PostgresEngine
+from aql_mcp.plugins.executions import postgres_leases
 from aql_mcp.plugins.executions.sqlite import NEVER_STARTED, ORPHANED, SESSION_ENDED
 from aql_mcp.plugins.executions.store import (
     ABANDONED,
@@ -26,6 +29,7 @@ from aql_mcp.plugins.executions.store import (
     ExecutionStatus,
     Progress,
     RetainedBytesExceeded,
+    Takeover,
     execution_record,
     execution_row,
     extend_report,
@@ -37,6 +41,8 @@ from aql_mcp.plugins.records.postgres import insert_records
 
 SELECT = f"SELECT {COLUMNS} FROM executions"  # noqa: S608 - constant columns
 LIVE_SQL = "('pending', 'running')"
+# The execution's current attempt holds a lease: it is the takeover's (postgres_leases.py), not `recover`'s.
+LEASED = "SELECT 1 FROM execution_leases l WHERE l.execution_id = executions.id AND l.attempt = executions.attempts"
 # What an owner's executions keep (import payloads, export outputs and parts), in bytes.
 RETAINED = (
     "SELECT coalesce(sum(coalesce(octet_length(payload), 0) + coalesce(octet_length(output), 0) + "
@@ -301,13 +307,16 @@ class PostgresExecutionStore:
     async def recover(self, now: float, live_seconds: float) -> list[str]:
         async def recover(db: asyncpg.Connection) -> list[str]:
             # Every row names its replica from creation; a row without one predates that and is
-            # taken as gone only once it is older than a replica's heartbeat allows.
+            # taken as gone only once it is older than a replica's heartbeat allows. A leased row is
+            # `take_over`'s; the heartbeats are judged on the database's clock.
             rows = await db.fetch(
-                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND ("  # noqa: S608
-                "(replica <> $1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_at >= $2)) "
+                f"SELECT id, status FROM executions WHERE status IN {LIVE_SQL} AND NOT EXISTS ({LEASED}) AND ("  # noqa: S608
+                "(replica <> $1 AND replica NOT IN (SELECT id FROM replicas "
+                "WHERE seen_at >= extract(epoch FROM clock_timestamp()) - $3)) "
                 "OR (replica IS NULL AND created_at < $2)) FOR UPDATE",
                 self._replica,
                 now - live_seconds,
+                live_seconds,
             )
             for row in rows:
                 if row[1] == "running":
@@ -326,6 +335,14 @@ class PostgresExecutionStore:
             return [row[0] for row in rows]
 
         return await self._engine.run(recover)
+
+    async def renew(self, lease_seconds: float, now: float) -> int:
+        return await postgres_leases.renew(self._engine, self._replica, lease_seconds)
+
+    async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
+        return await postgres_leases.take_over(
+            self._engine, self._replica, now, ORPHANED, lease_seconds=lease_seconds, max_takeovers=max_takeovers
+        )
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
         async def fail(db: asyncpg.Connection) -> list[str]:

@@ -114,7 +114,14 @@ class ExecutionsPlugin:
             lambda: Quota(settings.records.max_records, settings.records.max_bytes),
             Limits(settings.aql.max_string_length, settings.aql.max_array_elements, settings.aql.max_nesting_depth),
             max_result_bytes=settings.limits.max_result_bytes,
+            lease_seconds=settings.store.lease_seconds,
         )
+        meter = operations.task_meter
+        if meter is not None:
+            # On /metrics beside the generic tasks (docs/monitoring.md), `task_kind="execution"`.
+            meter.track("execution", lambda: worker.running)
+            worker.on_takeover.append(lambda outcome: meter.takeover("execution", outcome))
+            audited.on_status.append(lambda status: meter.finished("execution", status))
         self.executions = Executions(settings, records, worker, operations.execution_sources)
         operations_list: list[Operation] = catalog(self.executions)
         for operation in operations_list:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from aql_mcp.plugin import SqliteEngine
+from aql_mcp.plugins.executions import sqlite_leases
 from aql_mcp.plugins.executions.store import (
     ABANDONED,
     COLUMNS,
@@ -26,6 +27,7 @@ from aql_mcp.plugins.executions.store import (
     ExecutionStatus,
     Progress,
     RetainedBytesExceeded,
+    Takeover,
     execution_record,
     execution_row,
     extend_report,
@@ -304,6 +306,14 @@ class SqliteExecutionStore:
             return [row[0] for row in found]
 
         return await self._engine.write(recover)
+
+    async def renew(self, lease_seconds: float, now: float) -> int:
+        return await sqlite_leases.renew(self._engine, self._replica, lease_seconds, now)
+
+    async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
+        return await sqlite_leases.take_over(
+            self._engine, self._replica, now, ORPHANED, lease_seconds=lease_seconds, max_takeovers=max_takeovers
+        )
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:
         kept = set(keep)

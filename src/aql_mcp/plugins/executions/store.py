@@ -15,9 +15,14 @@ so a cancellation is either before a batch (nothing of it is written) or after i
 counted in `progress`). The record count therefore always equals what the execution reports.
 
 Every write of the worker is fenced by its lease: the replica that started the attempt and the
-attempt's number (`attempts`, raised by each start and retry). A worker whose execution another
-replica failed and retried meanwhile (a replica thought dead) writes nothing more: its batch is
-`stopped`, its progress, output and final transition refused.
+attempt's number (`attempts`, raised by each start, retry and takeover). A worker whose execution
+another replica failed, retried or took over meanwhile (a replica thought dead) writes nothing
+more: its batch is `stopped`, its progress, output and final transition refused.
+
+Each replica renews the time lease of all its live executions with one statement (`renew`: the
+current attempt's row in `execution_leases`, on the database's clock); any replica takes over a
+live execution whose lease ran out (`take_over`): a running one is claimed and resumed there, a
+pending one cancelled.
 """
 
 from __future__ import annotations
@@ -127,6 +132,16 @@ class Batch:
 
 
 BatchOutcome = Literal["written", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """What `take_over` did: the executions this replica now runs (as the claim left them: their
+    `attempts` is the new worker's lease), and the ids of those it ended instead (failed past
+    `max_takeovers`, or cancelled while still pending)."""
+
+    resumed: list[ExecutionRecord] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
 
 
 class ExecutionStore(Protocol):
@@ -244,8 +259,21 @@ class ExecutionStore(Protocol):
         ...
 
     async def recover(self, now: float, live_seconds: float) -> list[str]:
-        """Executions whose replica is gone (not this one and not heard from within `live_seconds`):
-        a running one becomes `failed`, a pending one `cancelled`, each with the reason; their ids."""
+        """Executions whose replica is gone (not this one and not heard from within `live_seconds`;
+        on PostgreSQL only those without a lease, which are `take_over`'s): a running one becomes
+        `failed`, a pending one `cancelled`, each with the reason; their ids."""
+        ...
+
+    async def renew(self, lease_seconds: float, now: float) -> int:
+        """One statement: the lease of every live execution of this replica ends `lease_seconds`
+        from now (the database's clock; `now` only on SQLite, one process). How many it renewed."""
+        ...
+
+    async def take_over(self, now: float, *, lease_seconds: float, max_takeovers: int) -> Takeover:
+        """Live executions whose lease ran out (database clock; never one without a lease): a
+        running one taken over fewer than `max_takeovers` times is claimed by this replica (new
+        attempt, fresh lease) to be resumed, a running one past it fails (`replica_stopped`), a
+        pending one is cancelled. Each row is claimed by one replica only."""
         ...
 
     async def fail_abandoned(self, keep: Collection[str], before: float, now: float) -> list[str]:

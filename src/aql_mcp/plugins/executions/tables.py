@@ -77,6 +77,21 @@ SQLITE: tuple[Migration, ...] = (
         additive=True,
         legacy_core=13,
     ),
+    # 4: leases (plugins/executions/store.py): when the lease of the attempt running an execution
+    # ends, and how often other replicas took it over. No row for its current attempt: not leased
+    # (judged by its replica's heartbeat). A table of its own: older rows stay as they were.
+    Migration(
+        """
+        CREATE TABLE execution_leases (
+            execution_id TEXT PRIMARY KEY REFERENCES executions (id) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,
+            lease_until REAL NOT NULL,
+            takeovers INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX execution_leases_until ON execution_leases (lease_until);
+        """,
+        additive=True,
+    ),
 )
 
 POSTGRES: tuple[Migration, ...] = (
@@ -135,6 +150,19 @@ POSTGRES: tuple[Migration, ...] = (
         """,
         additive=True,
         legacy_core=8,
+    ),
+    # 4: leases, as on SQLite (database clock)
+    Migration(
+        """
+        CREATE TABLE execution_leases (
+            execution_id TEXT COLLATE "C" PRIMARY KEY REFERENCES executions (id) ON DELETE CASCADE,
+            attempt BIGINT NOT NULL,
+            lease_until DOUBLE PRECISION NOT NULL,
+            takeovers BIGINT NOT NULL
+        );
+        CREATE INDEX execution_leases_until ON execution_leases (lease_until);
+        """,
+        additive=True,
     ),
 )
 

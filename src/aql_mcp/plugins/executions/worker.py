@@ -16,6 +16,11 @@ executions with a reason (a retry resumes them), so a restart never leaves one `
 Every write of a worker carries its lease (the attempt it runs, `ExecutionRecord.attempts`): once
 another replica failed and retried the execution, the old worker's writes change nothing and it
 stops at its next batch (plugins/executions/store.py).
+
+Every `lease_seconds / RENEWALS_PER_LEASE` the worker renews the time lease of all this replica's
+live executions with one statement, then takes over what other replicas stopped renewing (they
+died): a running execution is claimed here and resumed as a retry would (an import after its last
+written batch, an export from the start), up to `executions.max_takeovers` times.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ DEFAULT_MAX_RESULT_BYTES = LimitSettings().max_result_bytes
 SWEEP_SECONDS = 15.0
 # A replica not heard from for this long is gone (the PostgreSQL bus's three missed heartbeats).
 LIVE_SECONDS = 15.0
+# A lease is renewed this many times within its length, so a failed renewal does not lose it.
+RENEWALS_PER_LEASE = 3
 SHUT_DOWN: dict[str, Any] = {
     "code": INTERNAL_ERROR,
     "message": "The replica running this execution shut down before it ended; retry_execution resumes it",
@@ -75,6 +82,7 @@ class ExecutionWorker:
         limits: Limits,
         *,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        lease_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -88,6 +96,11 @@ class ExecutionWorker:
         self._changed: dict[str, asyncio.Event] = {}
         self._starting = 0
         self._sweeper: asyncio.Task[None] | None = None
+        self._leaser: asyncio.Task[None] | None = None
+        self._renew_now = asyncio.Event()
+        self.lease_seconds = lease_seconds
+        # Hears of each execution this replica took over (`resumed`) or ended as its replica's (`ended`).
+        self.on_takeover: list[Callable[[str], None]] = []
         self.stopping = False
         # Exports this replica writes at once (`max_concurrent_exports`); the others wait, running.
         self._exports = asyncio.Semaphore(settings.max_concurrent_exports)
@@ -109,12 +122,17 @@ class ExecutionWorker:
         except Exception:
             log.warning("execution_sweep_failed")
         self._sweeper = asyncio.create_task(self._sweep_forever())
+        self._leaser = asyncio.create_task(self._lease_forever())
 
     async def stop(self) -> None:
         self.stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
+        if self._leaser is not None:
+            # Not cancelled mid-statement: it ends after the write it is making, if any.
+            self._renew_now.set()
+            await asyncio.gather(self._leaser, return_exceptions=True)
         running, self._running = dict(self._running), {}
         leases, self._leases = dict(self._leases), {}
         for task in running.values():
@@ -155,6 +173,7 @@ class ExecutionWorker:
         task = asyncio.create_task(self._run(record), name=f"execution-{record.id}")
         self._running[record.id] = task
         self._leases[record.id] = record.attempts
+        self._renew_now.set()  # its row is leased at once rather than at the next renewal
 
     async def _run(self, record: ExecutionRecord) -> None:
         try:
@@ -296,6 +315,36 @@ class ExecutionWorker:
                 await self._sweep()
             except Exception:
                 log.warning("execution_sweep_failed")
+
+    async def _lease_forever(self) -> None:
+        while not self.stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renew_now.wait(), self.lease_seconds / RENEWALS_PER_LEASE)
+            self._renew_now.clear()
+            if self.stopping:
+                return
+            try:
+                await self.renew_and_take_over()
+            except Exception:
+                log.warning("execution_lease_failed")
+
+    async def renew_and_take_over(self) -> None:
+        """Renew this replica's leases (one statement), then resume what lost replicas left."""
+        await self.store.renew(self.lease_seconds, self._clock())
+        if self.stopping:
+            return
+        taken = await self.store.take_over(
+            self._clock(), lease_seconds=self.lease_seconds, max_takeovers=self._settings.max_takeovers
+        )
+        for record in taken.resumed:
+            log.warning("execution_taken_over", execution_id=record.id, attempt=record.attempts)
+            self.launch(record)
+        for execution_id in taken.ended:
+            log.warning("execution_orphaned", execution_id=execution_id, reason="lease ran out")
+        outcomes = ["resumed"] * len(taken.resumed) + ["ended"] * len(taken.ended)
+        for listener in self.on_takeover:
+            for outcome in outcomes:
+                listener(outcome)
 
     async def _sweep(self) -> None:
         now = self._clock()

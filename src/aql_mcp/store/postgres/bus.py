@@ -38,6 +38,9 @@ RECENT_SECONDS = 60.0
 # How long close() lets the loops finish what they are doing before it cancels them.
 STOP_SECONDS = 5.0
 STOP = "stop"
+# Liveness is judged with the database's clock only (docs/executions.md, "Where the work runs").
+DB_NOW = "extract(epoch FROM clock_timestamp())"
+BEAT = f"INSERT INTO replicas VALUES ($1, {DB_NOW}) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at"  # noqa: S608 - constants
 RECENT_SIGNALS = (
     "SELECT {columns} FROM signals "  # noqa: S608 - the columns are constants of this module
     f"WHERE created_at > extract(epoch FROM clock_timestamp()) - {RECENT_SECONDS} ORDER BY id"
@@ -114,18 +117,14 @@ class PostgresBus:
         return seen is not True
 
     async def heartbeat(self, now: float) -> int:
+        """`now` is not used: the row is written and judged with the database's clock, so a replica
+        whose own clock is off is neither counted gone nor counts others gone."""
+
         async def beat(db: asyncpg.Connection) -> int:
-            await db.execute(
-                "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
-                self.replica,
-                now,
-            )
-            await db.execute("DELETE FROM replicas WHERE seen_at < $1", now - 4 * LIVE_SECONDS)
-            await db.execute(
-                "DELETE FROM signals WHERE created_at < extract(epoch FROM clock_timestamp()) - $1",
-                SIGNAL_RETENTION_SECONDS,
-            )
-            return int(await db.fetchval("SELECT count(*) FROM replicas WHERE seen_at >= $1", now - LIVE_SECONDS))
+            await db.execute(BEAT, self.replica)
+            await db.execute(f"DELETE FROM replicas WHERE seen_at < {DB_NOW} - $1", 4 * LIVE_SECONDS)  # noqa: S608
+            await db.execute(f"DELETE FROM signals WHERE created_at < {DB_NOW} - $1", SIGNAL_RETENTION_SECONDS)  # noqa: S608
+            return int(await db.fetchval(f"SELECT count(*) FROM replicas WHERE seen_at >= {DB_NOW} - $1", LIVE_SECONDS))  # noqa: S608
 
         return max(1, await self._engine.run(beat))
 

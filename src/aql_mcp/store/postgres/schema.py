@@ -239,6 +239,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 12: task leases, as on SQLite (database clock)
+    Migration(
+        """
+        CREATE TABLE task_leases (
+            task_id TEXT COLLATE "C" PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+            replica TEXT COLLATE "C" NOT NULL,
+            lease_until DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX task_leases_until ON task_leases (lease_until);
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a database found below it
 # holds release 0.2.0's schema.

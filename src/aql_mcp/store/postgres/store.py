@@ -5,7 +5,6 @@ tables (`tables`) and the cross-replica `bus` share the engine."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import asyncpg
 import orjson
@@ -14,7 +13,7 @@ from aql_mcp.exceptions import UpstreamUnavailable
 from aql_mcp.store.base import PROBE_SECONDS, SessionAdmission, SessionRecord, StoredEvent, StreamOrigin
 from aql_mcp.store.plugin_tables import DeclaredTables, F, Tables
 from aql_mcp.store.postgres.audit import PostgresAuditStore
-from aql_mcp.store.postgres.bus import PostgresBus
+from aql_mcp.store.postgres.bus import BEAT, PostgresBus
 from aql_mcp.store.postgres.confirmations import PostgresConfirmationStore
 from aql_mcp.store.postgres.engine import PostgresEngine, PostgresOptions
 from aql_mcp.store.postgres.principals import PostgresPrincipalDirectory
@@ -24,8 +23,8 @@ from aql_mcp.store.postgres.tasks import PostgresTaskStore
 READY_SECONDS = 1.0
 # pg_advisory_xact_lock key of session admission: counting and inserting take turns across replicas.
 ADMISSION_LOCK = 0x61716C736573  # "aqlses"
-# The write probe: the bus's heartbeat writes the same row, so the probe adds no table.
-PROBE = "INSERT INTO replicas VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at"
+# The write probe: the bus's heartbeat writes the same row (database clock), so the probe adds no table.
+PROBE = BEAT
 
 
 class PostgresStore:
@@ -66,7 +65,7 @@ class PostgresStore:
         elsewhere, within `PROBE_SECONDS` in every case."""
 
         async def probe(db: asyncpg.Connection) -> None:
-            await db.execute(PROBE, self.bus.replica, time.time())
+            await db.execute(PROBE, self.bus.replica)
 
         try:
             await asyncio.wait_for(self.engine.run(probe, lock_timeout=PROBE_SECONDS), PROBE_SECONDS)

@@ -237,6 +237,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         additive=True,
     ),
+    # 16: task leases (store/tasks.py, docs/eras.md "Tasks"): the replica running a task and when its
+    # lease ends; a live task whose lease ran out is failed by another replica. No row: never leased.
+    # A table of its own, so the rows a release before it wrote stay as they were.
+    Migration(
+        """
+        CREATE TABLE task_leases (
+            task_id TEXT PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+            replica TEXT NOT NULL,
+            lease_until REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX task_leases_until ON task_leases (lease_until);
+        """,
+        additive=True,
+    ),
 )
 # The first core migration after which the plugins' tables are theirs: a store found below it
 # holds release 0.2.0's schema.

@@ -2,34 +2,58 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 import orjson
 
 from aql_mcp.store.sqlite.engine import SqliteEngine
-from aql_mcp.store.tasks import LIVE, Answered, TaskRecord, TaskStatus, json_or_none, task_record, task_row
+from aql_mcp.store.tasks import (
+    LIVE,
+    Answered,
+    TaskRecord,
+    TaskState,
+    TaskStatus,
+    json_or_none,
+    task_record,
+    task_row,
+)
 
 COLUMNS = (
     "id, owner, tool, status, created_at, updated_at, expires_at, ttl_ms, poll_ms, status_message, "
     "input_requests, answers, result, error"
 )
 SELECT = f"SELECT {COLUMNS} FROM tasks"  # noqa: S608 - constant columns
-INSERT = f"INSERT INTO tasks ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608 - constant columns
+INSERT = f"INSERT INTO tasks ({COLUMNS}) VALUES ({', '.join('?' * 14)})"  # noqa: S608 - constant columns
 LIVE_SQL = "('working', 'input_required')"
 # A task that ended asks nothing any more.
 NONE_PENDING = b"{}"
 
 
 class SqliteTaskStore:
-    """`TaskStore` on the service's SQLite engine."""
+    """`TaskStore` on the service's SQLite engine. One process owns the file, so its clock is the
+    lease's; a task leased under another name was left by an earlier run of the service."""
 
     def __init__(self, engine: SqliteEngine) -> None:
         self._engine = engine
+        self._replica = "sqlite-" + secrets.token_hex(6)
+
+    @property
+    def replica(self) -> str:
+        return self._replica
 
     async def create_task(
-        self, record: TaskRecord, *, max_live_per_owner: int, max_stored_per_owner: int, now: float
+        self,
+        record: TaskRecord,
+        *,
+        max_live_per_owner: int,
+        max_stored_per_owner: int,
+        now: float,
+        lease_seconds: float | None = None,
     ) -> bool:
+
         def admit(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM tasks WHERE expires_at < ?", (now,))
             live, stored = db.execute(
@@ -39,6 +63,8 @@ class SqliteTaskStore:
             if live >= max_live_per_owner or stored >= max_stored_per_owner:
                 return False
             db.execute(INSERT, task_row(record))
+            if lease_seconds is not None:
+                db.execute("INSERT INTO task_leases VALUES (?, ?, ?)", (record.id, self._replica, now + lease_seconds))
             return True
 
         return await self._engine.write(admit)
@@ -130,3 +156,38 @@ class SqliteTaskStore:
             return True
 
         return await self._engine.write(cancel)
+
+    async def poll_tasks(
+        self, task_ids: Collection[str], *, answers_for: Collection[str], lease_seconds: float | None, now: float
+    ) -> dict[str, TaskState]:
+        ids, asked = list(task_ids), set(answers_for)
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+
+        def poll(db: sqlite3.Connection) -> list[Any]:
+            if lease_seconds is not None:
+                db.execute(
+                    f"UPDATE task_leases SET lease_until = ? WHERE task_id IN ({marks}) AND replica = ? "  # noqa: S608
+                    f"AND task_id IN (SELECT id FROM tasks WHERE status IN {LIVE_SQL})",
+                    (now + lease_seconds, *ids, self._replica),
+                )
+            return db.execute(
+                f"SELECT id, status, answers, status_message FROM tasks WHERE id IN ({marks})",  # noqa: S608
+                ids,
+            ).fetchall()
+
+        rows = await (self._engine.write(poll) if lease_seconds is not None else self._engine.read(poll))
+        return {row[0]: TaskState(row[1], orjson.loads(row[2]) if row[0] in asked else None, row[3]) for row in rows}
+
+    async def take_over_tasks(self, error: dict[str, Any], message: str, now: float) -> list[tuple[str, str]]:
+        def take(db: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = db.execute(
+                "UPDATE tasks SET status = 'failed', error = ?, status_message = ?, input_requests = ?, "  # noqa: S608
+                f"updated_at = ? WHERE status IN {LIVE_SQL} "
+                "AND id IN (SELECT task_id FROM task_leases WHERE lease_until < ?) RETURNING id, owner",
+                (orjson.dumps(error), message, NONE_PENDING, now, now),
+            ).fetchall()
+            return [(row[0], row[1]) for row in rows]
+
+        return await self._engine.write(take)
