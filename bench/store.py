@@ -1,8 +1,12 @@
 """The store benchmark (issue 11): records operations on SQLite and PostgreSQL, the engine floor
-beside them, a ping while filtered listings run, and echo on one and three PostgreSQL replicas.
+beside them, a ping while filtered listings run, and echo on one and three PostgreSQL replicas;
+and (issue 25) the record operations on collections with declared indexes at 1k, 100k and 1M
+records: get, update, create and listings an indexed equality, range, or range and sort narrows,
+with the time each index took to build.
 
-    .venv/bin/python bench/store.py                    # writes bench/STORE.md (about 4-6 minutes)
+    .venv/bin/python bench/store.py                    # writes bench/STORE.md (the 1M rows take a while)
     .venv/bin/python bench/store.py --sizes 1000 --seconds 2 --output /tmp/store.md
+    .venv/bin/python bench/store.py --sizes "" --indexed-sizes 1000,10000 --seconds 1 --output /tmp/store.md
 
 Every server is `aql-mcp serve --dev` pinned to CPU 0 (`taskset`); PostgreSQL and the load generator
 run on CPU 1
@@ -31,7 +35,9 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -46,8 +52,10 @@ from procfs import cpu_seconds  # noqa: E402
 from stacks import NOTES_MARKER  # noqa: E402  (text below it in STORE.md is kept when regenerated)
 
 from aql_mcp.auth.dev_issuer import KEY_FILE, DevIssuer  # noqa: E402
+from aql_mcp.plugins.records.indexes import index_of  # noqa: E402
 from aql_mcp.plugins.records.listing import Condition, Listing  # noqa: E402
 from aql_mcp.plugins.records.store import NewRecord, Quota  # noqa: E402
+from aql_mcp.plugins.records.tables import TABLES as RECORDS  # noqa: E402
 from aql_mcp.settings import Settings, StoreSettings  # noqa: E402
 from aql_mcp.store.factory import open_store  # noqa: E402
 
@@ -303,6 +311,8 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
     rows = []
     settings = Settings(store=StoreSettings.model_validate({"path": state, "url": env.get("AQL_MCP_STORE__URL", "")}))
     floor = open_store(settings)
+    # The records facet as the plugin binds it (the store has no `records` of its own since plugins own their tables).
+    engine_side = SimpleNamespace(records=floor.tables(RECORDS))
     await floor.open()
     try:
         for name, (through_service, on_engine) in operations(count, created).items():
@@ -310,7 +320,7 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
             cpu = server.cpu()
             latencies, calls = await timed(lambda i: through_service(caller, i), seconds)
             used = server.cpu() - cpu
-            base, _ = await timed(lambda i: on_engine(floor, i), seconds / 2)
+            base, _ = await timed(lambda i: on_engine(engine_side, i), seconds / 2)
             rows.append(
                 {
                     "engine": engine, "records": count, "operation": name,
@@ -325,6 +335,117 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
         await floor.close()
         server.stop()
     return rows
+
+
+INDEXES = ({"field": "n", "type": "number"}, {"field": "status", "type": "string"})
+
+
+def indexed_operations(count: int, created: list[str]) -> dict[str, tuple[Callable[[Any, int], Awaitable[Any]], Callable[[Any, int], Awaitable[Any]]]]:
+    """The operations of the indexed rows, through the service and on the engine (the collection
+    declares `INDEXES`): an equality one record matches, a range of 20, a range sorted by its field."""
+    base = operations(count, created)
+    indexed = frozenset(index_of(i["field"], i["type"]) for i in INDEXES)  # type: ignore[arg-type]
+
+    def listing(*conditions: Condition, sort: tuple[str, ...] | None = None) -> Listing:
+        return Listing(size=20, conditions=conditions, sort=sort, indexes=indexed)
+
+    def start(i: int) -> int:
+        return random.randrange(max(1, count - 20))
+
+    return {
+        "get_record": base["get_record"],
+        "update_record": base["update_record"],
+        "list, indexed eq 1 in N": (
+            lambda c, i: c.aql("list_records", collection="bench", first=20, filter={"n": start(i)}),
+            lambda s, i: s.records.list_records(TENANT, "bench", listing(Condition(("n",), "eq", start(i)))),
+        ),
+        "list, indexed range of 20": (
+            lambda c, i: c.aql("list_records", collection="bench", first=20, filter={"n": {"gte": (k := start(i)), "lt": k + 20}}),
+            lambda s, i: s.records.list_records(
+                TENANT, "bench", listing(Condition(("n",), "gte", (k := start(i))), Condition(("n",), "lt", k + 20))
+            ),
+        ),
+        "list, indexed range + sort desc": (
+            lambda c, i: c.aql("list_records", collection="bench", first=20, filter={"n": {"lt": start(i) + 20}}, sort={"field": "n", "order": "desc"}),
+            lambda s, i: s.records.list_records(TENANT, "bench", replace(listing(Condition(("n",), "lt", start(i) + 20), sort=("n",)), descending=True)),
+        ),
+        "list, indexed eq 1 in 10": (
+            lambda c, i: c.aql("list_records", collection="bench", first=20, filter={"status": "open"}),
+            lambda s, i: s.records.list_records(TENANT, "bench", listing(Condition(("status",), "eq", "open"))),
+        ),
+        "create_record": base["create_record"],
+    }
+
+
+async def measure_indexed(engine: str, count: int, root: Path, pg_server: str | None, seconds: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The indexed rows at `count` records, and how long each index took to build through `create_index`
+    (on a seeded collection: the build reads every record)."""
+    state = root / f"{engine}-indexed-{count}"
+    env: dict[str, str] = {}
+    if engine == "postgres":
+        assert pg_server is not None
+        env["AQL_MCP_STORE__URL"] = await fresh_database(pg_server)
+    server = Server(state, env, cpu=0)
+    target = env.get("AQL_MCP_STORE__URL") or str(state / "aql-mcp.sqlite3")
+    await seed(engine, target, "bench", count)
+    caller = Caller([server], token(state))
+    await caller.open()
+    builds = []
+    for index in INDEXES:
+        began = time.perf_counter()
+        building = asyncio.ensure_future(caller.aql("create_index", collection="bench", **index))
+        writes = await writes_while(building, caller, count)
+        answer = await building
+        builds.append({"engine": engine, "records": count, "index": f"{index['field']} ({index['type']})",
+                       "seconds": time.perf_counter() - began, "state": answer["data"]["state"], **writes})
+        print(json.dumps(builds[-1]), flush=True)
+    if engine == "postgres":
+        analyzer = await asyncpg.connect(env["AQL_MCP_STORE__URL"])
+        await analyzer.execute("ANALYZE records")
+        await analyzer.close()
+    created: list[str] = []
+    rows = []
+    settings = Settings(store=StoreSettings.model_validate({"path": state, "url": env.get("AQL_MCP_STORE__URL", "")}))
+    floor = open_store(settings)
+    # The records facet as the plugin binds it (the store has no `records` of its own since plugins own their tables).
+    engine_side = SimpleNamespace(records=floor.tables(RECORDS))
+    await floor.open()
+    try:
+        for name, (through_service, on_engine) in indexed_operations(count, created).items():
+            await timed(lambda i: through_service(caller, i), 0.5)  # warm-up
+            cpu = server.cpu()
+            latencies, calls = await timed(lambda i: through_service(caller, i), seconds)
+            used = server.cpu() - cpu
+            base, _ = await timed(lambda i: on_engine(engine_side, i), seconds / 2)
+            rows.append(
+                {
+                    "engine": engine, "records": count, "operation": name,
+                    "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99), "calls_s": calls / seconds,
+                    "cpu_us": used / calls * 1e6, "floor_p50": pct(base, 0.5),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        await caller.http.aclose()
+        await floor.close()
+        server.stop()
+    return rows, builds
+
+
+async def writes_while(building: asyncio.Future[Any], caller: Caller, count: int) -> dict[str, Any]:
+    """`create_record` calls one after another while an index builds: how many succeeded, how many
+    failed (SQLite: a write waits for the build's write lock up to `store.lock_timeout_seconds`), and
+    the longest one."""
+    done, failed, longest = 0, 0, 0.0
+    while not building.done():
+        start = time.perf_counter()
+        try:
+            await caller.aql("create_record", collection="bench", data=data(count + done + failed))
+            done += 1
+        except RuntimeError:
+            failed += 1
+        longest = max(longest, time.perf_counter() - start)
+    return {"writes": done, "failed_writes": failed, "longest_write_ms": longest * 1000}
 
 
 async def ping_under_listings(engine: str, count: int, caller: Caller, seconds: float) -> dict[str, Any]:
@@ -399,7 +520,10 @@ def fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
-def write(rows: list[dict[str, Any]], echo: list[dict[str, Any]], output: Path, options: argparse.Namespace) -> None:
+def write(
+    rows: list[dict[str, Any]], echo: list[dict[str, Any]], output: Path, options: argparse.Namespace,
+    indexed: list[dict[str, Any]] = (), builds: list[dict[str, Any]] = (),  # type: ignore[assignment]
+) -> None:
     lines = [
         "# Store benchmark",
         "",
@@ -417,6 +541,34 @@ def write(rows: list[dict[str, Any]], echo: list[dict[str, Any]], output: Path, 
             f"| {r['engine']} | {r['records']:,} | {r['operation']} | {fmt(r['p50'], 2)} | {fmt(r['p99'], 2)} | "
             f"{fmt(r['calls_s'], 0)} | {fmt(r['cpu_us'], 0)} | {fmt(r['floor_p50'], 2)} |"
         )
+    if indexed:
+        lines += [
+            "",
+            "Indexed queries (issue 25): the collection declares `n` (number) and `status` (string) through",
+            "`create_index`; the same columns as above. The listings read the index for the equality, the",
+            "range, and the range sorted by its field.",
+            "",
+            "| engine | records | operation | p50 ms | p99 ms | calls/s | server CPU µs/call | floor p50 ms |",
+            "|---|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in indexed:
+            lines.append(
+                f"| {r['engine']} | {r['records']:,} | {r['operation']} | {fmt(r['p50'], 2)} | {fmt(r['p99'], 2)} | "
+                f"{fmt(r['calls_s'], 0)} | {fmt(r['cpu_us'], 0)} | {fmt(r['floor_p50'], 2)} |"
+            )
+        lines += [
+            "",
+            "Each index built by `create_index` on the seeded collection, with `create_record` calls sent one after",
+            "another meanwhile (SQLite's build holds the write lock: a write waits up to `store.lock_timeout_seconds`).",
+            "",
+            "| engine | records | index | build s | state | writes meanwhile | failed | longest write ms |",
+            "|---|---:|---|---:|---|---:|---:|---:|",
+        ]
+        for b in builds:
+            lines.append(
+                f"| {b['engine']} | {b['records']:,} | {b['index']} | {fmt(b['seconds'], 2)} | {b['state']} | "
+                f"{b['writes']} | {b['failed_writes']} | {fmt(b['longest_write_ms'], 1)} |"
+            )
     lines += [
         "",
         "Echo (`tools/call` of the echo plugin) at c=16 on PostgreSQL-backed replicas, the client sending",
@@ -434,18 +586,29 @@ def write(rows: list[dict[str, Any]], echo: list[dict[str, Any]], output: Path, 
     output.write_text("\n".join([*lines, "", NOTES_MARKER]) + notes, encoding="utf-8")
 
 
+def sizes(option: str) -> list[int]:
+    """`--sizes 1000,100000` as numbers; an empty option runs no size."""
+    return [int(size) for size in option.split(",") if size.strip()]
+
+
 async def main(options: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {1})
     root = Path(tempfile.mkdtemp(prefix="aql-store-bench-"))
     rows: list[dict[str, Any]] = []
     echo: list[dict[str, Any]] = []
+    indexed: list[dict[str, Any]] = []
+    builds: list[dict[str, Any]] = []
     with postgres(root) as pg_server:
         for engine in options.engines.split(","):
-            for count in (int(s) for s in options.sizes.split(",")):
+            for count in sizes(options.sizes):
                 rows += await measure_records(engine, count, root, pg_server, options.seconds)
-        for replicas in (1, 3):
+            for count in sizes(options.indexed_sizes):
+                found, built = await measure_indexed(engine, count, root, pg_server, options.seconds)
+                indexed += found
+                builds += built
+        for replicas in (1, 3) if options.echo else ():
             echo.append(await measure_echo(pg_server, root, replicas, options.seconds))
-    write(rows, echo, Path(options.output), options)
+    write(rows, echo, Path(options.output), options, indexed, builds)
     shutil.rmtree(root, ignore_errors=True)
     print(f"store bench: wrote {options.output}")
 
@@ -457,6 +620,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--indexed-sizes", default="1000,100000,1000000", help="collection sizes of the indexed rows")
+    parser.add_argument("--no-echo", dest="echo", action="store_false", help="skip the replica echo rows")
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--output", default=str(ROOT / "bench" / "STORE.md"))
     asyncio.run(main(parser.parse_args()))

@@ -24,6 +24,8 @@ class RecordsSettings(Section):
     max_records: int = Field(default=100_000, ge=1)
     max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
     idempotency_retention_seconds: int = Field(default=86_400, ge=60)
+    # Indexes a tenant's collections may declare in all (docs/store.md, "Indexed fields").
+    max_indexes: int = Field(default=10, ge=0, le=100)
 
 
 class ExecutionSettings(Section):

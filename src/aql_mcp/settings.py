@@ -100,6 +100,8 @@ class StoreSettings(Section):
     # listing may have to examine.
     tenant_share: float = Field(default=0.5, gt=0, le=1)
     listing_scan_rows: int = Field(default=50_000, ge=1)
+    # How long a filtered, searched or sorted listing may run before it is stopped (docs/store.md).
+    listing_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     # How long a replica's lease on a task or an execution it runs lasts without renewal (renewed
     # three times within it); once it ran out, another replica takes the work over (docs/executions.md).
     lease_seconds: float = Field(default=15.0, ge=1, le=300)

@@ -26,7 +26,7 @@ async def test_every_operations_description_and_permissions_agree(tmp_path: Path
             for name in names
         ]
     # The built-ins: records, executions and safety (docs/mcp-aql-conformance.md).
-    assert len(names) == 23
+    assert len(names) == 26
     assert {"execute_import", "execute_agent", "abort_execution", "delete_collection"} <= set(names)
     for detail in details:
         stated = STATED.search(detail["description"])

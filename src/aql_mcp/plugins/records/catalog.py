@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aql_mcp.plugin import Example, Operation, Params, PluginOperations, Returns, Settings, Skill, TrustLevel
+from aql_mcp.plugins.records.index_operations import IndexOperations
 from aql_mcp.plugins.records.operations import Records
 from aql_mcp.plugins.records.params import (
     PRESETS,
@@ -16,6 +17,7 @@ from aql_mcp.plugins.records.params import (
     CreateCollection,
     CreateRecord,
     DeleteRecord,
+    IndexRef,
     ListCollections,
     ListRecords,
     RecordRef,
@@ -25,6 +27,7 @@ from aql_mcp.plugins.records.params import (
 from aql_mcp.plugins.records.tables import bound_records
 
 RECORD = Returns("Record", "object", "A record: its fields plus id, collection, _etag, created_at, updated_at")
+INDEX = Returns("Index", "object", "{collection, field, type, state}: state is ready, building, invalid or missing")
 RECORD_PAGE = Returns("RecordPage", "object", "{items: [Record], pageInfo: PageInfo}")
 COLLECTION_PAGE = Returns("CollectionPage", "object", "{items: [Collection], pageInfo: PageInfo} in name order")
 
@@ -48,6 +51,7 @@ def catalog(records: Records) -> list[Operation]:
     paging = page_hints(default=aql.default_page_size, cap=aql.max_page_size)
     return [
         *_collections(records, paging),
+        *_indexes(IndexOperations(records)),
         *_adding_and_getting(records),
         *_querying(records, paging, budget),
         *_changing(records),
@@ -64,8 +68,16 @@ def _collections(records: Records, paging: dict[str, dict[str, Any]]) -> list[Op
             records.create_collection,
             CreateCollection,
             Returns("Collection", "object"),
-            side_effects="Adds an empty collection.",
-            examples=(Example({"operation": "create_collection", "params": {"collection": "notes"}}),),
+            side_effects="Adds an empty collection; builds the indexes it declares.",
+            examples=(
+                Example({"operation": "create_collection", "params": {"collection": "notes"}}),
+                Example(
+                    {
+                        "operation": "create_collection",
+                        "params": {"collection": "tasks", "indexes": [{"field": "status", "type": "string"}]},
+                    }
+                ),
+            ),
         ),
         Operation(
             "list_collections",
@@ -87,6 +99,45 @@ def _collections(records: Records, paging: dict[str, dict[str, Any]]) -> list[Op
             danger="dangerous",
             danger_reasons=("Deletes every record of the collection", "Cannot be undone"),
             side_effects="Permanently removes the collection and all its records.",
+        ),
+    ]
+
+
+def _indexes(indexes: IndexOperations) -> list[Operation]:
+    ref = {"collection": "tasks", "field": "metadata.priority", "type": "number"}
+    return [
+        Operation(
+            "create_index",
+            "CREATE",
+            "Declare an indexed field of a collection: filters (eq, in, gt, gte, lt, lte) and sorts on it with "
+            "operands of its type read an index instead of scanning. Answers once the index is built.",
+            indexes.create_index,
+            IndexRef,
+            INDEX,
+            side_effects="Builds an index over the collection's records; other calls go on while it builds.",
+            examples=(Example({"operation": "create_index", "params": ref}),),
+            idempotent=False,
+            cost=10,
+        ),
+        Operation(
+            "list_indexes",
+            "READ",
+            "List a collection's indexed fields with the state of each index.",
+            indexes.list_indexes,
+            CollectionRef,
+            Returns("IndexList", "object", "{collection, items: [Index], max_indexes}"),
+        ),
+        Operation(
+            "drop_index",
+            "DELETE",
+            "Forget an indexed field of a collection; its filters and sorts scan again. No record changes.",
+            indexes.drop_index,
+            IndexRef,
+            Returns("Deletion", "object"),
+            danger="reversible",
+            danger_reasons=("Listings on the field scan until it is indexed again",),
+            side_effects="Removes the declaration; the index itself once no collection declares it.",
+            examples=(Example({"operation": "drop_index", "params": ref}),),
         ),
     ]
 
@@ -210,7 +261,8 @@ def _usage(records: Records) -> Operation:
 @dataclass
 class RecordsPlugin:
     """Registers the records operations (trust level `community_reviewed`, a built-in); its
-    housekeeping drops idempotency keys past `records.idempotency_retention_seconds`."""
+    housekeeping drops idempotency keys past `records.idempotency_retention_seconds` and builds or
+    drops indexes to match what collections declare."""
 
     name: str = "records"
     trust: TrustLevel = "community_reviewed"
@@ -229,6 +281,8 @@ class RecordsPlugin:
         if self.records is not None:
             retention = self.records.settings.records.idempotency_retention_seconds
             await self.records.store.purge_idempotency(now - retention)
+            # An interrupted or failed build, or a drop racing a declaration, is repaired here.
+            await self.records.store.reconcile_indexes()
 
 
 def plugin(settings: Settings | None = None) -> RecordsPlugin:

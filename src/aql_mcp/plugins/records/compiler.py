@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aql_mcp.plugins.records.listing import MISSING, STRING, Condition, Key, Listing, column_of
+from aql_mcp.plugins.records.indexes import served, serving, sort_index
+from aql_mcp.plugins.records.listing import MISSING, STRING, Condition, Index, Key, Listing, column_of
 
 
 @dataclass(slots=True)
@@ -31,6 +32,9 @@ class Dialect(Protocol):
     """How one engine tests and orders the JSON value at a path of a record's `data`."""
 
     text_order: str  # appended to text expressions in comparisons and ORDER BY (code point order)
+    # The store order's ORDER BY term when a declared index narrows the listing (the index's range
+    # then comes first, and its few records are sorted by position).
+    served_position: str
 
     def where(self, test: str) -> str:
         """`test` as one term of the WHERE clause, where NULL already reads as false: how this engine
@@ -62,6 +66,13 @@ class Dialect(Protocol):
         ...
 
     def key_row(self, statement: Statement, key: Key) -> str: ...
+    def index_expression(self, index: Index) -> str:
+        """The typed value an index holds, written exactly as the index is built (indexes.py)."""
+        ...
+
+    def index_operand(self, statement: Statement, index: Index, value: Any) -> str:
+        """`value` bound with the type of `index_expression`, so the comparison can read the index."""
+        ...
 
 
 _OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -83,10 +94,15 @@ def page_query(listing: Listing, dialect: Dialect, columns: str, scope: tuple[st
     if listing.cursor is not None:
         where = f" WHERE {_beyond(listing, statement, '<' if descending else '>')}"
     ordering = f"k_rank {order}, k_number {order}, k_text{dialect.text_order} {order}, pos {order}"
+    index = sort_index(listing)
+    if index is not None:
+        # One rank only (the condition the index serves): its typed value and the position are the
+        # whole order, the index's own order after (tenant, collection).
+        ordering = f"{_index_column(index)} {order}, pos {order}"
     if listing.sort is None:
         # Store order: the (tenant, collection, pos) index gives it, with no sort step, and a
         # matching page can stop the scan early.
-        ordering = f"pos {order}"
+        ordering = f"{dialect.served_position if served(listing) else 'pos'} {order}"
     sql = f"SELECT * FROM ({inner}) AS listed{where} ORDER BY {ordering} LIMIT {statement.bind(listing.size + 1)}"  # noqa: S608
     return Compiled(sql, statement.params)
 
@@ -110,14 +126,23 @@ def _beyond(listing: Listing, statement: Statement, comparison: str) -> str:
     if listing.sort is None:
         return f"pos {comparison} {statement.bind(listing.cursor.position)}"
     dialect = statement.dialect
+    index = sort_index(listing)
+    if index is not None:
+        cursor = listing.cursor
+        value = dialect.index_operand(statement, index, cursor.text if index.type == "string" else cursor.number)
+        return f"({_index_column(index)}, pos) {comparison} ({value}, {statement.bind(cursor.position)})"
     row = dialect.key_row(statement, listing.cursor)
     return f"(k_rank, k_number, k_text{dialect.text_order}, pos) {comparison} {row}"
+
+
+def _index_column(index: Index) -> str:
+    return "k_text" if index.type == "string" else "k_number"
 
 
 def _filtered(listing: Listing, statement: Statement, columns: str, scope: tuple[str, str]) -> str:
     dialect = statement.dialect
     clauses = [f"tenant = {statement.bind(scope[0])}", f"collection = {statement.bind(scope[1])}"]
-    clauses += [_condition(condition, statement) for condition in listing.conditions]
+    clauses += [_condition(condition, statement, listing.indexes) for condition in listing.conditions]
     if listing.terms:
         clauses.append(dialect.search(statement, listing.terms))
     rank, number, text = _sort_key(listing, statement)
@@ -128,18 +153,36 @@ def _filtered(listing: Listing, statement: Statement, columns: str, scope: tuple
 def _sort_key(listing: Listing, statement: Statement) -> tuple[str, str, str]:
     if listing.sort is None:
         return (str(MISSING), "0", "''")
+    dialect = statement.dialect
+    index = sort_index(listing)
+    if index is not None:
+        value = dialect.index_expression(index)
+        return (str(index.rank), "0", value) if index.type == "string" else (str(index.rank), value, "''")
     column = column_of(listing.sort)
     if column is not None:
         return (str(STRING), "0", column)
-    dialect = statement.dialect
     return dialect.sort_key(statement.bind(dialect.path(listing.sort)))
 
 
-def _condition(condition: Condition, statement: Statement) -> str:
+def _condition(condition: Condition, statement: Statement, indexes: frozenset[Index]) -> str:
     """One term of the WHERE clause, where NULL reads as false; a test under NOT is made definite
-    first (`_definite`), so NOT too behaves as two-valued logic."""
+    first (`_definite`), so NOT too behaves as two-valued logic. A test an index serves is written
+    bare, as the index's expression, where the planner sees it (NULL, another type, reads false)."""
+    index = serving(condition, indexes)
+    if index is not None:
+        return _indexed_test(condition, index, statement)
     test = _column_test(condition, statement) if condition.column else _data_test(condition, statement)
     return statement.dialect.where(test)
+
+
+def _indexed_test(condition: Condition, index: Index, statement: Statement) -> str:
+    dialect = statement.dialect
+    expression = dialect.index_expression(index)
+    if condition.op == "in":
+        values = ", ".join(dialect.index_operand(statement, index, value) for value in condition.operand)
+        return f"({expression} IN ({values}))"
+    comparison = "=" if condition.op == "eq" else _OPERATORS[condition.op]
+    return f"({expression} {comparison} {dialect.index_operand(statement, index, condition.operand)})"
 
 
 def _definite(test: str) -> str:

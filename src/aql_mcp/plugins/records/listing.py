@@ -14,11 +14,15 @@ Case-insensitive matching folds as Python's `str.lower` does, on every engine.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+IndexType = Literal["string", "number"]
+# The engine indexes this plugin owns carry this prefix (reconciling drops the ones nobody declares).
+PREFIX = "records_ix_"
 Operator = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"]
 ORDERING: frozenset[str] = frozenset({"gt", "gte", "lt", "lte"})
 
@@ -88,6 +92,32 @@ def column_of(path: tuple[str, ...]) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Index:
+    """A declared index (indexes.py): the data field (dot path) and the JSON type whose values it holds."""
+
+    path: tuple[str, ...]
+    type: IndexType
+
+    @property
+    def field(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def name(self) -> str:
+        """The engine's index name: the same (field, type) gives the same name on every replica."""
+        digest = hashlib.sha256(f"{self.type}:{self.field}".encode()).hexdigest()[:16]
+        return f"{PREFIX}{self.type[0]}_{digest}"
+
+    @property
+    def rank(self) -> int:
+        """The rank of this type's values in the listing order."""
+        return STRING if self.type == "string" else NUMBER
+
+    def wire(self) -> dict[str, str]:
+        return {"field": self.field, "type": self.type}
+
+
+@dataclass(frozen=True, slots=True)
 class Listing:
     """What to list: every condition must hold, and any search term (when there are terms) must match."""
 
@@ -98,6 +128,8 @@ class Listing:
     terms: tuple[str, ...] = ()
     sort: tuple[str, ...] | None = None
     descending: bool = False
+    # The collection's declared indexes: conditions and a sort they answer read them (indexes.py).
+    indexes: frozenset[Index] = frozenset()
 
     @property
     def is_plain(self) -> bool:

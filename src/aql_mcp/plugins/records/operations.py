@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -34,6 +34,7 @@ from aql_mcp.plugin import (
     deep_merge,
     tenant_key,
 )
+from aql_mcp.plugins.records.index_operations import build_declared, declarations, listing_warnings, timed_out
 from aql_mcp.plugins.records.params import (
     SYSTEM_FIELDS,
     CollectionRef,
@@ -58,6 +59,7 @@ from aql_mcp.plugins.records.store import (
     AlreadyExists,
     Idempotency,
     KeyReused,
+    ListingTimedOut,
     Missing,
     NewRecord,
     Quota,
@@ -96,17 +98,27 @@ class Records:
             )
         return value
 
-    async def create_collection(self, params: CreateCollection, call: Call) -> dict[str, Any]:
+    async def create_collection(self, params: CreateCollection, call: Call) -> Any:
         fields = tuple(params.fields) if params.fields is not None else None
         if fields is not None:
             _check_fields(fields, None, "fields")
+        indexes = declarations(params.indexes or [], fields)
         try:
             stored = await self.store.create_collection(
-                self.tenant(call), params.collection, params.description, fields, now()
+                self.tenant(call),
+                params.collection,
+                params.description,
+                fields,
+                now(),
+                indexes=indexes,
+                max_indexes=self.settings.records.max_indexes,
             )
         except AlreadyExists:
             raise _exists("collection", params.collection) from None
-        return collection_wire(stored)
+        except QuotaExceeded as exc:
+            raise _quota(exc) from None
+        warnings = await build_declared(self.store, indexes)
+        return Outcome(collection_wire(stored), tuple(warnings)) if warnings else collection_wire(stored)
 
     async def list_collections(self, params: ListCollections, call: Call) -> Page:
         aql = self.settings.aql
@@ -135,7 +147,7 @@ class Records:
 
     async def create_record(self, params: CreateRecord, call: Call) -> Any:
         tenant = self.tenant(call)
-        collection = await self._collection(tenant, params.collection)
+        collection = await self.collection(tenant, params.collection)
         _check_fields(tuple(params.data), collection.fields, "data")
         record = NewRecord(params.collection, new_id(), params.data, new_etag(), now())
         key = None
@@ -176,39 +188,44 @@ class Records:
             raise _not_found("record", params.id)
         return record_wire(stored)
 
-    async def list_records(self, params: ListRecords, call: Call) -> Page:
+    async def list_records(self, params: ListRecords, call: Call) -> Page | Outcome:
         return await self._page(params, call, None)
 
-    async def search_records(self, params: SearchRecords, call: Call) -> Page:
+    async def search_records(self, params: SearchRecords, call: Call) -> Page | Outcome:
         return await self._page(params, call, params.query)
 
-    async def _page(self, params: ListRecords, call: Call, query: str | None) -> Page:
+    async def _page(self, params: ListRecords, call: Call, query: str | None) -> Page | Outcome:
         aql = self.settings.aql
         span = window(
             params.first, params.after, params.last, params.before, default=aql.default_page_size, cap=aql.max_page_size
         )
         field, descending = (params.sort.field, params.sort.order == "desc") if params.sort else (None, False)
         identity = query_identity(params.collection, params.filter, query, field, descending)
+        tenant = self.tenant(call)
+        collection = await self.collection(tenant, params.collection)
         wanted = listing(
             span, spec=params.filter, query=query, sort_field=field, descending=descending, identity=identity
         )
-        tenant = self.tenant(call)
-        await self._collection(tenant, params.collection)
+        wanted = replace(wanted, indexes=frozenset(collection.indexes))
         try:
             found = await self.store.list_records(tenant, params.collection, wanted)
         except ScanTooLarge as exc:
             raise _scan(exc) from None
-        return Page(
+        except ListingTimedOut as exc:
+            raise timed_out(exc) from None
+        page = Page(
             items=[record_wire(record) for record, _ in found.items],
             cursors=[encode_cursor(key, identity) for _, key in found.items],
             has_next=found.has_next,
             has_previous=found.has_previous,
             total_count=found.total,
         )
+        warnings = listing_warnings(wanted)
+        return Outcome(page, warnings) if warnings else page
 
     async def update_record(self, params: UpdateRecord, call: Call) -> dict[str, Any]:
         tenant = self.tenant(call)
-        collection = await self._collection(tenant, params.collection)
+        collection = await self.collection(tenant, params.collection)
         _check_fields(tuple(params.input), collection.fields, "input")
         try:
             stored = await self.store.update_record(
@@ -243,7 +260,7 @@ class Records:
         quota = self.quota
         return {"records": records, "bytes": size, "max_records": quota.max_records, "max_bytes": quota.max_bytes}
 
-    async def _collection(self, tenant: str, name: str) -> StoredCollection:
+    async def collection(self, tenant: str, name: str) -> StoredCollection:
         found = await self.store.get_collection(tenant, name)
         if found is None:
             raise _not_found("collection", name)
@@ -267,6 +284,7 @@ def collection_wire(collection: StoredCollection) -> dict[str, Any]:
         "description": collection.description,
         "fields": list(collection.fields) if collection.fields is not None else None,
         "record_count": collection.record_count,
+        "indexes": [index.wire() for index in collection.indexes],
         "created_at": collection.created_at,
     }
 

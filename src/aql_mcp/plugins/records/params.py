@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from aql_mcp.plugin import Params, TypeDef
+from aql_mcp.plugins.records.indexes import INDEX_FIELD_PATTERN
+from aql_mcp.plugins.records.listing import IndexType
 
 SYSTEM_FIELDS = ("id", "collection", "_etag", "created_at", "updated_at")
 PRESETS: dict[str, tuple[str, ...] | None] = {"minimal": ("id", "_etag"), "standard": None, "full": None}
@@ -33,12 +35,39 @@ class Sort(BaseModel):
     order: Literal["asc", "desc"] = Field(default="asc", description="asc or desc.")
 
 
+IndexField = Field(
+    pattern=INDEX_FIELD_PATTERN,
+    description="Data field to index: a dot path of up to 4 plain names, such as 'status' or 'metadata.priority'.",
+)
+IndexTypeParam: Any = Field(
+    default="string", description="JSON type of the values the index holds: string or number (others are scanned)."
+)
+
+
+class IndexDeclaration(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    field: str = IndexField
+    type: IndexType = IndexTypeParam
+
+
 class CreateCollection(Params):
     collection: str = Collection
     description: str = Field(default="", max_length=1000, description="What the collection holds.")
     fields: list[str] | None = Field(
         default=None, description="Allowed top-level record fields; omitted: records are free-form."
     )
+    indexes: list[IndexDeclaration] | None = Field(
+        default=None,
+        max_length=100,
+        description="Indexed fields, [{field, type}]: filters and sorts on them read an index (see create_index).",
+    )
+
+
+class IndexRef(Params):
+    collection: str = Collection
+    field: str = IndexField
+    type: IndexType = IndexTypeParam
 
 
 class CollectionRef(Params):
@@ -124,4 +153,5 @@ TYPES = (
         {"values": ["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "exists"]},
     ),
     TypeDef("RecordFieldPreset", "enum", "Field selection presets of records", {"values": list(PRESETS)}),
+    TypeDef("IndexType", "enum", "JSON types an index holds", {"values": ["string", "number"]}),
 )

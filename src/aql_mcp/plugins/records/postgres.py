@@ -13,14 +13,18 @@ import orjson
 
 from aql_mcp.plugin import PostgresEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.indexes import from_json, in_order
+from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
+from aql_mcp.plugins.records.postgres_indexes import OF_COLLECTION, PostgresIndexes, declare
 from aql_mcp.plugins.records.store import (
+    LISTING_SECONDS,
     SCAN_ROWS,
     AlreadyExists,
     CollectionPage,
     Idempotency,
     KeyReused,
+    ListingTimedOut,
     Missing,
     NewRecord,
     Quota,
@@ -39,38 +43,54 @@ from aql_mcp.plugins.records.store import (
 )
 
 COLUMNS = "collection, id, data::text AS data, etag, created_at, updated_at, pos"
+COLLECTION = f"name, description, fields::text, created_at, record_count, {OF_COLLECTION}"
 DIALECT = PostgresDialect()
 
 
-class PostgresRecordStore:
-    """`RecordStore` on the service's PostgreSQL engine."""
+class PostgresRecordStore(PostgresIndexes):
+    """`RecordStore` on the service's PostgreSQL engine (its declared indexes: postgres_indexes.py)."""
 
-    def __init__(self, engine: PostgresEngine, *, scan_rows: int = SCAN_ROWS) -> None:
+    def __init__(
+        self, engine: PostgresEngine, *, scan_rows: int = SCAN_ROWS, listing_seconds: float = LISTING_SECONDS
+    ) -> None:
         self._engine = engine
         self.scan_rows = scan_rows
+        self.listing_seconds = listing_seconds
 
     async def create_collection(
-        self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
+        self,
+        tenant: str,
+        name: str,
+        description: str,
+        fields: tuple[str, ...] | None,
+        now: str,
+        *,
+        indexes: tuple[Index, ...] = (),
+        max_indexes: int = 0,
     ) -> StoredCollection:
         blob = orjson.dumps(list(fields)).decode() if fields is not None else None
-        inserted = await self._engine.execute(
-            "INSERT INTO record_collections (tenant, name, description, fields, created_at) "
-            "VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT DO NOTHING",
-            tenant,
-            name,
-            description,
-            blob,
-            now,
-            tenant=tenant,
-        )
-        if inserted != "INSERT 0 1":
-            raise AlreadyExists(name)
-        return StoredCollection(name, description, fields, now)
+
+        async def create(db: asyncpg.Connection) -> None:
+            inserted = await db.execute(
+                "INSERT INTO record_collections (tenant, name, description, fields, created_at) "
+                "VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT DO NOTHING",
+                tenant,
+                name,
+                description,
+                blob,
+                now,
+            )
+            if inserted != "INSERT 0 1":
+                raise AlreadyExists(name)
+            if indexes:
+                await declare(db, tenant, name, indexes, max_indexes, now)
+
+        await self._engine.run(create, tenant=tenant)
+        return StoredCollection(name, description, fields, now, indexes=in_order(indexes))
 
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
         row = await self._engine.fetchrow(
-            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "
-            "WHERE tenant = $1 AND name = $2",
+            f"SELECT {COLLECTION} FROM record_collections WHERE tenant = $1 AND name = $2",  # noqa: S608
             tenant,
             name,
             tenant=tenant,
@@ -84,7 +104,7 @@ class PostgresRecordStore:
         beyond, behind, order = (">", "<=", "ASC") if forward else ("<", ">=", "DESC")
         after = f"AND name {beyond} $3 " if cursor is not None else ""
         query = (
-            "SELECT name, description, fields::text, created_at, record_count FROM record_collections "  # noqa: S608
+            f"SELECT {COLLECTION} FROM record_collections "  # noqa: S608
             f"WHERE tenant = $1 {after}ORDER BY name {order} LIMIT $2"
         )
         args = (tenant, size + 1, cursor) if cursor is not None else (tenant, size + 1)
@@ -117,6 +137,7 @@ class PostgresRecordStore:
                 tenant,
                 name,
             )
+            await db.execute("DELETE FROM record_indexes WHERE tenant = $1 AND collection = $2", tenant, name)
             await _add_usage(db, tenant, -int(found[0]), -int(size))
             return int(found[0])
 
@@ -196,8 +217,14 @@ class PostgresRecordStore:
             )
             count = int(found or 0)
             check_scan(listing, count, self.scan_rows)
-            rows = await db.fetch(page.sql, *page.params)
-            behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
+            if not listing.is_plain:
+                # Bounded, so scans cannot hold the pool's connections for long (docs/store.md).
+                await db.execute(f"SET LOCAL statement_timeout = {max(1, round(self.listing_seconds * 1000))}")
+            try:
+                rows = await db.fetch(page.sql, *page.params)
+                behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
+            except asyncpg.QueryCanceledError:
+                raise ListingTimedOut(self.listing_seconds) from None
             total = count if listing.is_plain else None
             return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
 
@@ -368,7 +395,8 @@ def _key(row: Any) -> Key:
 
 def _collection(row: Any) -> StoredCollection:
     fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
-    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]))
+    indexes = from_json(orjson.loads(row[5]) if row[5] else None)
+    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]), indexes)
 
 
 async def _claim_key(db: asyncpg.Connection, tenant: str, idempotency: Idempotency, now: str) -> StoredRecord | None:

@@ -15,11 +15,13 @@ from decimal import Decimal
 from typing import Any
 
 from aql_mcp.plugins.records.compiler import Statement
-from aql_mcp.plugins.records.listing import Key
+from aql_mcp.plugins.records.listing import Index, Key
 
 
 class PostgresDialect:
     text_order = ' COLLATE "C"'
+    # The planner weighs both indexes with the values bound (statistics of the indexed expression).
+    served_position = "pos"
 
     def placeholder(self, index: int) -> str:
         return f"${index}"
@@ -110,6 +112,20 @@ class PostgresDialect:
         rank, number = statement.bind(key.rank), statement.bind(Decimal(repr(key.number)))
         text, position = statement.bind(key.text), statement.bind(key.position)
         return f"({rank}::int, {number}::numeric, {text}::text, {position}::bigint)"
+
+    def index_expression(self, index: Index) -> str:
+        # Immutable operators only (an index needs them), the path a text-array literal of plain
+        # identifiers (indexes.py): none reads as an array position, as in the strict JSON path.
+        path = "'{" + ",".join(index.path) + "}'"
+        if index.type == "string":
+            # Byte order, the listing order of strings (COLLATE "C" everywhere else too).
+            return f"((CASE WHEN jsonb_typeof(data #> {path}) = 'string' THEN data #>> {path} END) COLLATE \"C\")"
+        return f"(CASE WHEN jsonb_typeof(data #> {path}) = 'number' THEN (data #>> {path})::numeric END)"
+
+    def index_operand(self, statement: Statement, index: Index, value: Any) -> str:
+        if index.type == "string":
+            return f"{statement.bind(value)}::text"
+        return f"{statement.bind(Decimal(repr(value)))}::numeric"
 
 
 def _value(path: str) -> str:

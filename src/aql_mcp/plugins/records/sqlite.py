@@ -4,6 +4,7 @@ compiled to JSON1 SQL and run on a reader thread."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,14 +12,18 @@ import orjson
 
 from aql_mcp.plugin import SqliteEngine
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.indexes import from_json, in_order
+from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.sqlite_dialect import SqliteDialect
+from aql_mcp.plugins.records.sqlite_indexes import OF_COLLECTION, SqliteIndexes, declare
 from aql_mcp.plugins.records.store import (
+    LISTING_SECONDS,
     SCAN_ROWS,
     AlreadyExists,
     CollectionPage,
     Idempotency,
     KeyReused,
+    ListingTimedOut,
     Missing,
     NewRecord,
     Quota,
@@ -36,18 +41,33 @@ from aql_mcp.plugins.records.store import (
 )
 
 COLUMNS = "collection, id, data, etag, created_at, updated_at, pos"
+COLLECTION = f"name, description, fields, created_at, record_count, {OF_COLLECTION}"
 DIALECT = SqliteDialect()
+# How many SQLite virtual machine steps pass between two looks at a listing's clock.
+CLOCK_STEPS = 1_000
 
 
-class SqliteRecordStore:
-    """`RecordStore` on the service's SQLite engine."""
+class SqliteRecordStore(SqliteIndexes):
+    """`RecordStore` on the service's SQLite engine (its declared indexes: sqlite_indexes.py)."""
 
-    def __init__(self, engine: SqliteEngine, *, scan_rows: int = SCAN_ROWS) -> None:
+    def __init__(
+        self, engine: SqliteEngine, *, scan_rows: int = SCAN_ROWS, listing_seconds: float = LISTING_SECONDS
+    ) -> None:
         self._engine = engine
+        self._building = set()
         self.scan_rows = scan_rows
+        self.listing_seconds = listing_seconds
 
     async def create_collection(
-        self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
+        self,
+        tenant: str,
+        name: str,
+        description: str,
+        fields: tuple[str, ...] | None,
+        now: str,
+        *,
+        indexes: tuple[Index, ...] = (),
+        max_indexes: int = 0,
     ) -> StoredCollection:
         blob = orjson.dumps(list(fields)) if fields is not None else None
 
@@ -59,15 +79,16 @@ class SqliteRecordStore:
             ).rowcount
             if inserted != 1:
                 raise AlreadyExists(name)
+            if indexes:
+                declare(db, tenant, name, indexes, max_indexes, now)
 
         await self._engine.write(create)
-        return StoredCollection(name, description, fields, now)
+        return StoredCollection(name, description, fields, now, indexes=in_order(indexes))
 
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None:
         row = await self._engine.read(
             lambda db: db.execute(
-                "SELECT name, description, fields, created_at, record_count FROM record_collections "
-                "WHERE tenant = ? AND name = ?",
+                f"SELECT {COLLECTION} FROM record_collections WHERE tenant = ? AND name = ?",  # noqa: S608
                 (tenant, name),
             ).fetchone(),
             tenant=tenant,
@@ -81,7 +102,7 @@ class SqliteRecordStore:
         beyond, behind, order = (">", "<=", "ASC") if forward else ("<", ">=", "DESC")
         after = f"AND name {beyond} ? " if cursor is not None else ""
         query = (
-            "SELECT name, description, fields, created_at, record_count FROM record_collections "  # noqa: S608
+            f"SELECT {COLLECTION} FROM record_collections "  # noqa: S608
             f"WHERE tenant = ? {after}ORDER BY name {order} LIMIT ?"
         )
         args = (tenant, cursor, size + 1) if cursor is not None else (tenant, size + 1)
@@ -110,6 +131,7 @@ class SqliteRecordStore:
                 "SELECT coalesce(sum(size), 0) FROM records WHERE tenant = ? AND collection = ?", (tenant, name)
             ).fetchone()[0]
             db.execute("DELETE FROM records WHERE tenant = ? AND collection = ?", (tenant, name))
+            db.execute("DELETE FROM record_indexes WHERE tenant = ? AND collection = ?", (tenant, name))
             db.execute("DELETE FROM record_collections WHERE tenant = ? AND name = ?", (tenant, name))
             _add_usage(db, tenant, -found[0], -size)
             return int(found[0])
@@ -200,8 +222,9 @@ class SqliteRecordStore:
             ).fetchone()
             count = int(found[0]) if found else 0
             check_scan(listing, count, self.scan_rows)
-            rows = db.execute(page.sql, page.params).fetchall()
-            behind = bool(db.execute(beyond.sql, beyond.params).fetchone()[0]) if beyond else False
+            with _clock(db, None if listing.is_plain else self.listing_seconds):
+                rows = db.execute(page.sql, page.params).fetchall()
+                behind = bool(db.execute(beyond.sql, beyond.params).fetchone()[0]) if beyond else False
             keyed = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows]
             return window_page(keyed, listing, behind=behind, total=count if listing.is_plain else None)
 
@@ -311,7 +334,28 @@ def _record(row: tuple[Any, ...]) -> StoredRecord:
 
 def _collection(row: tuple[Any, ...]) -> StoredCollection:
     fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
-    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]))
+    indexes = from_json(orjson.loads(row[5]))
+    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]), indexes)
+
+
+class _clock:
+    """A listing's time limit on its reader connection: past `seconds`, SQLite stops the statement
+    (a progress handler), and the listing fails with `ListingTimedOut`; None: no limit."""
+
+    def __init__(self, db: sqlite3.Connection, seconds: float | None) -> None:
+        self._db, self._seconds = db, seconds
+
+    def __enter__(self) -> None:
+        if self._seconds is not None:
+            deadline = time.monotonic() + self._seconds
+            self._db.set_progress_handler(lambda: time.monotonic() > deadline, CLOCK_STEPS)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, trace: object) -> None:
+        if self._seconds is None:
+            return
+        self._db.set_progress_handler(None, 0)
+        if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
+            raise ListingTimedOut(self._seconds) from exc
 
 
 def _usage(db: sqlite3.Connection, tenant: str) -> tuple[int, int]:

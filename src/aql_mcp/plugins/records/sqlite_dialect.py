@@ -13,13 +13,17 @@ from typing import Any
 import orjson
 
 from aql_mcp.plugins.records.compiler import Statement
-from aql_mcp.plugins.records.listing import Key
+from aql_mcp.plugins.records.listing import Index, Key
 
 INT64 = range(-(2**63), 2**63)
 
 
 class SqliteDialect:
     text_order = ""
+    # Without statistics of bound values, SQLite would read the (tenant, collection, pos) index for its
+    # order and test every record; `+pos` is no column, so no index offers that order, and the
+    # declared index's range wins.
+    served_position = "+pos"
 
     def placeholder(self, index: int) -> str:
         return f"?{index}"
@@ -90,6 +94,16 @@ class SqliteDialect:
     def key_row(self, statement: Statement, key: Key) -> str:
         bound = (key.rank, _number(key.number), key.text, key.position)
         return "(" + ", ".join(statement.bind(value) for value in bound) + ")"
+
+    def index_expression(self, index: Index) -> str:
+        # The path is a literal: SQLite matches an index's expression to the query's token for token,
+        # and a bound parameter matches nothing (index fields are plain identifiers, indexes.py).
+        path = "'" + self.path(index.path).replace("'", "''") + "'"
+        kinds = "'text'" if index.type == "string" else "'integer', 'real'"
+        return f"CASE WHEN json_type(data, {path}) IN ({kinds}) THEN json_extract(data, {path}) END"
+
+    def index_operand(self, statement: Statement, index: Index, value: Any) -> str:
+        return statement.bind(value if index.type == "string" else _number(value))
 
 
 def _typed_equal(statement: Statement, kind: str, value: str, operand: Any) -> str:

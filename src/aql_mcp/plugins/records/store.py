@@ -21,10 +21,13 @@ from typing import Any, Protocol
 import orjson
 
 from aql_mcp.plugin import AqlMcpError
-from aql_mcp.plugins.records.listing import Key, Listing
+from aql_mcp.plugins.records.indexes import served
+from aql_mcp.plugins.records.listing import Index, Key, Listing
 
 # The scan budget of a listing when none is configured (`store.listing_scan_rows`).
 SCAN_ROWS = 50_000
+# How long a filtered, searched or sorted listing may run when none is configured (`store.listing_timeout_seconds`).
+LISTING_SECONDS = 10.0
 
 
 def timestamp(epoch: float) -> str:
@@ -64,6 +67,18 @@ class ScanTooLarge(RecordStoreError):
         self.limit, self.rows = limit, rows
 
 
+class ListingTimedOut(RecordStoreError):
+    """A filtered, searched or sorted listing that ran past `store.listing_timeout_seconds`."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+class IndexMissing(RecordStoreError):
+    """An index the collection does not declare."""
+
+
 class KeyReused(RecordStoreError):
     """An idempotency key sent again with other parameters."""
 
@@ -81,6 +96,7 @@ class StoredCollection:
     fields: tuple[str, ...] | None
     created_at: str
     record_count: int = 0
+    indexes: tuple[Index, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +149,54 @@ class Idempotency:
 class RecordStore(Protocol):
     """Collections and records of one tenant at a time; a tenant never reaches another's rows."""
 
-    # The scan budget of a listing (`store.listing_scan_rows`), set by `tables.bound_records`.
+    # The scan budget of a listing (`store.listing_scan_rows`) and how long one that filters,
+    # searches or sorts may run (`store.listing_timeout_seconds`), set by `tables.bound_records`.
     scan_rows: int
+    listing_seconds: float
 
     async def create_collection(
-        self, tenant: str, name: str, description: str, fields: tuple[str, ...] | None, now: str
-    ) -> StoredCollection: ...
+        self,
+        tenant: str,
+        name: str,
+        description: str,
+        fields: tuple[str, ...] | None,
+        now: str,
+        *,
+        indexes: tuple[Index, ...] = (),
+        max_indexes: int = 0,
+    ) -> StoredCollection:
+        """A new collection declaring `indexes`, refused (`QuotaExceeded`, metric `indexes`) if the
+        tenant's collections would then declare more than `max_indexes` (`build_index` builds them)."""
+        ...
+
+    async def add_index(self, tenant: str, collection: str, index: Index, max_indexes: int) -> tuple[Index, ...]:
+        """Declare `index` on the collection (its indexes after); `Missing`, `AlreadyExists`, or
+        `QuotaExceeded` past `max_indexes` declared by the tenant, checked in the same transaction."""
+        ...
+
+    async def remove_index(self, tenant: str, collection: str, index: Index) -> tuple[Index, ...]:
+        """Forget the declaration (`Missing`, `IndexMissing`); the engine's index is dropped once no
+        collection of any tenant declares it (`drop_unused_index`)."""
+        ...
+
+    async def build_index(self, index: Index) -> None:
+        """Build the engine's index of `index` unless a valid one exists, without blocking other calls
+        (a failed build on PostgreSQL, an INVALID index, is dropped and built again)."""
+        ...
+
+    async def drop_unused_index(self, index: Index) -> bool:
+        """Drop the engine's index of `index` if no collection declares it any more; whether it did."""
+        ...
+
+    async def index_states(self, indexes: tuple[Index, ...]) -> dict[Index, str]:
+        """Each index's engine state: `ready`, `building`, `invalid` (a failed build) or `missing`."""
+        ...
+
+    async def reconcile_indexes(self) -> int:
+        """Build every declared index that is missing or invalid, drop the ones nobody declares;
+        how many it changed (housekeeping repairs an interrupted build or a racing drop)."""
+        ...
+
     async def get_collection(self, tenant: str, name: str) -> StoredCollection | None: ...
     async def list_collections(
         self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
@@ -207,8 +265,9 @@ def check_scan(listing: Listing, record_count: int, limit: int) -> None:
     """Refuse a listing that is not a plain index range over a collection of more than `limit`
     records: with no index on a record's data, its filter, search or sort may examine them all.
     Counted before the scan (the collection's own counter), so it costs one row and answers the
-    same on every engine, whatever the load."""
-    if not listing.is_plain and record_count > limit:
+    same on every engine, whatever the load. A listing a declared index narrows reads that index's
+    range and is not refused; the listing timeout still bounds it."""
+    if not listing.is_plain and record_count > limit and not served(listing):
         raise ScanTooLarge(limit, record_count)
 
 

@@ -89,6 +89,22 @@ SQLITE: tuple[Migration, ...] = (
         additive=False,
         legacy_core=5,
     ),
+    # 4: the indexes collections declare (plugins/records/indexes.py); the engine's own indexes are
+    # built from these rows, not by a migration
+    Migration(
+        """
+        CREATE TABLE record_indexes (
+            tenant TEXT NOT NULL,
+            collection TEXT NOT NULL,
+            field TEXT NOT NULL,
+            type TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (tenant, collection, field, type)
+        ) WITHOUT ROWID;
+        CREATE INDEX record_indexes_declared ON record_indexes (field, type);
+        """,
+        additive=True,
+    ),
 )
 
 POSTGRES: tuple[Migration, ...] = (
@@ -137,6 +153,21 @@ POSTGRES: tuple[Migration, ...] = (
         additive=False,
         legacy_core=1,
     ),
+    # 2: the indexes collections declare, as on SQLite at its version 4
+    Migration(
+        """
+        CREATE TABLE record_indexes (
+            tenant TEXT COLLATE "C" NOT NULL,
+            collection TEXT COLLATE "C" NOT NULL,
+            field TEXT COLLATE "C" NOT NULL,
+            type TEXT COLLATE "C" NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
+            PRIMARY KEY (tenant, collection, field, type)
+        );
+        CREATE INDEX record_indexes_declared ON record_indexes (field, type);
+        """,
+        additive=True,
+    ),
 )
 
 
@@ -156,7 +187,9 @@ TABLES: Tables[RecordStore] = Tables("records", SQLITE, POSTGRES, _on_sqlite, _o
 
 def bound_records(operations: PluginOperations) -> RecordStore:
     """The records facet on the service's store, scanning at most `store.listing_scan_rows` rows per
-    listing; the executions plugin, which builds on records, takes it through here too."""
+    listing for at most `store.listing_timeout_seconds`; the executions plugin, which builds on
+    records, takes it through here too."""
     records = operations.tables(TABLES)
     records.scan_rows = operations.settings.store.listing_scan_rows
+    records.listing_seconds = operations.settings.store.listing_timeout_seconds
     return records

@@ -42,6 +42,7 @@ from aql_mcp.store.postgres.schema import migrate
 
 T = TypeVar("T")
 LISTENER = "aql-mcp-listener"
+MAINTENANCE = "aql-mcp-maintenance"
 log = structlog.get_logger("aql_mcp.store")
 # What asyncpg raises when the server is away or refuses: translated to StoreError (503).
 FAILURES: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
@@ -176,6 +177,22 @@ class PostgresEngine:
     async def connect(self, url: str | None = None) -> asyncpg.Connection:
         """A connection of its own, outside the pool (the bus's listener)."""
         return await asyncpg.connect(url or self.options.url, **self.options.connect_arguments(LISTENER))
+
+    async def maintain(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`work` on a connection of its own, outside the pool and any transaction (plugin_tables.py),
+        without the pool's command timeout: an index built concurrently takes as long as it takes,
+        and the pool's connections all stay with the calls."""
+        try:
+            connection = await asyncpg.connect(self.options.url, **self.options.connect_arguments(MAINTENANCE))
+        except FAILURES as exc:
+            raise _translated(exc) from exc
+        try:
+            return await work(connection)
+        except FAILURES as exc:
+            raise _translated(exc) from exc
+        finally:
+            with contextlib.suppress(*FAILURES):
+                await connection.close()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

@@ -123,6 +123,29 @@ class SqliteEngine:
                 raise UpstreamUnavailable("Service unavailable: the store is not open")
             return await self._interruptible(self._readers, work)
 
+    async def maintain(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` on a connection of its own, in autocommit, on a thread of its own (plugin_tables.py):
+        a long statement there (an index build) leaves the writer thread and the readers free; a write
+        that needs the write lock meanwhile waits for it as for another process's."""
+        if self._writer is None:
+            raise UpstreamUnavailable("Service unavailable: the store is not open")
+
+        def run() -> T:
+            db = self._connect()
+            db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_MS}")
+            try:
+                return work(db)
+            finally:
+                with self._guard:
+                    self._connections.remove(db)
+                db.close()
+
+        maintenance = ThreadPoolExecutor(1, thread_name_prefix="sqlite-maintenance")
+        try:
+            return await self._on(maintenance, run)
+        finally:
+            maintenance.shutdown(wait=False)
+
     async def _interruptible(self, readers: ThreadPoolExecutor, work: Callable[[sqlite3.Connection], T]) -> T:
         running: list[sqlite3.Connection] = []
 
