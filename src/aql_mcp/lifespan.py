@@ -178,3 +178,4 @@ async def _keepalive(services: Services) -> None:
     while True:
         await anyio.sleep(idle / 2)
         await services.endpoint.keepalive(idle)
+        services.listeners.keepalive(idle)
