@@ -1,8 +1,10 @@
-"""A one-way flag (set once, never cleared) for the objects every open stream holds.
+"""An event for the objects every open stream and connection holds: `asyncio.Event`'s `set`,
+`clear`, `is_set` and `wait`, without its cost while nothing waits.
 
-`anyio.Event` and `asyncio.Event` each allocate a waiter deque when they are made, about 0.7 KiB,
-whether or not anything ever waits; a stream held three of them (bench/README.md, "Stream rows").
-Most of these flags are only ever read, so the event behind `wait` is made by its first waiter.
+`asyncio.Event` (and `anyio.Event`, which wraps one) allocates a waiter deque when it is made,
+about 0.7 KiB, whether or not anything ever waits; an open stream held five of them (bench/README.md,
+"Stream rows"). Most of these are only read, or waited for by one task at a time, so a `Flag` makes
+its waiter list when the first waiter comes.
 """
 
 from __future__ import annotations
@@ -11,25 +13,38 @@ import asyncio
 
 
 class Flag:
-    """`is_set`, `set` and `wait` of an event that is never cleared."""
+    """An event: `wait` returns once `set` was called and not `clear`ed since."""
 
-    __slots__ = ("_event", "_set")
+    __slots__ = ("_set", "_waiters")
 
-    def __init__(self) -> None:
-        self._set = False
-        self._event: asyncio.Event | None = None
+    def __init__(self, value: bool = False) -> None:
+        self._set = value
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def is_set(self) -> bool:
         return self._set
 
     def set(self) -> None:
-        self._set = True
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
         if self._set:
             return
-        if self._event is None:
-            self._event = asyncio.Event()
-        await self._event.wait()
+        self._set = True
+        for waiter in self._waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> bool:
+        if self._set:
+            return True
+        # One future per waiter, as asyncio.Event does: a cancelled waiter cancels only its own.
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+            return True
+        finally:
+            self._waiters.remove(waiter)
