@@ -192,7 +192,10 @@ def modern_opener(server: ServerProcess, token: str) -> Callable[[int], Any]:
     return opener
 
 
-async def measure(server: ServerProcess, era: str, what: str, opener: Callable[[int], Any], streams: int, warm: int) -> Row:
+async def measure(
+    server: ServerProcess, era: str, what: str, opener: Callable[[int], Any], streams: int, warm: int
+) -> Row:
+    """`warm` streams, RSS, `streams` more, RSS: one row. The streams are closed at the end."""
     pid = server.process.pid
     held = await open_many(warm, opener)
     await asyncio.sleep(SETTLE_SECONDS)
