@@ -10,6 +10,7 @@
 #   STALL=0 bench/run.sh               # without the stall rows (bench/stall.py, bench/STALL.md)
 #   ATTACKS=0 bench/run.sh             # without the attack rows (bench/attacks.py, bench/ATTACKS.md)
 #   AUDIT=0 bench/run.sh               # without the audit rows (bench/audit.py, bench/AUDIT.md)
+#   STREAMS=0 bench/run.sh             # without the memory-per-stream rows (bench/streams.py, bench/STREAMS.md)
 #
 # Installs wrk (Debian package) when it is missing. Servers run on CPU 0 (SERVER_CPU), wrk and
 # the driver on CPU 1 (LOAD_CPU), everything on 127.0.0.1. Raw results go to
@@ -41,6 +42,10 @@ fi
 # Echo, a write and a read (2026-07-28) with the audit trail off, on, and on with reads: bench/AUDIT.md.
 if [ "${AUDIT:-1}" = 1 ]; then
   "$PYTHON" bench/audit.py --seconds "${AUDIT_SECONDS:-4}"
+fi
+# Memory per open stream, 1,000 legacy GET streams and 1,000 listen streams: bench/STREAMS.md.
+if [ "${STREAMS:-1}" = 1 ]; then
+  "$PYTHON" bench/streams.py --streams "${STREAMS_COUNT:-1000}"
 fi
 # Another tenant's ping and /health under 16 scanning listings and 300 slow connections: bench/STALL.md.
 if [ "${STALL:-1}" = 1 ]; then

@@ -3,7 +3,9 @@
 Global middleware, outermost first: drain -> request id -> tracing -> access log/metrics -> errors ->
 body limit -> Origin/CORS (the request id is outermost but for the drain's `Connection: close`, so
 that even a 500 carries it).
-The MCP endpoint adds route middleware: Host -> auth -> rate limit -> protocol version. Probes,
+The MCP endpoint adds its own middleware: Host -> auth -> rate limit -> protocol version; `/mcp`
+goes from the global middleware straight to them (middleware/shortcut.py), not through Starlette's
+router, so a held stream keeps fewer frames. Probes,
 the service page and the discovery documents (OAuth metadata, the Server Card and the catalogs)
 stay outside MCP auth; plugins' routes (the safety plugin's operator console) come last and bring
 their own guards (docs/plugins.md).
@@ -46,6 +48,7 @@ from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
 from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
 from aql_mcp.middleware.refusal import StartupRefusalMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
+from aql_mcp.middleware.shortcut import McpShortcut
 from aql_mcp.middleware.tracing import TracingMiddleware
 from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.metrics import Metrics, MetricsEndpoint
@@ -88,9 +91,10 @@ def create_app(
         settings, loaded, RouteServices(store=store, verifier=verifier, dev_issuer=services.dev_issuer)
     )
     background = [plugin for plugin in loaded if isinstance(plugin, BackgroundPlugin)]
+    mcp = mcp_endpoint(services, router)
     app = Starlette(
-        routes=service_routes(services, router, extra),
-        middleware=global_middleware(services),
+        routes=service_routes(services, mcp, extra),
+        middleware=[*global_middleware(services), Middleware(McpShortcut, path="/mcp", endpoint=mcp)],
         lifespan=lifespan(services, store, background, hooks),
     )
     app.state.services = services
@@ -240,6 +244,15 @@ def authentication_of(settings: Settings, issuer: DevIssuer | None, metrics: Met
     )
 
 
+def mcp_endpoint(services: Services, router: ASGIApp) -> ASGIApp:
+    """`/mcp`: its own guards around the era router (reached from the global middleware directly,
+    middleware/shortcut.py; its route stays for Starlette's `/mcp/` redirect)."""
+    endpoint = router
+    for cls, args, kwargs in reversed(mcp_middleware(services)):
+        endpoint = cls(endpoint, *args, **kwargs)
+    return endpoint
+
+
 def mcp_middleware(services: Services) -> list[Middleware]:
     """`/mcp`'s own guards, outermost first: Host, authentication, rate limit, protocol version."""
     settings = services.settings
@@ -288,12 +301,12 @@ def auth_failed(services: Services) -> Callable[[str], None]:
     return failed
 
 
-def service_routes(services: Services, router: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:
+def service_routes(services: Services, mcp: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:
     """`/mcp`, the probes, the service page and discovery documents, then the plugins' routes (`extra`),
     then the development JWKS and `/metrics` when they are served here."""
     settings = services.settings
     routes: list[BaseRoute] = [
-        Route("/mcp", router, middleware=mcp_middleware(services)),
+        Route("/mcp", mcp),
         Route("/health", services.probes.health, methods=["GET"]),
         Route("/ready", services.probes.ready, methods=["GET"]),
         Route(

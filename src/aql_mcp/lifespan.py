@@ -179,3 +179,4 @@ async def _keepalive(services: Services) -> None:
     while True:
         await anyio.sleep(idle / 2)
         await services.endpoint.keepalive(idle)
+        services.listeners.keepalive(idle)

@@ -1,14 +1,16 @@
 """src/aql_mcp/endpoint/sse.py: the one place the MCP streams' SSE frames are written (HTML Living Standard,
-"Server-sent events", event stream interpretation)."""
+"Server-sent events", event stream interpretation), and the open response held by its request's own task."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import orjson
+import pytest
 
-from aql_mcp.endpoint.sse import HEADERS, KEEPALIVE, format_event, format_retry
+from aql_mcp.endpoint.sse import HEADERS, KEEPALIVE, Connection, format_event, format_retry
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "aql_mcp"
 
@@ -67,3 +69,79 @@ def test_no_other_module_frames_sse_by_hand() -> None:
         if path.name != "sse.py" and field.search(path.read_bytes())
     ]
     assert copies == []
+
+
+class Client:
+    """The ASGI side of one SSE response: what the app sent, and a disconnect the test decides."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, object]] = []
+        self.gone = asyncio.Event()
+
+    async def send(self, message: dict[str, object]) -> None:
+        self.sent.append(message)
+
+    async def receive(self) -> dict[str, object]:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+async def holding(connection: Connection, client: Client) -> asyncio.Task[bool]:
+    task = asyncio.ensure_future(connection.hold(client.receive))
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    return task
+
+
+@pytest.mark.anyio
+async def test_a_held_connection_returns_false_when_the_client_goes_away() -> None:
+    client = Client()
+    task = await holding(Connection(client.send), client)
+    client.gone.set()
+    assert await asyncio.wait_for(task, 1) is False
+
+
+@pytest.mark.anyio
+async def test_a_wake_ends_the_hold_and_leaves_the_task_uncancelled() -> None:
+    """The request's own task waits for the disconnect; a wake-up is a cancellation it takes back."""
+    client = Client()
+    connection = Connection(client.send)
+
+    async def hold_then_sleep() -> bool:
+        woken = await connection.hold(client.receive)
+        await asyncio.sleep(0.01)  # would raise if the wake-up were still pending
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0
+        return woken
+
+    task = asyncio.ensure_future(hold_then_sleep())
+    await asyncio.sleep(0.01)
+    connection.wake()
+    connection.wake()  # a second wake before the first is taken is the same wake-up
+    assert await asyncio.wait_for(task, 1) is True
+
+
+@pytest.mark.anyio
+async def test_ending_the_stream_completes_the_response_and_wakes_its_holder() -> None:
+    client = Client()
+    connection = Connection(client.send, standing=True)
+    task = await holding(connection, client)
+    await connection.end()
+    assert await asyncio.wait_for(task, 1) is True
+    assert connection.ended.is_set()
+    assert client.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert await connection.hold(client.receive) is True  # an ended connection holds nothing
+
+
+@pytest.mark.anyio
+async def test_a_cancellation_from_outside_is_not_taken_for_a_wake() -> None:
+    """The server stopping the task (or a deadline) cancels it too: that one goes through, even
+    when a wake-up came at the same moment."""
+    client = Client()
+    connection = Connection(client.send)
+    task = await holding(connection, client)
+    connection.wake()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 1)

@@ -74,7 +74,6 @@ class Edges:
             registry=self.registry,
             rules=ScopeRules(resources=settings.auth.policy.resources),
             server_info={"name": settings.server.name, "title": settings.server.name, "version": __version__},
-            keepalive_seconds=streams.keepalive_seconds,
             max_uris=streams.max_listen_resources,
             tasks=store.tasks,
             mapper=mapper,

@@ -10,6 +10,8 @@ whose header names no version or a legacy one, from the version its body's `_met
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.jsonrpc.peek import HeldBody, meta_text
@@ -25,15 +27,20 @@ class EraRouter:
         self.modern = modern
         self.modern_enabled = modern_enabled
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the edge's awaitable when the headers decide: a GET stream or a listen stream
+        # keeps no frame here (docs/connections.md, "What an open stream costs").
         version = header(scope, VERSION_HEADER)
         era = request_era(version, modern_enabled=self.modern_enabled)
         if era is Era.LEGACY and self.modern_enabled and scope["method"] == "POST":
-            # Read here, within the body limits in front, and handed to the edge as it came.
-            held = HeldBody(receive)
-            body = await held.read()
-            named = meta_text(body, META_VERSION) if body is not None else None
-            era = request_era(version, modern_enabled=True, meta_version=named)
-            receive = held.receive
+            return self._by_body(scope, receive, send, version)
+        return (self.modern if era is Era.MODERN else self.legacy)(scope, receive, send)
+
+    async def _by_body(self, scope: Scope, receive: Receive, send: Send, version: str | None) -> None:
+        # Read here, within the body limits in front, and handed to the edge as it came.
+        held = HeldBody(receive)
+        body = await held.read()
+        named = meta_text(body, META_VERSION) if body is not None else None
+        era = request_era(version, modern_enabled=True, meta_version=named)
         app = self.modern if era is Era.MODERN else self.legacy
-        await app(scope, receive, send)
+        await app(scope, held.receive, send)

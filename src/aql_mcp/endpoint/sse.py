@@ -6,14 +6,21 @@ blank line, a comment line starts with a colon (HTML Living Standard, "Server-se
 stream interpretation). The operator console's stream is framed by sse-starlette instead, and
 docs/eras.md ("Why the MCP streams do not use sse-starlette") says why these are not. `Connection`
 is the open SSE response both eras write these bytes to.
+
+An open stream costs what it holds for as long as it is open, a thousand times over on a busy
+replica (docs/connections.md, "What an open stream costs"): so a `Connection` is waited on by the
+request's own task (`hold`), not by a watcher task or a task group, and its flag makes no event
+until something waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-import anyio
-from starlette.types import Send
+from starlette.types import Receive, Send
+
+from aql_mcp.endpoint.flag import Flag
 
 HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -49,13 +56,15 @@ def format_retry(retry_ms: int, *, comment: str | None = None) -> bytes:
 class Connection:
     """An open SSE response on one HTTP exchange; a `Sink` for an `EventStream`."""
 
-    __slots__ = ("_send", "ended", "last_write", "standing")
+    __slots__ = ("_holder", "_send", "_woken", "ended", "last_write", "standing")
 
     def __init__(self, send: Send, *, standing: bool = False) -> None:
         self._send = send
         self.standing = standing  # a GET stream, not the answer to one request
-        self.ended = anyio.Event()
+        self.ended = Flag()
         self.last_write = time.monotonic()
+        self._holder: asyncio.Task[object] | None = None
+        self._woken = False
 
     async def start(self, headers: list[tuple[bytes, bytes]]) -> None:
         await self._send({"type": "http.response.start", "status": 200, "headers": HEADERS + headers})
@@ -71,6 +80,35 @@ class Connection:
             return
         self.ended.set()
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.wake()
+
+    async def hold(self, receive: Receive) -> bool:
+        """Wait, in the request's own task, until the client goes away (False) or `wake` or `end`
+        is called (True). The task waits for the client's disconnect itself; a wake-up is a
+        cancellation of that wait, taken back here, so no second task watches the connection."""
+        if self.ended.is_set():
+            return True
+        task = asyncio.current_task()
+        assert task is not None
+        self._holder, self._woken = task, False
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return False
+        except asyncio.CancelledError:
+            # Ours alone (no other cancellation pending, e.g. the server's shutdown): a wake-up.
+            if self._woken and task.uncancel() == 0:
+                return True
+            raise
+        finally:
+            self._holder = None
+
+    def wake(self) -> None:
+        """End a `hold` with True (something to write, or the stream ended); nothing if none waits."""
+        holder = self._holder
+        if holder is not None and not self._woken and holder is not asyncio.current_task():
+            self._woken = True
+            holder.cancel()
 
     async def keepalive(self, idle: float) -> None:
         if not self.ended.is_set() and time.monotonic() - self.last_write >= idle:

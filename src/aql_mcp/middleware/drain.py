@@ -12,7 +12,7 @@ uvicorn closes the connection after an answer that says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,10 +24,10 @@ class DrainMiddleware:
         self.app = app
         self._draining = draining
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable: a request keeps no frame here, only `send_closing` (host.py).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
 
         async def send_closing(message: Message) -> None:
             # Asked when the answer starts, not when the request came: a call that began before
@@ -37,4 +37,4 @@ class DrainMiddleware:
                 message["headers"] = [*headers, CLOSE]
             await send(message)
 
-        await self.app(scope, receive, send_closing)
+        return self.app(scope, receive, send_closing)

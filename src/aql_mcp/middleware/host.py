@@ -8,7 +8,7 @@ an entry with a port accepts only that port.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -22,15 +22,15 @@ class HostMiddleware:
         self.app = app
         self.allowed = frozenset(h.lower() for h in allowed_hosts)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable instead of awaiting it: a request let through keeps no
+        # frame here while it runs, which an open stream does for hours (docs/connections.md).
         if scope["type"] != "http" or not self.allowed:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         host = (header(scope, b"host") or "").lower()
         if host not in self.allowed and _name(host) not in self.allowed:
-            await send_error(send, HostNotAllowed(), request_id=request_id_of(scope))
-            return
-        await self.app(scope, receive, send)
+            return send_error(send, HostNotAllowed(), request_id=request_id_of(scope))
+        return self.app(scope, receive, send)
 
 
 def _name(host: str) -> str:

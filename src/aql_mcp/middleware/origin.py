@@ -17,7 +17,7 @@ short, so the operator can add it to `http.allowed_origins` if it is theirs. An 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from urllib.parse import urlsplit
 
 import structlog
@@ -103,23 +103,21 @@ class OriginMiddleware:
         self.app = app
         self.policy = OriginPolicy(allowed_origins)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable: a request let through keeps no frame here (host.py).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         origin = header(scope, b"origin")
         if origin is None:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         reason = self.policy.refusal(origin)
         if reason is not None:
             request_id = request_id_of(scope)
             log.info("origin_refused", reason=reason, origin=_shown(origin, reason), request_id=request_id)
-            await send_error(send, OriginNotAllowed(), request_id=request_id)
-            return
+            return send_error(send, OriginNotAllowed(), request_id=request_id)
         cors = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
         if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
-            await send_empty(
+            return send_empty(
                 send,
                 204,
                 [
@@ -130,7 +128,6 @@ class OriginMiddleware:
                     (b"access-control-max-age", b"600"),
                 ],
             )
-            return
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -141,4 +138,4 @@ class OriginMiddleware:
                 ]
             await send(message)
 
-        await self.app(scope, receive, send_with_cors)
+        return self.app(scope, receive, send_with_cors)

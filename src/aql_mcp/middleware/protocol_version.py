@@ -6,6 +6,8 @@ Which versions an edge serves is `protocol/versions.py`'s decision (`request_era
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aql_mcp.exceptions import UnsupportedProtocolVersion
@@ -21,12 +23,12 @@ class ProtocolVersionMiddleware:
         self.app = app
         self.modern_enabled = modern_enabled
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable: a request let through keeps no frame here (host.py).
         version = header(scope, VERSION_HEADER) if scope["type"] == "http" else None
         if version is not None and request_era(version, modern_enabled=self.modern_enabled) is Era.UNKNOWN:
             # Code -32600, not the modern -32022: a 2026-07-28 client reads it as "legacy server,
             # fall back to initialize" (MCP 2026-07-28, Versioning, "Backward Compatibility").
             error = UnsupportedProtocolVersion(data={"supported": supported_versions(modern_enabled=False)})
-            await send_error(send, error, request_id=request_id_of(scope))
-            return
-        await self.app(scope, receive, send)
+            return send_error(send, error, request_id=request_id_of(scope))
+        return self.app(scope, receive, send)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -84,21 +84,25 @@ class RateLimitMiddleware:
         self.in_flight: dict[str, int] = {}
         self.sweep_at = SWEEP_AT
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable where nothing is counted in flight (a GET or listen
+        # stream): a held stream keeps no frame here (docs/connections.md, "What an open stream costs").
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         key = principal_key(principal_of(scope))
         now = self.clock()
         bucket = self._bucket(key, now)
         wait = bucket.take(now)
         if wait > 0:
             spent = _spent("rate", bucket.capacity, max(0, math.floor(bucket.tokens)))
-            await self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait)), data=spent))
-            return
+            return self._refuse(scope, send, key, "rate", RateLimited(retry_after=max(1, math.ceil(wait)), data=spent))
         if scope["method"] != "POST" or _is_listen(scope):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._counted(scope, receive, send, key, bucket)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send, key: str, bucket: TokenBucket) -> None:
+        """A call: under the cap on calls in flight, counted while it runs, its budget in the context.
+        Checked and counted here, where it is released, in one step of the task that runs it."""
         if self.in_flight.get(key, 0) >= self.max_concurrent:
             spent = _spent("concurrency", self.max_concurrent, 0)
             error = RateLimited("Too many concurrent calls; retry later", retry_after=1, data=spent)

@@ -10,6 +10,8 @@ other refused configuration.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import ConfigError
@@ -27,10 +29,13 @@ class StartupRefusalMiddleware:
         self.app = app
         self.refusal = refusal
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the next app's awaitable: a request keeps no frame here (host.py).
         if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._lifespan(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         held: list[Message] = []
 
         async def hold_failure(message: Message) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.observability.logging import bind_log_context
@@ -21,16 +23,18 @@ class TracingMiddleware:
         self.app = app
         self.tracing = tracing
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Without tracing, returns the next app's awaitable: no frame here while a request runs (host.py).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         if not self.tracing.enabled:
             trace_id = trace_id_of(header(scope, b"traceparent"))
             if trace_id:
                 bind_log_context(trace_id=trace_id)
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._traced(scope, receive, send)
+
+    async def _traced(self, scope: Scope, receive: Receive, send: Send) -> None:
         carrier = {k: v for k in CARRIER_KEYS if (v := header(scope, k.encode())) is not None}
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
         peer = peer_attributes(scope)

@@ -49,6 +49,7 @@ import httptools
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from aql_mcp.endpoint.flag import Flag
 from aql_mcp.exceptions import (
     ConnectionLimitReached,
     HeadersTooLarge,
@@ -69,6 +70,7 @@ from aql_mcp.server.connection_limits import (
 )
 from aql_mcp.server.connection_table import ConnectionTable, Standing
 from aql_mcp.server.deadline import Deadline
+from aql_mcp.server.pipeline import Pipeline
 from aql_mcp.server.request_count import RequestCount
 
 log = structlog.get_logger("aql_mcp.connection")
@@ -96,9 +98,23 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     limits: ClassVar[ConnectionLimits]
     table: ClassVar[ConnectionTable[LimitedHttpProtocol]]
+    # Ours in slots keep the instance dict under CPython's 30 shared keys (docs/connections.md,
+    # "What an open stream costs", as for the lighter pipeline and events below).
+    __slots__ = (
+        "_answered",
+        "_count",
+        "_deadline",
+        "_last_word",
+        "_lingering",
+        "_pipeline_full",
+        "_refusal",
+        "_refused",
+        "_stall",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.pipeline = Pipeline()  # type: ignore[assignment]  # the deque's operations uvicorn uses
         self._deadline = Deadline(self.loop)
         self._refused = False
         self._refusal: WireError | None = None
@@ -119,6 +135,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._refuse(refusal, refusal.data["limit"])
             return
         super().connection_made(transport)
+        self.flow._is_writable_event = Flag(True)  # type: ignore[assignment]  # no deque until a write waits
         self.table.add(self, source)
         self.table.ripen_later(self.loop.call_soon)
         self._deadline.arm("idle", self.limits.idle_timeout, self._close)
@@ -255,7 +272,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._deadline.disarm()
         if len(self.pipeline) >= MAX_QUEUED_REQUESTS:
             self._stop_pipelining()
+        previous = self.cycle
         super().on_headers_complete()
+        if self.cycle is not previous:  # a new request (not an upgrade): nothing waits on its event yet
+            self.cycle.message_event = Flag()  # type: ignore[assignment]
         if self._last_word:
             self.cycle.keep_alive = False
         self.table.mark(self, in_flight=True)

@@ -96,3 +96,40 @@ async def test_stopping_ends_every_listener_and_closes_the_door() -> None:
     assert await held.next_changes(0) == []
     with pytest.raises(ListenLimitReached):
         listeners.admit(listener("late"))
+
+
+def test_the_replicas_ticker_marks_only_quiet_streams_and_wakes_them() -> None:
+    """One ticker for the replica (`Listeners.keepalive`), no timer per stream: a stream quiet for
+    the keep-alive interval is told a comment is due; one that wrote lately is left alone."""
+    listeners = Listeners(max_open=10, max_per_owner=10)
+    quiet, busy = listener(), listener()
+    woken: list[str] = []
+    quiet.waking(lambda: woken.append("quiet"))
+    busy.waking(lambda: woken.append("busy"))
+    listeners.admit(quiet)
+    listeners.admit(busy)
+    quiet.last_write -= 20
+
+    listeners.keepalive(15)
+    listeners.keepalive(15)  # still due, not written yet: no second wake-up
+    assert (quiet.due, busy.due) == (True, False)
+    assert quiet.ready
+    assert not busy.ready
+    assert woken == ["quiet"]
+
+
+def test_an_offer_or_a_stop_wakes_the_stream_and_take_empties_what_it_holds() -> None:
+    held = listener()
+    woken: list[int] = []
+    held.waking(lambda: woken.append(1))
+    held.offer(Change(TOOLS_CHANGED))
+    held.offer(Change(TOOLS_CHANGED))
+    assert held.ready
+    assert held.take() == [Change(TOOLS_CHANGED)]
+    assert held.take() == []
+    held.stop()
+    assert held.ready
+    assert len(woken) == 3
+    held.waking(None)
+    held.offer(Change(PROMPTS_CHANGED))  # stopped: nothing more is taken, nothing wakes
+    assert len(woken) == 3

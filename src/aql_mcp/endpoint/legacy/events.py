@@ -10,13 +10,14 @@ events, so any replica can append to a stream and any replica can resume it (doc
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from typing import Protocol
 
-import anyio
 import structlog
 
+from aql_mcp.endpoint.flag import Flag
 from aql_mcp.endpoint.sse import format_event, format_retry
 from aql_mcp.exceptions import StoreError
 from aql_mcp.store.base import Signal, Store
@@ -81,13 +82,14 @@ class EventStream:
         self.seq = 0  # the newest number this process knows of
         self.delivered = 0  # the newest number written to `sink`
         self.sink: Sink | None = None
-        self.done = anyio.Event()
+        self.done = Flag()
         # A stream answered by another replica, followed here after the client resumed on this one:
         # it ends with the response, whoever writes it.
         self.follows = follows
         self._store = store
         self._bus = store.bus
-        self._lock = anyio.Lock()
+        # asyncio's lock makes its waiter queue on first contention; anyio's makes one per stream.
+        self._lock = asyncio.Lock()
 
     async def emit(self, data: bytes, *, final: bool = False, retry_ms: int | None = None) -> None:
         """Log and deliver one JSON-RPC message; `final` ends the stream after it (the response);

@@ -9,7 +9,6 @@ dispatched, its JSON-RPC errors travel with 200 or in its stream (docs/errors.md
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 import anyio
@@ -325,23 +324,21 @@ class StreamableHTTPEndpoint:
         follow: EventStream | None = None,
         request_id: str = "",
     ) -> None:
-        """Keep the GET exchange open until its stream ends it or the client goes away. A followed
-        stream (its request runs on another replica) ends with an error once that replica is gone
-        (endpoint/legacy/follower.py), and after the longest a call may run in any case."""
+        """Keep the GET exchange open until its stream ends it or the client goes away, in the
+        request's own task (`Connection.hold`). A followed stream (its request runs on another
+        replica) ends with an error once that replica is gone (endpoint/legacy/follower.py), and
+        after the longest a call may run in any case."""
         self.connections.add(connection)
         try:
+            if follow is None:
+                while not connection.ended.is_set() and await connection.hold(receive):
+                    pass
+                return
             async with anyio.create_task_group() as group:
-
-                async def watch_disconnect() -> None:
-                    while (await receive())["type"] != "http.disconnect":
+                group.start_soon(watch_origin, follow, self._sessions.store, request_id)
+                with anyio.move_on_after(self._follow_seconds):
+                    while not connection.ended.is_set() and await connection.hold(receive):
                         pass
-                    group.cancel_scope.cancel()
-
-                group.start_soon(watch_disconnect)
-                if follow is not None:
-                    group.start_soon(watch_origin, follow, self._sessions.store, request_id)
-                with anyio.move_on_after(self._follow_seconds if follow is not None else math.inf):
-                    await connection.ended.wait()
                 group.cancel_scope.cancel()
         finally:
             self.connections.discard(connection)

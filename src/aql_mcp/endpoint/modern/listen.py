@@ -5,7 +5,8 @@ The answer is a 200 `text/event-stream` that stays open. Its first event is
 `notifications/subscriptions/acknowledged` with the filter the server agreed to honour; then come
 only the notification types the client opted in to, each tagged with
 `_meta["io.modelcontextprotocol/subscriptionId"]`, the JSON-RPC id of the listen request. A quiet
-stream carries an SSE comment every `streams.keepalive_seconds`. Events have no id: the modern era
+stream carries an SSE comment once nothing was written for `streams.keepalive_seconds` (the
+replica's one ticker looks every half of that: `Listeners.keepalive`). Events have no id: the modern era
 has no `Last-Event-ID` resumption; a client that lost its stream listens again.
 
 The stream ends
@@ -32,13 +33,13 @@ reads it (endpoint/modern/task_methods.py).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import anyio
 import structlog
 from starlette.types import Receive, Scope, Send
 
@@ -82,7 +83,6 @@ class ListenEndpoint:
         registry: Registry,
         rules: ScopeRules,
         server_info: dict[str, Any],
-        keepalive_seconds: float,
         max_uris: int,
         tasks: TaskStore,
         mapper: ModernTaskMapper | None = None,
@@ -92,7 +92,6 @@ class ListenEndpoint:
         self._registry = registry
         self._rules = rules
         self._server_info = server_info
-        self._keepalive = keepalive_seconds
         self._max_uris = max_uris
         self._tasks = tasks
         self._mapper = mapper
@@ -141,33 +140,47 @@ class ListenEndpoint:
     async def _stream(
         self, receive: Receive, connection: Connection, listener: Listener, lifetime: float, reader: Context
     ) -> None:
+        """The stream, written by the request's own task: no watcher task, no timer but the
+        token's expiry (docs/connections.md, "What an open stream costs")."""
         await connection.start([])
-        await connection.write(self._event(listener, ACKNOWLEDGED, {"notifications": listener.wanted.to_wire()}))
+        acknowledged = self._event(listener, ACKNOWLEDGED, {"notifications": listener.wanted.to_wire()})
+        await self._write(connection, listener, acknowledged)
         for task_id in listener.wanted.task_ids:
             listener.offer(Change(TASK_STATUS, task_id, listener.owner))
         log.info("listen_opened", principal=listener.owner, uris=len(listener.wanted.uris))
-        ended_by = "client"
-        async with anyio.create_task_group() as group:
-            group.start_soon(_watch_disconnect, receive, group.cancel_scope)
-            with anyio.move_on_after(lifetime):
-                await self._pump(connection, listener, reader)
-            # Not cancelled by the watcher: the server ends the subscription (shutdown, token expiry).
-            ended_by = "server"
+        listener.waking(connection.wake)
+        expiry = asyncio.get_running_loop().call_later(lifetime, listener.stop) if math.isfinite(lifetime) else None
+        try:
+            stopped = await self._pump(receive, connection, listener, reader)
+        finally:
+            listener.waking(None)
+            if expiry is not None:
+                expiry.cancel()
+        if stopped:
+            # The server ends the subscription (shutdown, token expiry).
             await connection.write(format_event(None, self._closing(listener)))
             await connection.end()
-            group.cancel_scope.cancel()
-        log.info("listen_closed", principal=listener.owner, ended_by=ended_by)
+        log.info("listen_closed", principal=listener.owner, ended_by="server" if stopped else "client")
 
-    async def _pump(self, connection: Connection, listener: Listener, reader: Context) -> None:
-        """Write what the listener is offered until it is stopped; a comment after each quiet spell."""
-        while not listener.stopped:
-            changes = await listener.next_changes(self._keepalive)
-            if not changes and not listener.stopped:
-                await connection.write(KEEPALIVE)
-            for change in changes:
+    async def _pump(self, receive: Receive, connection: Connection, listener: Listener, reader: Context) -> bool:
+        """Write what the listener is offered, and a comment when the replica's ticker finds the
+        stream quiet, until the server stops it (True) or the client goes away (False)."""
+        while True:
+            for change in listener.take():
                 event = await self._notification(listener, change, reader)
                 if event:
-                    await connection.write(event)
+                    await self._write(connection, listener, event)
+            if listener.stopped:
+                return True
+            if listener.due:
+                listener.due = False
+                await self._write(connection, listener, KEEPALIVE)
+            if not listener.ready and not await connection.hold(receive):
+                return False
+
+    async def _write(self, connection: Connection, listener: Listener, chunk: bytes) -> None:
+        await connection.write(chunk)
+        listener.last_write = connection.last_write
 
     async def _notification(self, listener: Listener, change: Change, reader: Context) -> bytes:
         if change.method != TASK_STATUS:
@@ -229,12 +242,6 @@ def _declares_tasks(request: Request) -> bool:
     capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, Mapping) else None
     extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
     return isinstance(extensions, Mapping) and EXTENSION in extensions
-
-
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
 
 
 def _lifetime(principal: Principal) -> float:

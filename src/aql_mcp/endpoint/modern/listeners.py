@@ -8,10 +8,16 @@ fast changes come and however slowly the client reads. Offering never waits for 
 
 The caps are per replica, like the connections they bound: `streams.max_listens` streams in all
 and `streams.max_listens_per_principal` for one caller, checked and taken in one step.
+
+A listener holds no event and no timer of its own (docs/connections.md, "What an open stream
+costs"): its stream's task waits on the connection and is woken through `waking`; one ticker for
+the replica (`Listeners.keepalive`) tells the quiet ones a keep-alive comment is due.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 
 import anyio
@@ -27,36 +33,68 @@ class Listener:
     """One open listen stream: its subscription id (the request's JSON-RPC id), its filter, and the
     changes it has not written yet."""
 
-    __slots__ = ("_pending", "_wake", "owner", "stopped", "subscription_id", "wanted")
+    __slots__ = ("_pending", "_waker", "due", "last_write", "owner", "stopped", "subscription_id", "wanted")
 
     def __init__(self, *, owner: str, subscription_id: RequestId, wanted: SubscriptionFilter) -> None:
         self.owner = owner
         self.subscription_id = subscription_id
         self.wanted = wanted
         self.stopped = False
+        self.due = False  # a keep-alive comment is due: nothing was written for a while
+        self.last_write = time.monotonic()
         self._pending: dict[Change, None] = {}
-        self._wake = anyio.Event()
+        self._waker: Callable[[], None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Something to do: changes to write, a keep-alive due, or the end."""
+        return bool(self._pending) or self.due or self.stopped
 
     def offer(self, change: Change) -> None:
         if change.owner and change.owner != self.owner:
             return  # a task's status is for its owner's streams only
         if not self.stopped and self.wanted.wants(change):
             self._pending[change] = None
-            self._wake.set()
+            self._wake()
 
     def stop(self) -> None:
-        """The server ends the stream (shutdown): the stream writes its closing response."""
+        """The server ends the stream (shutdown, or the token expired): the stream writes its closing response."""
         self.stopped = True
-        self._wake.set()
+        self._wake()
+
+    def tick(self, idle: float, now: float) -> None:
+        """The replica's keep-alive ticker: a comment is due once nothing was written for `idle` seconds."""
+        if not self.due and now - self.last_write >= idle:
+            self.due = True
+            self._wake()
+
+    def waking(self, waker: Callable[[], None] | None) -> None:
+        """What wakes the task writing this listener's stream when there is something to do."""
+        self._waker = waker
+
+    def take(self) -> list[Change]:
+        """The changes offered since the last call, in order."""
+        changes = list(self._pending)
+        self._pending.clear()
+        return changes
 
     async def next_changes(self, quiet: float) -> list[Change]:
         """The changes offered since the last call, in order; empty after `quiet` seconds without
-        any (time for a keep-alive) or once stopped."""
-        with anyio.move_on_after(quiet):
-            await self._wake.wait()
-        self._wake = anyio.Event()
-        changes, self._pending = list(self._pending), {}
-        return changes
+        any (time for a keep-alive) or once stopped. For a task that waits on the listener itself;
+        the listen stream waits on its connection instead (endpoint/modern/listen.py)."""
+        if not self._pending and not self.stopped:
+            woken = asyncio.get_running_loop().create_future()
+            self._waker = lambda: None if woken.done() else woken.set_result(None)
+            try:
+                with anyio.move_on_after(quiet):
+                    await woken
+            finally:
+                self._waker = None
+        return self.take()
+
+    def _wake(self) -> None:
+        if self._waker is not None:
+            self._waker()
 
 
 class Listeners:
@@ -102,6 +140,13 @@ class Listeners:
     def deliver(self, change: Change) -> None:
         for listener in list(self._open):
             listener.offer(change)
+
+    def keepalive(self, idle: float) -> None:
+        """Tell each stream quiet for `idle` seconds to write a keep-alive comment (lifespan.py runs
+        this every `idle / 2` seconds, for the legacy streams too)."""
+        now = time.monotonic()
+        for listener in list(self._open):
+            listener.tick(idle, now)
 
     def stop_all(self) -> int:
         """Shutting down: every stream ends with its closing response, and no new one opens."""
