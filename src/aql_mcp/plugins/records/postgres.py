@@ -17,6 +17,7 @@ from aql_mcp.plugins.records.indexes import from_json, in_order
 from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
 from aql_mcp.plugins.records.postgres_indexes import OF_COLLECTION, PostgresIndexes, declare
+from aql_mcp.plugins.records.postgres_usage import add_usage, take_quota
 from aql_mcp.plugins.records.store import (
     LISTING_SECONDS,
     SCAN_ROWS,
@@ -28,7 +29,6 @@ from aql_mcp.plugins.records.store import (
     Missing,
     NewRecord,
     Quota,
-    QuotaExceeded,
     RecordPage,
     StoredCollection,
     StoredRecord,
@@ -36,7 +36,6 @@ from aql_mcp.plugins.records.store import (
     check_scan,
     collection_page,
     first_response,
-    over_quota,
     replayed,
     timestamp,
     window_page,
@@ -138,7 +137,7 @@ class PostgresRecordStore(PostgresIndexes):
                 name,
             )
             await db.execute("DELETE FROM record_indexes WHERE tenant = $1 AND collection = $2", tenant, name)
-            await _add_usage(db, tenant, -int(found[0]), -int(size))
+            await add_usage(db, tenant, -int(found[0]), -int(size))
             return int(found[0])
 
         return await self._engine.run(delete, tenant=tenant)
@@ -162,7 +161,7 @@ class PostgresRecordStore(PostgresIndexes):
                 record.collection,
             )
             # The quota before the collection's absence, as on SQLite (either rolls the other back).
-            await _take_quota(db, tenant, 1, len(body), quota)
+            await take_quota(db, tenant, 1, len(body), quota)
             if position is None:
                 raise Missing(record.collection)
             await db.execute(
@@ -257,7 +256,7 @@ class PostgresRecordStore(PostgresIndexes):
             data = change(current.data)
             body = orjson.dumps(data)
             grown = len(body) - int(row["size"])
-            await _take_quota(db, tenant, 0, grown, quota)
+            await take_quota(db, tenant, 0, grown, quota)
             await db.execute(
                 "UPDATE records SET data = $4::jsonb, size = $5, etag = $6, updated_at = $7 "
                 "WHERE tenant = $1 AND collection = $2 AND id = $3",
@@ -294,7 +293,7 @@ class PostgresRecordStore(PostgresIndexes):
             await db.execute(
                 "DELETE FROM records WHERE tenant = $1 AND collection = $2 AND id = $3", tenant, collection, record_id
             )
-            await _add_usage(db, tenant, -1, -int(row["size"]))
+            await add_usage(db, tenant, -1, -int(row["size"]))
 
         await self._engine.run(delete, tenant=tenant)
 
@@ -326,7 +325,7 @@ async def insert_records(
         collection,
         len(records),
     )
-    await _take_quota(db, tenant, len(records), size, quota)
+    await take_quota(db, tenant, len(records), size, quota)
     if last is None:
         raise Missing(collection)
     first = int(last) - len(records) + 1
@@ -339,36 +338,6 @@ async def insert_records(
         ],
     )
     return len(records)
-
-
-async def _take_quota(db: asyncpg.Connection, tenant: str, records: int, size: int, quota: Quota) -> None:
-    """Add to the tenant's usage unless that passes the quota: one conditional UPDATE, which locks the
-    row, so a concurrent writer waits and then sees this one's addition."""
-    await db.execute("INSERT INTO record_usage VALUES ($1, 0, 0) ON CONFLICT DO NOTHING", tenant)
-    taken = await db.fetchval(
-        "UPDATE record_usage SET records = records + $2, bytes = bytes + $3 WHERE tenant = $1 "
-        "AND ($2 <= 0 OR records + $2 <= $4) AND ($3 <= 0 OR bytes + $3 <= $5) RETURNING records",
-        tenant,
-        records,
-        size,
-        quota.max_records,
-        quota.max_bytes,
-    )
-    if taken is None:
-        used = await db.fetchrow("SELECT records, bytes FROM record_usage WHERE tenant = $1", tenant)
-        raise over_quota((int(used[0]), int(used[1])), records, size, quota) or QuotaExceeded(
-            "records", int(used[0]), quota.max_records
-        )
-
-
-async def _add_usage(db: asyncpg.Connection, tenant: str, records: int, size: int) -> None:
-    await db.execute(
-        "INSERT INTO record_usage VALUES ($1, $2, $3) ON CONFLICT (tenant) "
-        "DO UPDATE SET records = record_usage.records + excluded.records, bytes = record_usage.bytes + excluded.bytes",
-        tenant,
-        records,
-        size,
-    )
 
 
 def _record(row: Any) -> StoredRecord:
