@@ -31,7 +31,7 @@ gaps at the connection, before any ASGI work:
   body is read and dropped for at most `http.body_timeout_seconds`, then the connection is closed.
   (While the app reads a body, `BodyLimitMiddleware` polices its pace.)
 
-A refusal is a JSON-RPC error from the one encoder (`responses.error_object`); after it the
+A refusal (server/refusal.py) is a JSON-RPC error from the one encoder (`responses.error_object`); after it the
 connection stops parsing, half-closes, and drops what still arrives for a moment, so the client can
 read the answer instead of a reset (a close with unread data sends RST, RFC 9293 §3.6.1). At most
 `max_lingering` refused connections of a port linger so; beyond that a refusal closes at once.
@@ -46,34 +46,17 @@ import asyncio
 from typing import Any, ClassVar
 
 import httptools
-import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from aql_mcp.endpoint.flag import Flag
-from aql_mcp.exceptions import (
-    ConnectionLimitReached,
-    HeadersTooLarge,
-    InvalidRequest,
-    PayloadTooLarge,
-    RequestTimeout,
-    WireError,
-)
-from aql_mcp.middleware.request_id import REQUEST_ID_HEADER, new_request_id
-from aql_mcp.responses import error_response
+from aql_mcp.exceptions import ConnectionLimitReached, InvalidRequest, RequestTimeout, WireError
 from aql_mcp.scope import PRINCIPAL_KEY
-from aql_mcp.server.connection_limits import (
-    FLOOD_REFUSALS,
-    LAST_WORD_SECONDS,
-    LINGER_SECONDS,
-    MAX_QUEUED_REQUESTS,
-    ConnectionLimits,
-)
+from aql_mcp.server.connection_limits import LAST_WORD_SECONDS, LINGER_SECONDS, MAX_QUEUED_REQUESTS, ConnectionLimits
 from aql_mcp.server.connection_table import ConnectionTable, Standing
 from aql_mcp.server.deadline import Deadline
 from aql_mcp.server.pipeline import Pipeline
+from aql_mcp.server.refusal import half_close, headers_too_large, kind_of, message_too_large, write_refusal
 from aql_mcp.server.request_count import RequestCount
-
-log = structlog.get_logger("aql_mcp.connection")
 
 
 def source_address(transport: asyncio.BaseTransport) -> str | None:
@@ -207,7 +190,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """Count a read (request_count.py); refuse past the head or the message limit."""
         over = self._count.read(size, in_head=in_head)
         if over == "headers":
-            self._refuse(self._too_large(), "headers")
+            self._refuse(headers_too_large(self.limits), "headers")
         elif over == "body":
             self._message_too_large()
         return over is not None
@@ -226,7 +209,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             if self._pipeline_full:
                 return  # stopped on purpose at the pipelining bound (`on_headers_complete`)
             refusal, self._refusal = self._refusal, None
-            self._refuse(refusal or InvalidRequest("Invalid request: malformed HTTP"), _kind(refusal))
+            self._refuse(refusal or InvalidRequest("Invalid request: malformed HTTP"), kind_of(refusal))
 
     def on_response_complete(self) -> None:
         answered = self.cycle
@@ -294,7 +277,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._count.message_complete()
 
     def _refuse_head(self) -> None:
-        self._refusal = self._too_large()
+        self._refusal = headers_too_large(self.limits)
         # Raised inside a parser callback, it stops httptools; `_feed` sends the refusal.
         raise self._refusal
 
@@ -306,14 +289,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.limits.on_refusal("body")
             self._close()
             return
-        error = PayloadTooLarge(data={"limit": "request_body", "maxBytes": self.limits.max_message_bytes})
-        self._refuse(error, "body", preempt=True)
-
-    def _too_large(self) -> HeadersTooLarge:
-        limits = self.limits
-        return HeadersTooLarge(
-            data={"limit": "request_headers", "maxBytes": limits.max_header_bytes, "maxHeaders": limits.max_headers}
-        )
+        self._refuse(message_too_large(self.limits), "body", preempt=True)
 
     # Deadlines --------------------------------------------------------------------------------
 
@@ -388,19 +364,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         if transport.is_closing():
             return
-        if kind not in FLOOD_REFUSALS:
-            log.info("connection_refused", reason=kind, status=error.status)
-        request_id = new_request_id()
-        headers = [*self.server_state.default_headers, (REQUEST_ID_HEADER, request_id.encode("ascii"))]
-        transport.write(error_response(error, request_id=request_id, headers=headers))
+        write_refusal(transport, error, kind, self.server_state.default_headers)
         table = self.table
-        if table.lingering >= self.limits.max_lingering:
-            # A flood of refusals: close at once, at the risk of a reset, rather than hold more
-            # descriptors beyond the cap.
-            transport.close()
+        if not half_close(transport, lingering=table.lingering, max_lingering=self.limits.max_lingering):
             return
-        if transport.can_write_eof():
-            transport.write_eof()
         table.lingering += 1
         self._lingering = True
         self._deadline.arm("linger", LINGER_SECONDS, transport.close)
@@ -408,7 +375,3 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
 class _PipelineFull(Exception):
     """Stops the parser at `MAX_QUEUED_REQUESTS`."""
-
-
-def _kind(refusal: WireError | None) -> str:
-    return "headers" if isinstance(refusal, HeadersTooLarge) else "malformed"
