@@ -3,7 +3,7 @@
 Global middleware, outermost first: drain -> request id -> tracing -> access log/metrics -> errors ->
 body limit -> Origin/CORS (the request id is outermost but for the drain's `Connection: close`, so
 that even a 500 carries it).
-The MCP endpoint adds its own middleware: Host -> auth -> rate limit -> protocol version; `/mcp`
+The MCP endpoint adds its own (mcp_guards.py): Host -> auth -> rate limit -> protocol version; `/mcp`
 goes from the global middleware straight to them (middleware/shortcut.py), not through Starlette's
 router, so a held stream keeps fewer frames. Probes,
 the service page and the discovery documents (OAuth metadata, the Server Card and the catalogs)
@@ -37,15 +37,14 @@ from aql_mcp.endpoint.modern.tasks_extension import StatusChange, TaskRunner
 from aql_mcp.endpoint.notifier import Notifier
 from aql_mcp.landing import ServicePage
 from aql_mcp.lifespan import Services, lifespan
+from aql_mcp.mcp_guards import mcp_endpoint, rate_limit
 from aql_mcp.middleware.access import AccessMiddleware
-from aql_mcp.middleware.auth import AuthMiddleware
 from aql_mcp.middleware.drain import DrainMiddleware
 from aql_mcp.middleware.errors import ServerErrorMiddleware
 from aql_mcp.middleware.host import HostMiddleware
 from aql_mcp.middleware.limits import BodyLimitMiddleware
 from aql_mcp.middleware.origin import OriginMiddleware
-from aql_mcp.middleware.protocol_version import ProtocolVersionMiddleware
-from aql_mcp.middleware.rate_limit import RateLimitMiddleware, ReplicaShare
+from aql_mcp.middleware.rate_limit import ReplicaShare
 from aql_mcp.middleware.refusal import StartupRefusalMiddleware
 from aql_mcp.middleware.request_id import RequestIdMiddleware
 from aql_mcp.middleware.shortcut import McpShortcut
@@ -242,63 +241,6 @@ def authentication_of(settings: Settings, issuer: DevIssuer | None, metrics: Met
         on_introspection=metrics.introspection_call,
         on_limit=metrics.limit_event,
     )
-
-
-def mcp_endpoint(services: Services, router: ASGIApp) -> ASGIApp:
-    """`/mcp`: its own guards around the era router (reached from the global middleware directly,
-    middleware/shortcut.py; its route stays for Starlette's `/mcp/` redirect)."""
-    endpoint = router
-    for cls, args, kwargs in reversed(mcp_middleware(services)):
-        endpoint = cls(endpoint, *args, **kwargs)
-    return endpoint
-
-
-def mcp_middleware(services: Services) -> list[Middleware]:
-    """`/mcp`'s own guards, outermost first: Host, authentication, rate limit, protocol version."""
-    settings = services.settings
-    return [
-        Middleware(HostMiddleware, allowed_hosts=settings.allowed_hosts),
-        Middleware(
-            AuthMiddleware,
-            verifier=services.authentication.verifier,
-            realm=settings.server.name,
-            resource_metadata=f"{settings.base_url}/.well-known/oauth-protected-resource",
-            required_scopes=settings.auth.required_scopes,
-            anonymous=settings.auth.anonymous_listing,
-            on_failure=auth_failed(services),
-        ),
-        rate_limit(services),
-        Middleware(ProtocolVersionMiddleware, modern_enabled=settings.mcp.modern_era),
-    ]
-
-
-def rate_limit(services: Services) -> Middleware:
-    """The caller's rate budget and concurrency cap (`limits.*`), one per replica share."""
-    settings = services.settings
-    return Middleware(
-        RateLimitMiddleware,
-        rate_per_second=settings.limits.rate_per_second,
-        burst=settings.limits.rate_burst,
-        max_concurrent=settings.limits.max_concurrent_calls,
-        share=services.share,
-        on_refusal=services.telemetry.metrics.limit_event,
-        on_audit=lambda budget, key, path: services.audit.offer(
-            "rate_limit", operation=path, principal=key, outcome="refused", code=budget
-        ),
-    )
-
-
-def auth_failed(services: Services) -> Callable[[str], None]:
-    """What the authentication middleware tells of a refusal: the metric, and an `auth_failure`
-    record (droppable: failures can come in floods) whose subject is `anonymous` whatever the token
-    said, since nothing in a refused token is trusted (docs/audit.md)."""
-    count = services.telemetry.metrics.auth_failure
-
-    def failed(reason: str) -> None:
-        count(reason)
-        services.audit.offer("auth_failure", operation="authenticate", principal="anonymous", outcome=reason)
-
-    return failed
 
 
 def service_routes(services: Services, mcp: ASGIApp, extra: Sequence[BaseRoute]) -> list[BaseRoute]:
