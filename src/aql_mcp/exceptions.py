@@ -62,47 +62,25 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-SERVER_ERROR = -32000
-SESSION_NOT_FOUND = -32001
-RESOURCE_NOT_FOUND = -32002
-RATE_LIMITED = -32003
-TIMEOUT = -32004
-PAYLOAD_TOO_LARGE = -32005
-UPSTREAM_UNAVAILABLE = -32006
-CONFLICT = -32007
-# MCP 2026-07-28 protocol errors (basic, "Error Codes"); served only in the modern era.
-HEADER_MISMATCH = -32020
-MISSING_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-
-class AqlMcpError(Exception):
-    """Base of every error the service raises on purpose."""
+# The root, the wire errors' base and their codes live below this module (wire_error.py); the names
+# importers take from here are re-exported explicitly (`as`), so those imports stay as they were.
+from aql_mcp.wire_error import CONFLICT, INTERNAL_ERROR, PAYLOAD_TOO_LARGE, SERVER_ERROR, SESSION_NOT_FOUND, TIMEOUT
+from aql_mcp.wire_error import HEADER_MISMATCH as HEADER_MISMATCH
+from aql_mcp.wire_error import INVALID_PARAMS as INVALID_PARAMS
+from aql_mcp.wire_error import INVALID_REQUEST as INVALID_REQUEST
+from aql_mcp.wire_error import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from aql_mcp.wire_error import MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY
+from aql_mcp.wire_error import PARSE_ERROR as PARSE_ERROR
+from aql_mcp.wire_error import RATE_LIMITED as RATE_LIMITED
+from aql_mcp.wire_error import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
+from aql_mcp.wire_error import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
+from aql_mcp.wire_error import UPSTREAM_UNAVAILABLE as UPSTREAM_UNAVAILABLE
+from aql_mcp.wire_error import AqlMcpError as AqlMcpError
+from aql_mcp.wire_error import WireError as WireError
 
 
 class ConfigError(AqlMcpError):
     """A setting is missing, malformed or unsafe; the message names the setting and its variable."""
-
-
-class WireError(AqlMcpError):
-    """An error with a safe message that may be sent to the client as is."""
-
-    status: ClassVar[int] = 500
-    code: ClassVar[int] = INTERNAL_ERROR
-    message: ClassVar[str] = "Internal error"
-    # Whether the status is sent even for an error answering a request inside a session.
-    keeps_status: ClassVar[bool] = False
-
-    def __init__(self, detail: str | None = None, *, data: dict[str, Any] | None = None) -> None:
-        super().__init__(detail or self.message)
-        self.detail = detail or self.message
-        self.data = data or {}
-        self.headers: dict[str, str] = {}
 
 
 class ParseError(WireError):
