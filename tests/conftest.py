@@ -76,6 +76,16 @@ def database(postgres_server: str) -> Iterator[str]:
     asyncio.run(drop_database(postgres_server, name))
 
 
+@pytest.fixture
+def lone_database(postgres_server: str) -> Iterator[str]:
+    """An empty PostgreSQL database for one test, for servers that must not share the module's: a
+    replica of the module's other servers would take over the work this test's replicas leave."""
+    name = "lone_" + secrets.token_hex(4)
+    url = asyncio.run(create_database(postgres_server, name))
+    yield url
+    asyncio.run(drop_database(postgres_server, name))
+
+
 @pytest.fixture(params=ENGINES)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """An empty database of each engine in turn: tests taking it form the engine contract suite."""

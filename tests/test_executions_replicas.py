@@ -117,14 +117,14 @@ def test_an_export_started_on_a_is_read_on_c_as_execution_and_resource(replicas:
 
 
 def test_an_import_on_a_replica_that_died_fails_on_another_and_a_retry_there_finishes_it(
-    database: str, tmp_path_factory: pytest.TempPathFactory
+    lone_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A replica whose heartbeat stopped is gone: what it ran becomes failed with the reason."""
     root = tmp_path_factory.mktemp("execution-death")
     # No takeover (executions.max_takeovers 0): the lease's end fails it, and a retry resumes it. A
     # pause between batches keeps the import running for seconds, so the kill comes before its end.
     env = {**ENV, "AQL_MCP_EXECUTIONS__MAX_TAKEOVERS": "0", "AQL_MCP_EXECUTIONS__BATCH_PAUSE_SECONDS": "0.05"}
-    with start_replicas(root, database, count=2, env=env) as pair:
+    with start_replicas(root, lone_database, count=2, env=env) as pair:
         a, b = pair.servers
         with on(a, pair, "tenant-4") as on_a:
             assert on_a.call(CREATE, "create_collection", collection="c")["success"]
