@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.bench import load_bench_module
 from tests.support.server import ServerProcess, start_server
+from tests.support.wait import arrives
 
 ECHO = "aql_mcp.testing.echo:plugin"
 
@@ -27,12 +28,12 @@ async def _rows(server: ServerProcess, expected: int) -> int:
         target.ids.append(created["data"]["id"])
         for operation in bench_audit.OPERATIONS:
             await target.run(operation, 1)
-        for _ in range(200):
-            kept = int(await target.records())
-            if kept >= expected:
-                break
-            await asyncio.sleep(0.05)
-        return kept
+
+        async def kept_enough() -> bool:
+            return int(await target.records()) >= expected
+
+        await arrives(kept_enough, f"the trail kept fewer than {expected} records")
+        return int(await target.records())
     finally:
         await target.http.aclose()
 

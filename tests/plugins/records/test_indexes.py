@@ -35,6 +35,7 @@ from aql_mcp.plugins.records.store import (
 )
 from aql_mcp.store.factory import SQLITE_FILE
 from tests.support.engines import Backend, write_lock
+from tests.support.wait import arrives
 
 pytestmark = pytest.mark.anyio
 QUOTA = Quota(max_records=100_000, max_bytes=100_000_000)
@@ -332,15 +333,14 @@ async def test_a_failed_concurrent_build_leaves_an_invalid_index_that_the_next_b
 async def _until(backend: Backend, query: str) -> None:
     """Wait until a session of the database runs `query` (and waits there)."""
     watcher = await asyncpg.connect(backend.url)
+
+    async def running() -> bool:
+        # Polled: the wait is the database server's, no event of ours marks it.
+        sql = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1 AND wait_event IS NOT NULL"
+        return bool(await watcher.fetchval(sql, query + "%"))
+
     try:
-        with anyio.fail_after(10):
-            for _ in range(500):  # polled: the wait is another server's, no event of ours marks it
-                if await watcher.fetchval(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1 AND wait_event IS NOT NULL", query + "%"
-                ):
-                    return
-                await anyio.sleep(0.02)
-        raise AssertionError(f"no session ran {query}")
+        await arrives(running, f"no session ran {query}")
     finally:
         await watcher.close()
 
@@ -352,8 +352,11 @@ async def test_on_sqlite_reads_go_on_while_a_build_waits_for_the_write_lock(back
     records = await _filled(backend, count=200)
     async with write_lock(backend, "records"):
         build = asyncio.ensure_future(records.build_index(STATUS))
-        await anyio.sleep(0.2)
-        assert await records.index_states((STATUS,)) == {STATUS: "building"}
+
+        async def building() -> bool:
+            return await records.index_states((STATUS,)) == {STATUS: "building"}
+
+        await arrives(building, "the build never started")
         with anyio.fail_after(5):
             assert await records.get_record("t1", "c", "r00001") is not None
             assert len((await records.list_records("t1", "c", Listing(size=3))).items) == 3
