@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -19,8 +18,7 @@ import pytest
 from tests.support.executions import BIG, CREATE, EXECUTE, import_params, ndjson, rows
 from tests.support.listen import LISTEN, SUBSCRIPTION_ID, ListenStream
 from tests.support.modern import modern_body, modern_headers
-from tests.support.replicas import Replicas, start_replicas
-from tests.support.server import ServerProcess
+from tests.support.replicas import Replica, Replicas, start_replicas
 from tests.support.tasks import call, get, meta, post, result_of
 
 pytestmark = pytest.mark.anyio
@@ -40,19 +38,6 @@ ENV = {
 def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     with start_replicas(tmp_path_factory.mktemp("execution-notify"), database, count=2, env=ENV) as started:
         yield started
-
-
-@dataclass(frozen=True)
-class Replica:
-    server: ServerProcess
-    replicas: Replicas
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def token(self, subject: str) -> str:
-        return self.replicas.token(subject)
 
 
 def start_import(at: Replica, caller: str, count: int) -> str:

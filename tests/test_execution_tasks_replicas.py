@@ -14,15 +14,13 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.executions import BIG, CREATE, EXECUTE, READ, import_params, ndjson, rows
-from tests.support.replicas import Replicas, start_replicas
-from tests.support.server import ServerProcess
+from tests.support.replicas import Replica, Replicas, start_replicas
 from tests.support.tasks import call, get, post, result_of
 from tests.support.typescript import TypeScriptClient, install_ts_client
 from tests.support.wait import until
@@ -51,21 +49,6 @@ def payload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("payload") / "rows.b64"
     path.write_text(ndjson(rows(ROWS)))
     return path
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One replica, with tokens every replica accepts (the shared development key)."""
-
-    server: ServerProcess
-    replicas: Replicas
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def token(self, subject: str) -> str:
-        return self.replicas.token(subject)
 
 
 def three(replicas: Replicas) -> tuple[Replica, Replica, Replica]:

@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from tests.support.asgi import MCP_HEADERS, rpc
 from tests.support.listen import LISTEN, SUBSCRIPTION_ID, ListenStream
 from tests.support.modern import modern_body, modern_headers
-from tests.support.replicas import Replicas, start_replicas, wait_for_replica_count
+from tests.support.replicas import Replica, Replicas, start_replicas, wait_for_replica_count
 from tests.support.sse import iter_events
 from tests.support.tasks import WITH_TASKS, call, meta, post, result_of
 
@@ -169,17 +169,6 @@ async def test_the_official_client_hears_a_tool_added_on_a_replica_it_never_talk
     assert changed == [TOOLS_CHANGED, PROMPTS_CHANGED]
 
 
-class Replica:
-    """One replica, with tokens every replica accepts (tests/support/tasks.py `Endpoint`)."""
-
-    def __init__(self, replicas: Replicas, index: int) -> None:
-        self.url = replicas.servers[index].url
-        self._replicas = replicas
-
-    def token(self, subject: str) -> str:
-        return self._replicas.token(subject)
-
-
 async def listen_for_tasks(
     http: httpx.AsyncClient, at: Replica, caller: str, task_ids: list[str], caps: dict[str, Any]
 ) -> httpx.Response:
@@ -194,7 +183,7 @@ async def test_a_task_on_one_replica_reports_its_status_to_its_owners_listen_str
     """The task asks a question on A; the owner listens on B for it (and for a task that does not
     exist and another caller's, which are not agreed to), answers through B, and hears the task
     wait for input and complete, each as `tasks/get` would answer it."""
-    first, second = Replica(replicas, 0), Replica(replicas, 1)
+    first, second = Replica(replicas.servers[0], replicas), Replica(replicas.servers[1], replicas)
     owner, other = "task-owner-" + secrets.token_hex(3), "task-other-" + secrets.token_hex(3)
     task_id = call(first, "confirm_delete", {"filename": "a.txt"}, owner)["taskId"]
     foreign = call(first, "slow_compute", {"seconds": 0}, other)["taskId"]
@@ -225,7 +214,7 @@ async def test_a_task_on_one_replica_reports_its_status_to_its_owners_listen_str
 
 
 async def test_task_ids_without_the_tasks_extension_are_refused_with_32021(replicas: Replicas) -> None:
-    at = Replica(replicas, 1)
+    at = Replica(replicas.servers[1], replicas)
     async with httpx.AsyncClient(timeout=DEADLINE) as http:
         response = await listen_for_tasks(http, at, "no-extension", ["some-task"], {})
         try:

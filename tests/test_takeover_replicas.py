@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.aql import HEADERS, VERSION, Session
 from tests.support.executions import BIG, CREATE, EXECUTE, READ, import_params, ndjson, record_count, rows, settled
-from tests.support.replicas import Replicas, start_replicas
+from tests.support.replicas import Replica, Replicas, start_replicas
 from tests.support.server import ServerProcess
 from tests.support.tasks import call, get
 from tests.support.wait import until
@@ -45,21 +44,6 @@ ENV = {
 def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     with start_replicas(tmp_path_factory.mktemp("takeover-replicas"), database, count=3, env=ENV) as started:
         yield started
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One replica, with tokens every replica accepts (the shared development key)."""
-
-    server: ServerProcess
-    replicas: Replicas
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def token(self, subject: str) -> str:
-        return self.replicas.token(subject)
 
 
 @contextmanager

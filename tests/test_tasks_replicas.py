@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.support.replicas import Replicas, start_replicas
+from tests.support.replicas import Replica, Replicas, start_replicas
 from tests.support.server import ServerProcess
 from tests.support.tasks import call, get, post, result_of, settled
 from tests.support.wait import until
@@ -27,21 +26,6 @@ MODERN = {"AQL_MCP_MCP__MODERN_ERA": "true"}
 def replicas(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     with start_replicas(tmp_path_factory.mktemp("task-replicas"), database, count=2, env=MODERN) as started:
         yield started
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One replica, with tokens every replica accepts (the shared development key)."""
-
-    server: ServerProcess
-    replicas: Replicas
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def token(self, subject: str) -> str:
-        return self.replicas.token(subject)
 
 
 def stopped(server: ServerProcess, task_id: str) -> bool:

@@ -66,6 +66,22 @@ class Replicas:
         return found[0]
 
 
+@dataclass(frozen=True)
+class Replica:
+    """One replica of a group, with tokens every replica accepts (the shared development key): the
+    `Endpoint` tests/support/tasks.py calls."""
+
+    server: ServerProcess
+    replicas: Replicas
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def token(self, subject: str) -> str:
+        return self.replicas.token(subject)
+
+
 def _access_ids(server: ServerProcess) -> set[str]:
     """The request ids of the access log lines (`http_request`) in a replica's JSON log."""
     ids = set()
