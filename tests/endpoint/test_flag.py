@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from aql_mcp.endpoint.flag import Flag
+from tests.support.wait import turn
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +28,7 @@ async def test_a_set_flag_is_waited_for_at_once_and_a_cleared_one_waits_again() 
 async def test_every_waiter_wakes_when_it_is_set() -> None:
     flag = Flag()
     waiters = [asyncio.ensure_future(flag.wait()) for _ in range(3)]
-    await asyncio.sleep(0)
+    await turn()
     assert not any(waiter.done() for waiter in waiters)
     flag.set()
     assert await asyncio.wait_for(asyncio.gather(*waiters), 1) == [True, True, True]
@@ -38,9 +39,9 @@ async def test_a_cancelled_waiter_leaves_the_others_waiting() -> None:
     flag = Flag()
     cancelled = asyncio.ensure_future(flag.wait())
     waiting = asyncio.ensure_future(flag.wait())
-    await asyncio.sleep(0)
+    await turn()
     cancelled.cancel()
-    await asyncio.sleep(0)
+    await turn()
     assert cancelled.cancelled()
     assert not waiting.done()
     flag.set()

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from aql_mcp.endpoint.sse import HEADERS, KEEPALIVE, Connection, format_event, format_retry
+from tests.support.wait import turn
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "aql_mcp"
 
@@ -88,7 +89,7 @@ class Client:
 
 async def holding(connection: Connection, client: Client) -> asyncio.Task[bool]:
     task = asyncio.ensure_future(connection.hold(client.receive))
-    await asyncio.sleep(0.01)
+    await turn(3)
     assert not task.done()
     return task
 
@@ -109,14 +110,14 @@ async def test_a_wake_ends_the_hold_and_leaves_the_task_uncancelled() -> None:
 
     async def hold_then_sleep() -> bool:
         woken = await connection.hold(client.receive)
-        await asyncio.sleep(0.01)  # would raise if the wake-up were still pending
+        await turn()  # would raise if the wake-up were still pending
         task = asyncio.current_task()
         assert task is not None
         assert task.cancelling() == 0
         return woken
 
     task = asyncio.ensure_future(hold_then_sleep())
-    await asyncio.sleep(0.01)
+    await turn(3)
     connection.wake()
     connection.wake()  # a second wake before the first is taken is the same wake-up
     assert await asyncio.wait_for(task, 1) is True

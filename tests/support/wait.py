@@ -7,6 +7,7 @@ Waiting this way is bounded and ends as soon as the condition holds; a bare slee
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
@@ -38,3 +39,10 @@ async def arrives(condition: Callable[[], Awaitable[bool]], message: str, second
             await anyio.sleep(INTERVAL)
         return
     raise AssertionError(message)
+
+
+async def turn(steps: int = 1) -> None:
+    """Let the tasks already scheduled run up to their next wait, `steps` times over: no time passes,
+    so a test that checks a task is parked (not done) checks it at once, not after a guessed delay."""
+    for _ in range(steps):
+        await asyncio.sleep(0)
