@@ -6,18 +6,26 @@ import sqlite3
 from collections.abc import Collection
 from typing import Any
 
-from aql_mcp.plugins.safety.sqlite_challenges import SqliteChallenges, clear_ref, resume_run
-from aql_mcp.plugins.safety.store import (
+from aql_mcp.plugins.safety.rows import (
     APPROVAL_COLUMNS,
     BLOCK_COLUMNS,
-    BROADCAST,
     CHALLENGE_COLUMNS,
-    ENDED_RUNS,
     EVENT_COLUMNS,
-    LIVE_RUNS,
     NOTICE_COLUMNS,
-    ONE_SHOT,
     RUN_COLUMNS,
+    approval_row,
+    dumps,
+    event_of,
+    notice_of,
+    run_of,
+    run_row,
+)
+from aql_mcp.plugins.safety.sqlite_challenges import SqliteChallenges, clear_ref, resume_run
+from aql_mcp.plugins.safety.store import (
+    BROADCAST,
+    ENDED_RUNS,
+    LIVE_RUNS,
+    ONE_SHOT,
     RUN_STATUSES,
     AgentRun,
     Approval,
@@ -28,12 +36,6 @@ from aql_mcp.plugins.safety.store import (
     Notice,
     RunStatus,
     SafetyOverview,
-    approval_row,
-    dumps,
-    event_of,
-    notice_of,
-    run_of,
-    run_row,
 )
 
 RUN = RUN_COLUMNS

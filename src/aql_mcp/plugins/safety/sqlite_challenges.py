@@ -9,13 +9,15 @@ from __future__ import annotations
 import sqlite3
 
 from aql_mcp.plugin import SqliteEngine
-from aql_mcp.plugins.safety.store import (
+from aql_mcp.plugins.safety.rows import (
     BLOCK_COLUMNS,
     CHALLENGE_COLUMNS,
+    challenge_row,
+)
+from aql_mcp.plugins.safety.store import (
     LIVE_RUNS,
     Block,
     Challenge,
-    challenge_row,
 )
 
 CHALLENGE = CHALLENGE_COLUMNS
