@@ -296,18 +296,12 @@ def operations(count: int, created: list[str]) -> dict[str, tuple[Callable[[Any,
     }
 
 
-async def measure_records(engine: str, count: int, root: Path, pg_server: str | None, seconds: float) -> list[dict[str, Any]]:
-    state = root / f"{engine}-{count}"
-    env: dict[str, str] = {}
-    if engine == "postgres":
-        assert pg_server is not None
-        env["AQL_MCP_STORE__URL"] = await fresh_database(pg_server)
-    server = Server(state, env, cpu=0)  # creates the schema
-    target = env.get("AQL_MCP_STORE__URL") or str(state / "aql-mcp.sqlite3")
-    await seed(engine, target, "bench", count)
-    caller = Caller([server], token(state))
-    await caller.open()
-    created: list[str] = []
+async def measure_operations(
+    engine: str, count: int, state: Path, env: dict[str, str], server: Server, caller: Caller,
+    measured: dict[str, tuple[Callable[[Any, int], Awaitable[Any]], Callable[[Any, int], Awaitable[Any]]]],
+    seconds: float,
+) -> list[dict[str, Any]]:
+    """Each operation through the whole service, and on the engine alone (its floor), as one row."""
     rows = []
     settings = Settings(store=StoreSettings.model_validate({"path": state, "url": env.get("AQL_MCP_STORE__URL", "")}))
     floor = open_store(settings)
@@ -315,7 +309,7 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
     engine_side = SimpleNamespace(records=floor.tables(RECORDS))
     await floor.open()
     try:
-        for name, (through_service, on_engine) in operations(count, created).items():
+        for name, (through_service, on_engine) in measured.items():
             await timed(lambda i: through_service(caller, i), 0.5)  # warm-up
             cpu = server.cpu()
             latencies, calls = await timed(lambda i: through_service(caller, i), seconds)
@@ -329,10 +323,27 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+    finally:
+        await floor.close()
+    return rows
+
+
+async def measure_records(engine: str, count: int, root: Path, pg_server: str | None, seconds: float) -> list[dict[str, Any]]:
+    state = root / f"{engine}-{count}"
+    env: dict[str, str] = {}
+    if engine == "postgres":
+        assert pg_server is not None
+        env["AQL_MCP_STORE__URL"] = await fresh_database(pg_server)
+    server = Server(state, env, cpu=0)  # creates the schema
+    target = env.get("AQL_MCP_STORE__URL") or str(state / "aql-mcp.sqlite3")
+    await seed(engine, target, "bench", count)
+    caller = Caller([server], token(state))
+    await caller.open()
+    try:
+        rows = await measure_operations(engine, count, state, env, server, caller, operations(count, []), seconds)
         rows.append(await ping_under_listings(engine, count, caller, seconds))
     finally:
         await caller.http.aclose()
-        await floor.close()
         server.stop()
     return rows
 
@@ -403,31 +414,10 @@ async def measure_indexed(engine: str, count: int, root: Path, pg_server: str | 
         analyzer = await asyncpg.connect(env["AQL_MCP_STORE__URL"])
         await analyzer.execute("ANALYZE records")
         await analyzer.close()
-    created: list[str] = []
-    rows = []
-    settings = Settings(store=StoreSettings.model_validate({"path": state, "url": env.get("AQL_MCP_STORE__URL", "")}))
-    floor = open_store(settings)
-    # The records facet as the plugin binds it (the store has no `records` of its own since plugins own their tables).
-    engine_side = SimpleNamespace(records=floor.tables(RECORDS))
-    await floor.open()
     try:
-        for name, (through_service, on_engine) in indexed_operations(count, created).items():
-            await timed(lambda i: through_service(caller, i), 0.5)  # warm-up
-            cpu = server.cpu()
-            latencies, calls = await timed(lambda i: through_service(caller, i), seconds)
-            used = server.cpu() - cpu
-            base, _ = await timed(lambda i: on_engine(engine_side, i), seconds / 2)
-            rows.append(
-                {
-                    "engine": engine, "records": count, "operation": name,
-                    "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99), "calls_s": calls / seconds,
-                    "cpu_us": used / calls * 1e6, "floor_p50": pct(base, 0.5),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
+        rows = await measure_operations(engine, count, state, env, server, caller, indexed_operations(count, []), seconds)
     finally:
         await caller.http.aclose()
-        await floor.close()
         server.stop()
     return rows, builds
 
