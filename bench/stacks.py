@@ -26,6 +26,7 @@ NOTES_MARKER = "<!-- notes: written by hand; everything below this line is kept 
 # aql_mcp files (relative to the package) -> layer; middleware are their own layers by file.
 AQL_LAYERS = {
     "endpoint/legacy/transport.py": "transport",
+    "endpoint/legacy/cancellation.py": "transport",
     "endpoint/legacy/exchange.py": "transport",
     "responses.py": "transport",
     "scope.py": "transport",

@@ -16,6 +16,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from aql_mcp.auth.principal import Principal, principal_key
+from aql_mcp.endpoint.legacy.cancellation import RunningRequest, answer_cancelled, cancel_notified
 from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream, parse_event_id
 from aql_mcp.endpoint.legacy.exchange import NoOutbound, PostExchange
 from aql_mcp.endpoint.legacy.follower import watch_origin
@@ -37,7 +38,6 @@ from aql_mcp.exceptions import (
 from aql_mcp.jsonrpc.dispatcher import Dispatcher
 from aql_mcp.jsonrpc.messages import (
     Message,
-    Notification,
     Request,
     RequestId,
     Response,
@@ -175,7 +175,7 @@ class StreamableHTTPEndpoint:
         if isinstance(message, Response):
             await session.answer(message.id, message.result, message.error)
         elif message.method == "notifications/cancelled":
-            await _cancel(session, message)
+            await cancel_notified(session, message)
         else:
             ctx = self._context(scope, None, session, NoOutbound())
             # A notification is an MCP request too in the conventions: a span, without a JSON-RPC id.
@@ -238,7 +238,7 @@ class StreamableHTTPEndpoint:
             if not running.cancelled:
                 raise  # not ours: the server is stopping the task
             running.uncancel()
-            await _answer_cancelled(exchange, send)
+            await answer_cancelled(exchange, send)
         except Exception as exc:
             wire, error = error_object(exc, ctx.request_id)
             # In-session errors travel with 200, except those whose status is the signal (504, and
@@ -359,46 +359,3 @@ class StreamableHTTPEndpoint:
         await self._sessions.delete(session)
         log.info("session_deleted", session_id=session_id[:8])
         await send_empty(send, 204)
-
-
-class RunningRequest:
-    """The task answering one request, as `notifications/cancelled` and a session's end stop it.
-
-    A plain `Task.cancel()` that remembers it was asked: the service runs on asyncio, and an anyio
-    cancel scope per request costs several times as much. The handler is cancelled at its next await.
-    """
-
-    __slots__ = ("_task", "cancelled")
-
-    def __init__(self) -> None:
-        self._task = asyncio.current_task()
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        if not self.cancelled and self._task is not None:
-            self.cancelled = True
-            self._task.cancel()
-
-    def uncancel(self) -> None:
-        """The cancellation has been handled: the task is no longer being cancelled (`Task.uncancel`)."""
-        if self._task is not None:
-            self._task.uncancel()
-
-
-async def _answer_cancelled(exchange: PostExchange, send: Send) -> None:
-    """No response for a cancelled request (MCP cancellation), yet a POST must be answered with JSON
-    or SSE (transports, "Sending Messages" 5): an exchange not yet started becomes an SSE stream that
-    ends empty, one already streaming ends without the response."""
-    with anyio.CancelScope(shield=True):
-        if exchange.started:
-            await exchange.abandon()
-        else:
-            empty = Connection(send)
-            await empty.start([])
-            await empty.end()
-
-
-async def _cancel(session: Session, message: Notification) -> None:
-    request_id = message.params.get("requestId")
-    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-        await session.cancel(request_id, str(message.params.get("reason", "")))
