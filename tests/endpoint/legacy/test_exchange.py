@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from aql_mcp.endpoint.legacy.exchange import PostExchange
-from aql_mcp.endpoint.legacy.sessions import Session, SessionManager
+from aql_mcp.endpoint.legacy.session import Session
+from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.exceptions import ShuttingDown
 from aql_mcp.store.base import Store
 from tests.support.wait import eventually

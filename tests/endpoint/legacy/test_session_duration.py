@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aql_mcp.endpoint.legacy.sessions import Session, SessionManager
+from aql_mcp.endpoint.legacy.session import Session
+from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.store.base import SessionRecord, Store
 from tests.support.clock import Clock
 from tests.support.engines import Backend

@@ -1,7 +1,8 @@
 import pytest
 
 from aql_mcp.endpoint.legacy.events import STANDALONE
-from aql_mcp.endpoint.legacy.sessions import Session, SessionManager
+from aql_mcp.endpoint.legacy.session import Session
+from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.exceptions import UPSTREAM_UNAVAILABLE, SessionLimitReached, SessionNotFound
 from aql_mcp.plugin_host.hooks import PluginHooks
 from aql_mcp.plugin_host.loader import load_plugins

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.types import Send
 
 from aql_mcp.endpoint.legacy.events import EventStream, new_stream_id
-from aql_mcp.endpoint.legacy.sessions import PendingRequest, Session
+from aql_mcp.endpoint.legacy.session import PendingRequest, Session
 from aql_mcp.endpoint.sse import Connection
 from aql_mcp.exceptions import CapabilityNotDeclared, InvalidRequest, ShuttingDown, ToolError
 from aql_mcp.jsonrpc.messages import RequestId, encode_notification, encode_request, encode_result

@@ -20,7 +20,8 @@ from aql_mcp.endpoint.legacy.cancellation import RunningRequest, answer_cancelle
 from aql_mcp.endpoint.legacy.events import STANDALONE, EventStream, parse_event_id
 from aql_mcp.endpoint.legacy.exchange import NoOutbound, PostExchange
 from aql_mcp.endpoint.legacy.follower import watch_origin
-from aql_mcp.endpoint.legacy.sessions import Cancellable, Session, SessionManager
+from aql_mcp.endpoint.legacy.session import Cancellable, Session
+from aql_mcp.endpoint.legacy.sessions import SessionManager
 from aql_mcp.endpoint.media import check_accept, check_content_type, read_body
 from aql_mcp.endpoint.sse import Connection, format_retry
 from aql_mcp.endpoint.statuses import dispatched_status
@@ -221,7 +222,7 @@ class StreamableHTTPEndpoint:
             connections=self.connections,
         )
         ctx = self._context(scope, request, session, exchange)
-        # Typed as anyio cancel scopes in endpoint/legacy/sessions.py; only `cancel()` is ever called on them.
+        # Typed as anyio cancel scopes in endpoint/legacy/session.py; only `cancel()` is ever called on them.
         in_flight: dict[RequestId, Cancellable] = session.in_flight if session is not None else {}
         bind_log_context(mcp_method=request.method, session_id=session.id[:8] if session else None)
         running = RunningRequest()
