@@ -12,7 +12,7 @@ import anyio
 from starlette.types import Send
 
 from aql_mcp.endpoint.legacy.exchange import PostExchange
-from aql_mcp.endpoint.legacy.sessions import Session
+from aql_mcp.endpoint.legacy.session import Session
 from aql_mcp.endpoint.sse import Connection
 from aql_mcp.jsonrpc.messages import Notification
 
