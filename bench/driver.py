@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
 
     profile_cmd = commands.add_parser("profile", help="py-spy the service under load")
     profile_cmd.add_argument("--out", type=Path, required=True)
+    profile_cmd.add_argument("--target", default="aql-mcp-modern", help="aql-mcp (2025-11-25) or aql-mcp-modern")
     profile_cmd.add_argument("--conc", type=int, default=64)
     profile_cmd.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     profile_cmd.add_argument("--py-spy", default="py-spy")
@@ -222,7 +223,7 @@ def profile(args: argparse.Namespace) -> None:
     source = args.source.resolve() if args.source else snapshot_source(args.out)
     options = load_options(args)
     raw, row = profile_service(
-        args.out, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
+        args.out, target=args.target, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
     )
     found = versions(source, py_spy=args.py_spy)
     (args.out / "profile.json").write_text(json.dumps({"row": row, "versions": found}, indent=2))

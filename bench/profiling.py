@@ -15,22 +15,22 @@ from typing import Any
 from load import LoadOptions, check_server, measure_once, open_sessions, run_wrk, wait_quiet, wrk_argv
 from targets import TARGETS, start, stop
 
-SERVICE = next(t for t in TARGETS if t.name == "aql-mcp")
 ATTACH_SECONDS = 1.0
 
 
 def profile_service(
-    out: Path, *, conc: int, rate: int, py_spy: str, options: LoadOptions, source: Path
+    out: Path, *, target: str, conc: int, rate: int, py_spy: str, options: LoadOptions, source: Path
 ) -> tuple[Path, dict[str, Any]]:
-    """Record `options.duration` seconds of the service at `conc`; the raw stacks and the wrk row."""
-    raw = out / "profile.raw.txt"
-    server = start(SERVICE, cpu=options.server_cpu, run_dir=out, label="profile", source=source)
+    """Record `options.duration` seconds of `target` at `conc`; the raw stacks and the wrk row."""
+    service = next(t for t in TARGETS if t.name == target)
+    raw = out / f"profile-{target}.raw.txt"
+    server = start(service, cpu=options.server_cpu, run_dir=out, label=f"profile-{target}", source=source)
     try:
         check_server(server)
         sessions = open_sessions(server, conc, out / f"sessions-profile-c{conc}.txt")
         headers, cpu = server.headers, options.load_cpu
         run_wrk(
-            wrk_argv(SERVICE, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup
+            wrk_argv(service, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup
         )
         waited = wait_quiet(server.pid, options)
         spy = subprocess.Popen(  # noqa: S603
@@ -58,7 +58,7 @@ def profile_service(
             time.sleep(ATTACH_SECONDS)
             row = measure_once(
                 server,
-                wrk_argv(SERVICE, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
+                wrk_argv(service, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
                 options,
                 quiet=False,
             )

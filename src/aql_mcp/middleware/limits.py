@@ -10,15 +10,16 @@ long as the stream lasts) and runs without a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable
 
-import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aql_mcp.exceptions import PayloadTooLarge, RequestTimeout
 from aql_mcp.responses import ResponseWatch, send_error
 from aql_mcp.scope import header, request_id_of
+from aql_mcp.timeouts import deadline_at
 
 
 class BodyLimitMiddleware:
@@ -64,15 +65,18 @@ class BodyLimitMiddleware:
             if complete:
                 return await receive()
             if deadline is None:
-                deadline = anyio.current_time() + self.timeout_seconds
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                message = await receive()
-                complete = message["type"] != "http.request" or not message.get("more_body", False)
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise self._too_large()
-                return message
-            raise self._too_slow()
+                deadline = asyncio.get_running_loop().time() + self.timeout_seconds
+            try:
+                # One timer per loop for every body's deadline, not one per read (aql_mcp/timeouts.py).
+                async with deadline_at(deadline if deadline != math.inf else None):
+                    message = await receive()
+            except TimeoutError:
+                raise self._too_slow() from None
+            complete = message["type"] != "http.request" or not message.get("more_body", False)
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise self._too_large()
+            return message
 
         watch = ResponseWatch(send)
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Protocol
 
 import structlog
@@ -25,6 +24,7 @@ from aql_mcp.protocol.task_mapping import (
     mark_task_tools,
     tasks_negotiated,
 )
+from aql_mcp.timeouts import deadline_after
 
 log = structlog.get_logger("aql_mcp.tools")
 
@@ -136,9 +136,8 @@ class ToolMethods:
             if created is not None:
                 return created
         try:
-            # asyncio's own timeout: the service runs on asyncio, and anyio's deadline scope costs more
-            # per call (it looks up the backend and keeps per-task state).
-            async with asyncio.timeout(self._timeout):
+            # One timer per loop for every call's deadline, not one per call (aql_mcp/timeouts.py).
+            async with deadline_after(self._timeout):
                 result, record.outcome = await run_tool(entry.tool.handler, arguments, ctx, name)
         except TimeoutError:
             # The handler was cancelled at its next await (corporate §14: -32004); a TimeoutError of

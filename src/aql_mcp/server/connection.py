@@ -43,6 +43,7 @@ replica stops accepting, a connection that has not yet sent its first request ge
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import httptools
@@ -50,7 +51,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from aql_mcp.endpoint.flag import Flag
 from aql_mcp.exceptions import ConnectionLimitReached, InvalidRequest, RequestTimeout, WireError
-from aql_mcp.scope import PRINCIPAL_KEY
+from aql_mcp.scope import CONNECTION_KEY, PRINCIPAL_KEY
+from aql_mcp.server.coalesced_writes import CoalescedWrites
 from aql_mcp.server.connection_limits import LAST_WORD_SECONDS, LINGER_SECONDS, MAX_QUEUED_REQUESTS, ConnectionLimits
 from aql_mcp.server.connection_table import ConnectionTable, Standing
 from aql_mcp.server.deadline import Deadline
@@ -89,6 +91,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         "_deadline",
         "_last_word",
         "_lingering",
+        "_lost",
         "_pipeline_full",
         "_refusal",
         "_refused",
@@ -107,6 +110,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._pipeline_full = False
         self._answered = False
         self._last_word = False
+        self._lost: list[Callable[[], None]] | None = None
 
     # Connection -------------------------------------------------------------------------------
 
@@ -117,7 +121,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.transport = transport
             self._refuse(refusal, refusal.data["limit"])
             return
-        super().connection_made(transport)
+        # A response's head and body leave in one segment (server/coalesced_writes.py).
+        super().connection_made(CoalescedWrites(transport, self.loop))
         self.flow._is_writable_event = Flag(True)  # type: ignore[assignment]  # no deque until a write waits
         self.table.add(self, source)
         self.table.ripen_later(self.loop.call_soon)
@@ -148,6 +153,20 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._lingering = False
             self.table.lingering -= 1
         super().connection_lost(exc)
+        lost, self._lost = self._lost, None
+        for callback in lost or ():
+            callback()
+
+    def watch_disconnect(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the client goes away (a request in flight that wants to know:
+        endpoint/modern/disconnect.py); `unwatch_disconnect` once it no longer does."""
+        if self._lost is None:
+            self._lost = []
+        self._lost.append(callback)
+
+    def unwatch_disconnect(self, callback: Callable[[], None]) -> None:
+        if self._lost is not None and callback in self._lost:
+            self._lost.remove(callback)
 
     def evict(self) -> None:
         """Close a connection with no request in flight to make room for a new one; it leaves the
@@ -237,6 +256,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]  # an extension key
         self._begin_head()
         self._count.message_begun()
 

@@ -60,7 +60,7 @@ from aql_mcp.protocol.versions import (
     supported_versions,
 )
 from aql_mcp.responses import error_object, header_fields, send_body, send_empty
-from aql_mcp.scope import MESSAGE_ID_KEY, principal_of, request_id_of
+from aql_mcp.scope import MESSAGE_ID_KEY, connection_of, principal_of, request_id_of
 
 ALLOW = [(b"allow", b"POST")]
 # The methods the modern edge serves in this slice; anything else is 404 -32601. `ping`,
@@ -260,7 +260,7 @@ class ModernEndpoint:
             memo=earlier.memo,
         )
         outcome: dict[str, Any] | BaseException | None = None
-        watch = DisconnectWatch(receive)
+        watch = DisconnectWatch(receive, connection_of(scope))
         # Closing the request is this era's cancellation (2026-07-28 basic/patterns/cancellation): a
         # handler that ends work of its own on a client's cancellation (a followed import) sees it.
         ctx.cancelled_by_client = lambda: watch.disconnected

@@ -1,0 +1,109 @@
+"""Deadlines checked by one timer per loop (aql_mcp/timeouts.py): they behave as `asyncio.timeout`
+does for the code inside them (a passed deadline cancels the work and comes out as TimeoutError;
+anybody else's cancellation stays a cancellation), and a deadline that is left costs no timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aql_mcp.timeouts import TICK_SECONDS, deadline_after, deadline_at
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
+def test_a_passed_deadline_cancels_the_work_and_raises_timeout_error() -> None:
+    async def run() -> bool:
+        deadline = deadline_after(0)
+        with pytest.raises(TimeoutError):
+            async with deadline:
+                await _forever()
+        current = asyncio.current_task()
+        assert current is not None
+        return deadline.expired and current.cancelling() == 0
+
+    assert asyncio.run(run())
+
+
+def test_work_that_ends_in_time_is_untouched_even_when_the_timer_looks_later() -> None:
+    async def run() -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        async with deadline_at(loop.time() + TICK_SECONDS / 2) as deadline:
+            value = 7
+        # The deadline passes after the work left it: the loop's timer no longer sees it.
+        done = loop.create_future()
+        loop.call_later(TICK_SECONDS * 2, done.set_result, None)
+        await done
+        return value, deadline.expired
+
+    assert asyncio.run(run()) == (7, False)
+
+
+def test_no_deadline_never_expires() -> None:
+    async def run() -> bool:
+        async with deadline_at(None) as deadline:
+            await asyncio.sleep(0)
+        return deadline.expired
+
+    assert asyncio.run(run()) is False
+
+
+def test_another_cancellation_inside_a_deadline_stays_a_cancellation() -> None:
+    async def worker(entered: asyncio.Event) -> None:
+        async with deadline_after(3600):
+            entered.set()
+            await _forever()
+
+    async def run() -> bool:
+        entered = asyncio.Event()
+        task = asyncio.create_task(worker(entered))
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return task.cancelled()
+
+    assert asyncio.run(run())
+
+
+def test_a_deadline_that_passes_while_an_outer_cancellation_is_pending_leaves_it_pending() -> None:
+    """As asyncio.timeout: the TimeoutError is only ours when no one else cancelled the task too."""
+
+    async def worker(entered: asyncio.Event) -> None:
+        async with deadline_after(0):
+            entered.set()
+            await _forever()
+
+    async def run() -> bool:
+        entered = asyncio.Event()
+        task = asyncio.create_task(worker(entered))
+        await entered.wait()
+        task.cancel()  # before the loop's timer expires the deadline too
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return task.cancelled()
+
+    assert asyncio.run(run())
+
+
+def test_many_deadlines_expire_each_their_own_task_only() -> None:
+    async def one(seconds: float) -> str:
+        try:
+            async with deadline_after(seconds):
+                await _forever()
+        except TimeoutError:
+            return "timed out"
+        return "finished"
+
+    async def quick() -> str:
+        async with deadline_after(3600):
+            await asyncio.sleep(0)
+        return "finished"
+
+    async def run() -> list[str]:
+        return list(await asyncio.gather(one(0), quick(), one(0.01), quick()))
+
+    assert asyncio.run(run()) == ["timed out", "finished", "timed out", "finished"]
