@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import structlog
 
-from aql_mcp.observability.logging import bind_log_context, configure_logging, end_log_context, start_log_context
+from aql_mcp.observability.logging import (
+    bind_log_context,
+    configure_logging,
+    end_log_context,
+    info_line,
+    start_log_context,
+)
 
 
 class FileLikeStdout(io.TextIOWrapper):
@@ -104,3 +110,50 @@ def test_lines_below_the_level_are_not_written(redirect: Redirect) -> None:
     structlog.get_logger("test").info("quiet")
     structlog.get_logger("test").warning("loud")
     assert [line["event"] for line in stdout.reached_file()] == ["loud"]
+
+
+def test_an_info_line_of_every_request_is_the_line_structlog_writes(redirect: Redirect) -> None:
+    """`info_line` (the request's and the tool call's lines) builds the line itself: the same
+    fields in the same order, the context's fields after the call's, a named field winning."""
+    stdout = redirect()
+    log = structlog.get_logger("test")
+    token = start_log_context(request_id="req-1", session_id="from-context")
+    info_line(log, "tool_call", tool="echo", session_id="abcd1234", jsonrpc_id=7)
+    log.info("tool_call", tool="echo", session_id="abcd1234", jsonrpc_id=7)
+    end_log_context(token)
+    fast, generic = stdout.reached_file()
+    assert list(fast) == list(generic)
+    assert {k: v for k, v in fast.items() if k != "timestamp"} == {k: v for k, v in generic.items() if k != "timestamp"}
+    assert fast["session_id"] == "abcd1234"
+    assert fast["request_id"] == "req-1"
+
+
+def test_an_info_line_with_values_orjson_refuses_still_makes_a_json_line(redirect: Redirect) -> None:
+    stdout = redirect()
+    info_line(structlog.get_logger("test"), "http_request", huge=2**70, keys={1: "one"}, thing=object())
+    [line] = stdout.reached_file()
+    assert line["huge"] == 2**70
+    assert line["keys"] == {"1": "one"}
+    assert line["thing"].startswith("<object object")
+
+
+def test_an_info_line_below_the_level_is_not_written(redirect: Redirect) -> None:
+    stdout = redirect(level="warning")
+    info_line(structlog.get_logger("test"), "http_request", status=200)
+    structlog.get_logger("test").warning("loud")
+    assert [line["event"] for line in stdout.reached_file()] == ["loud"]
+
+
+def test_in_console_mode_an_info_line_goes_through_the_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    class Logger:
+        def info(self, event: str, **fields: Any) -> None:
+            seen.append((event, fields))
+
+    configure_logging(level="info", console=True)
+    try:
+        info_line(Logger(), "http_request", status=200)
+    finally:
+        configure_logging(level="info", console=False)
+    assert seen == [("http_request", {"status": 200})]

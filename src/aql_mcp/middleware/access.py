@@ -15,6 +15,7 @@ import time
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aql_mcp.observability.logging import info_line
 from aql_mcp.observability.metrics import ROUTES, Metrics
 
 log = structlog.get_logger("aql_mcp.http")
@@ -46,11 +47,13 @@ class AccessMiddleware:
             path = scope["path"]
             route = path if path in ROUTES else "other"
             self.metrics.http_request(route=route, method=scope["method"], status=status, seconds=seconds)
-            write = log.debug if path in PROBES and 0 < status < 400 else log.info
-            write(
-                "http_request",
-                method=scope["method"],
-                path=path,
-                status=status,
-                duration_ms=round(seconds * 1000, 2),
-            )
+            fields = {
+                "method": scope["method"],
+                "path": path,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 2),
+            }
+            if path in PROBES and 0 < status < 400:
+                log.debug("http_request", **fields)
+            else:
+                info_line(log, "http_request", **fields)

@@ -79,14 +79,17 @@ class LineFields:
         for key, value in _context.get().items():
             event_dict.setdefault(key, value)
         event_dict["level"] = LEVEL_NAMES.get(name, name)
+        event_dict["timestamp"] = self.timestamp()
+        return event_dict
+
+    def timestamp(self) -> str:
         now = time.time()
         second, prefix = self._second
         if int(now) != second:
             second = int(now)
             prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (second, prefix)
-        event_dict["timestamp"] = f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
-        return event_dict
+        return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
 
 
 # The fallback for what orjson refuses; built once.
@@ -118,14 +121,18 @@ class LineWriter:
         self._scheduled: asyncio.AbstractEventLoop | None = None
 
     def msg(self, message: bytes) -> None:
+        self.line(message + b"\n")
+
+    def line(self, line: bytes) -> None:
+        """`line`, ending in a newline, written as one."""
         out = sys.stdout
         buffer = getattr(out, "buffer", None)
         if buffer is None:
-            out.write(message.decode("utf-8") + "\n")
+            out.write(line.decode("utf-8"))
             out.flush()
             return
         # One write per line: the buffer's own lock keeps lines from threads whole.
-        buffer.write(message + b"\n")
+        buffer.write(line)
         scheduled = self._scheduled
         if scheduled is not None and scheduled.is_running():
             return  # the flush at the end of this iteration takes this line too
@@ -151,10 +158,51 @@ class LineWriter:
     debug = info = warning = error = critical = exception = msg
 
 
+class _JsonLines:
+    """What `info_line` needs to write a JSON line itself: set by `configure_logging`."""
+
+    __slots__ = ("fields", "info", "writer")
+
+    def __init__(self, fields: LineFields, writer: LineWriter, *, info: bool) -> None:
+        self.fields = fields
+        self.writer = writer
+        self.info = info
+
+
+_json_lines: _JsonLines | None = None
+
+
+def info_line(logger: Any, event: str, **fields: Any) -> None:
+    """An info line of every request (the request's own, the tool call's): the line structlog
+    writes through `logger`, built in one step. structlog's generic steps for a line (the lazy
+    logger proxy, the bound context's copy, the processor loop) cost about as much as building
+    and writing it (bench/PROFILE.md). In console mode, the line goes through `logger`."""
+    lines = _json_lines
+    if lines is None:
+        logger.info(event, **fields)
+        return
+    if not lines.info:
+        return
+    fields["event"] = event
+    for key, value in _context.get().items():
+        if key not in fields:
+            fields[key] = value
+    fields["level"] = "info"
+    fields["timestamp"] = lines.fields.timestamp()
+    try:
+        # Without OPT_NON_STR_KEYS, which takes orjson off its fast path: these lines' keys are names.
+        line = orjson.dumps(fields, default=repr, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        line = render_json(None, "info", fields) + b"\n"
+    lines.writer.line(line)
+
+
 def configure_logging(*, level: str, console: bool) -> None:
     """Configure structlog and route the standard library's loggers (uvicorn's) through it."""
+    global _json_lines
     numeric = LEVELS[level]
-    shared: list[Any] = [LineFields()]
+    fields = LineFields()
+    shared: list[Any] = [fields]
     renderer: Any
     factory: Any
     if console:
@@ -163,6 +211,7 @@ def configure_logging(*, level: str, console: bool) -> None:
     else:
         renderer = render_json_text
         line_renderer, factory = render_json, LineWriter()
+    _json_lines = None if console else _JsonLines(fields, factory, info=numeric <= logging.INFO)
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, line_renderer],
         # Lines below the level are dropped before any processor runs (no string building).

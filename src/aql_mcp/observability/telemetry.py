@@ -21,6 +21,7 @@ import anyio
 import structlog
 
 from aql_mcp.exceptions import InputRequired, WireError
+from aql_mcp.observability.logging import info_line
 from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.mcp_request import Context, McpRequest, current_request
 from aql_mcp.observability.metrics import OUTCOMES, Metrics
@@ -104,7 +105,8 @@ class CallRecord:
                 self._request.set_attribute("aql.operation", self.operation)
         self._telemetry.metrics.call(tool=self.tool, operation=self.operation, outcome=self.outcome, seconds=seconds)
         ctx = self._ctx
-        log.info(
+        info_line(
+            log,
             "tool_call",
             tool=self.tool,
             operation=self.operation or None,
