@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from client import PROTOCOL_VERSION, TEXT, McpClient, modern_echo
+from collector import collector
 from procfs import busy_seconds, cpu_seconds
 from targets import BENCH, Server, Target
 
@@ -126,9 +127,12 @@ def measure(server: Server, argv: list[str], options: LoadOptions) -> dict[str, 
 
 def measure_once(server: Server, argv: list[str], options: LoadOptions, *, quiet: bool = True) -> dict[str, Any]:
     waited = wait_quiet(server.pid, options) if quiet else None
+    spans_before = collector().spans
     cpu_before, busy_before, started = cpu_seconds(server.pid), busy_seconds(), time.monotonic()
     result, stderr, wrk_cpu = run_wrk(argv, options.duration)
     cpu_after, busy_after, elapsed = cpu_seconds(server.pid), busy_seconds(), time.monotonic() - started
+    # Spans arrive in batches as the exporter sends them: right to within one batch (512 spans).
+    spans = collector().spans - spans_before
     server_cpu = cpu_after - cpu_before
     calls = result["requests"]
     row = {
@@ -141,6 +145,7 @@ def measure_once(server: Server, argv: list[str], options: LoadOptions, *, quiet
         "others_on_server_cpu": _others(busy_before, busy_after, options.server_cpu, server_cpu, elapsed),
         "others_on_load_cpu": _others(busy_before, busy_after, options.load_cpu, wrk_cpu, elapsed),
         "quiet_wait_s": waited,
+        "spans_per_call": spans / calls if calls and server.target.authenticated else None,
         "bad_samples": stderr.splitlines()[:3],
     }
     if server.process.poll() is not None:

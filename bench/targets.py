@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector import collector
 from idp import idp
 
 BENCH = Path(__file__).resolve().parent
@@ -160,6 +161,8 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     headers = {}
     if target.authenticated:
         env.update(idp().env(target.url))
+        # Traces on, as in production: every span exported to the stand-in collector (bench/collector.py).
+        env.update(collector().env())
         headers = {"Authorization": f"Bearer {idp().token(target.url)}"}
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
