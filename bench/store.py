@@ -7,6 +7,10 @@ with the time each index took to build.
     .venv/bin/python bench/store.py                    # writes bench/STORE.md (the 1M rows take a while)
     .venv/bin/python bench/store.py --sizes 1000 --seconds 2 --output /tmp/store.md
     .venv/bin/python bench/store.py --sizes "" --indexed-sizes 1000,10000 --seconds 1 --output /tmp/store.md
+    .venv/bin/python bench/store.py --only stall --sizes 100000 --seconds 3 --output /tmp/stall.md
+
+`--only stall` runs only the rows of a ping while 16 scanning listings run (at each of `--sizes`, on
+each of `--engines`), with no indexed or echo rows; a partial run names its own `--output`.
 
 Every server is `aql-mcp serve --dev` pinned to CPU 0 (`taskset`); PostgreSQL and the load generator
 run on CPU 1
@@ -328,7 +332,9 @@ async def measure_operations(
     return rows
 
 
-async def measure_records(engine: str, count: int, root: Path, pg_server: str | None, seconds: float) -> list[dict[str, Any]]:
+async def measure_records(
+    engine: str, count: int, root: Path, pg_server: str | None, seconds: float, only_stall: bool = False
+) -> list[dict[str, Any]]:
     state = root / f"{engine}-{count}"
     env: dict[str, str] = {}
     if engine == "postgres":
@@ -340,7 +346,7 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
     caller = Caller([server], token(state))
     await caller.open()
     try:
-        rows = await measure_operations(engine, count, state, env, server, caller, operations(count, []), seconds)
+        rows = [] if only_stall else await measure_operations(engine, count, state, env, server, caller, operations(count, []), seconds)
         rows.append(await ping_under_listings(engine, count, caller, seconds))
     finally:
         await caller.http.aclose()
@@ -591,12 +597,12 @@ async def main(options: argparse.Namespace) -> None:
     with postgres(root) as pg_server:
         for engine in options.engines.split(","):
             for count in sizes(options.sizes):
-                rows += await measure_records(engine, count, root, pg_server, options.seconds)
-            for count in sizes(options.indexed_sizes):
+                rows += await measure_records(engine, count, root, pg_server, options.seconds, options.only == "stall")
+            for count in sizes(options.indexed_sizes) if options.only is None else ():
                 found, built = await measure_indexed(engine, count, root, pg_server, options.seconds)
                 indexed += found
                 builds += built
-        for replicas in (1, 3) if options.echo else ():
+        for replicas in (1, 3) if options.echo and options.only is None else ():
             echo.append(await measure_echo(pg_server, root, replicas, options.seconds))
     write(rows, echo, Path(options.output), options, indexed, builds)
     shutil.rmtree(root, ignore_errors=True)
@@ -613,5 +619,11 @@ if __name__ == "__main__":
     parser.add_argument("--indexed-sizes", default="1000,100000,1000000", help="collection sizes of the indexed rows")
     parser.add_argument("--no-echo", dest="echo", action="store_false", help="skip the replica echo rows")
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--output", default=str(ROOT / "bench" / "STORE.md"))
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--output", default=None, help="the table to write (default bench/STORE.md)")
+    parser.add_argument("--only", choices=("stall",), help="only the rows of a ping while scanning listings run")
+    arguments = parser.parse_args()
+    if arguments.output is None:
+        if arguments.only is not None:
+            parser.error("--only needs --output: a partial run must not replace bench/STORE.md")
+        arguments.output = str(ROOT / "bench" / "STORE.md")
+    asyncio.run(main(arguments))
