@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import pytest
 
 from aql_mcp.plugins.records.indexes import index_of, scans
@@ -109,6 +110,36 @@ async def test_a_second_scan_waits_for_the_slot_while_gets_and_indexed_listings_
     with anyio.fail_after(10):
         assert _ids(await waiting) == expected
     assert engine.scan_turns.queued == 0
+
+
+@pytest.mark.parametrize("engine", ["postgres"])
+async def test_on_postgres_a_scan_in_progress_holds_the_slot_and_a_get_goes_on(backend: Backend, engine: str) -> None:
+    """The same with a real scanning listing in the slot: another client's lock on the collections
+    table holds it in its first statement (a get reads only the records table, so it passes)."""
+    if backend.engine != engine:
+        pytest.skip("a lock only PostgreSQL's readers wait for")
+    store, records = await _filled(backend, scan_concurrency=1, lock_timeout_seconds=30)
+    engine_: Any = getattr(store, "engine")  # noqa: B009
+    expected = _ids(await records.list_records("t1", "c", SCAN))
+    locker = await asyncpg.connect(backend.url)
+    try:
+        transaction = locker.transaction()
+        await transaction.start()
+        await locker.execute("LOCK TABLE record_collections IN ACCESS EXCLUSIVE MODE")
+        first = asyncio.ensure_future(records.list_records("t1", "c", SCAN))
+        await eventually(lambda: engine_.scan_turns.held("t1") == 1, "the first scan did not take the slot")
+        second = asyncio.ensure_future(records.list_records("t1", "c", SCAN))
+        await eventually(lambda: engine_.scan_turns.queued == 1, "the second scan did not queue for the slot")
+        with anyio.fail_after(10):
+            assert (await records.get_record("t1", "c", "r007")) is not None
+        assert not first.done()
+        assert not second.done()
+        await transaction.rollback()
+        with anyio.fail_after(10):
+            assert _ids(await first) == _ids(await second) == expected
+    finally:
+        await locker.close()
+    assert engine_.scan_turns.queued == engine_.scan_turns.held("t1") == 0
 
 
 async def test_a_scan_that_gets_no_slot_in_its_time_is_refused_and_leaves_nothing_behind(backend: Backend) -> None:
