@@ -7,6 +7,10 @@ with the time each index took to build.
     .venv/bin/python bench/store.py                    # writes bench/STORE.md (the 1M rows take a while)
     .venv/bin/python bench/store.py --sizes 1000 --seconds 2 --output /tmp/store.md
     .venv/bin/python bench/store.py --sizes "" --indexed-sizes 1000,10000 --seconds 1 --output /tmp/store.md
+    .venv/bin/python bench/store.py --only stall --sizes 100000 --seconds 3 --output /tmp/stall.md
+
+`--only stall` runs only the rows of a ping while 16 scanning listings run (at each of `--sizes`, on
+each of `--engines`), with no indexed or echo rows; a partial run names its own `--output`.
 
 Every server is `aql-mcp serve --dev` pinned to CPU 0 (`taskset`); PostgreSQL and the load generator
 run on CPU 1
@@ -27,6 +31,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -34,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -328,7 +333,9 @@ async def measure_operations(
     return rows
 
 
-async def measure_records(engine: str, count: int, root: Path, pg_server: str | None, seconds: float) -> list[dict[str, Any]]:
+async def measure_records(
+    engine: str, count: int, root: Path, pg_server: str | None, seconds: float, only_stall: bool = False
+) -> list[dict[str, Any]]:
     state = root / f"{engine}-{count}"
     env: dict[str, str] = {}
     if engine == "postgres":
@@ -340,7 +347,9 @@ async def measure_records(engine: str, count: int, root: Path, pg_server: str | 
     caller = Caller([server], token(state))
     await caller.open()
     try:
-        rows = await measure_operations(engine, count, state, env, server, caller, operations(count, []), seconds)
+        rows = []
+        if not only_stall:
+            rows = await measure_operations(engine, count, state, env, server, caller, operations(count, []), seconds)
         rows.append(await ping_under_listings(engine, count, caller, seconds))
     finally:
         await caller.http.aclose()
@@ -441,40 +450,54 @@ async def writes_while(building: asyncio.Future[Any], caller: Caller, count: int
 async def ping_under_listings(engine: str, count: int, caller: Caller, seconds: float) -> dict[str, Any]:
     """A ping's latency while 16 listings that scan the whole collection run (a substring of the title,
     which no index serves on either engine, and a sort), sent by a second load process so the two
-    loads do not queue behind each other in one client."""
+    loads do not queue behind each other in one client. The row says how many listings the load
+    process had answered and refused by the end (a load that stopped would make the ping look fast)."""
     listings = subprocess.Popen(
         [sys.executable, __file__, "--listings", caller.urls[0], caller.headers["authorization"],
          caller.headers["mcp-session-id"], str(count)],
-        env={**os.environ}, cwd=ROOT,
+        env={**os.environ}, cwd=ROOT, stdout=subprocess.PIPE,
     )
     try:
         await asyncio.sleep(1.0)
         latencies, calls = await timed(lambda i: caller.call(rpc("ping")), seconds)
     finally:
         listings.terminate()
-        listings.wait()
+        output, _ = listings.communicate(timeout=30)
+    load = json.loads(output.decode().strip().splitlines()[-1]) if output.strip() else {"answered": 0, "refused": 0}
+    listed = f"{load['answered']} listings answered, {load['refused']} refused"
     row = {
-        "engine": engine, "records": count, "operation": "ping while 16 scanning listings run",
+        "engine": engine, "records": count, "operation": f"ping while 16 scanning listings run ({listed})",
         "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99), "calls_s": calls / seconds,
-        "cpu_us": None, "floor_p50": None,
+        "cpu_us": None, "floor_p50": None, **load,
     }
     print(json.dumps(row), flush=True)
     return row
 
 
 async def run_listings(url: str, authorization: str, session: str, count: int) -> None:
-    """The second load process of `ping_under_listings`: 16 listing loops until terminated."""
+    """The second load process of `ping_under_listings`: 16 listing loops until terminated (SIGTERM),
+    then one JSON line of how many listings were answered and how many refused (a listing whose
+    time ran out, waiting for a scan slot or scanning, is refused; the loop goes on)."""
     os.sched_setaffinity(0, {1})
     caller = Caller([], authorization.removeprefix("Bearer "))
     caller.urls = [url]
     caller.headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    counts = {"answered": 0, "refused": 0}
 
     async def listing() -> None:
         while True:
             part = {"contains": f"te {random.randrange(count)}"}
-            await caller.aql("list_records", collection="bench", first=20, filter={"title": part}, sort={"field": "n"})
+            try:
+                await caller.aql("list_records", collection="bench", first=20, filter={"title": part}, sort={"field": "n"})
+                counts["answered"] += 1
+            except RuntimeError:
+                counts["refused"] += 1
 
-    await asyncio.gather(*(listing() for _ in range(16)))
+    loops = asyncio.gather(*(listing() for _ in range(16)))
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, loops.cancel)
+    with suppress(asyncio.CancelledError):
+        await loops
+    print(json.dumps(counts), flush=True)
 
 
 async def measure_echo(pg_server: str, root: Path, replicas: int, seconds: float) -> dict[str, Any]:
@@ -559,7 +582,7 @@ def write(
                 f"| {b['engine']} | {b['records']:,} | {b['index']} | {fmt(b['seconds'], 2)} | {b['state']} | "
                 f"{b['writes']} | {b['failed_writes']} | {fmt(b['longest_write_ms'], 1)} |"
             )
-    lines += [
+    lines += [] if not echo else [
         "",
         "Echo (`tools/call` of the echo plugin) at c=16 on PostgreSQL-backed replicas, the client sending",
         "each call to the next replica. All replicas share CPU 0 of this 2-core machine, so more replicas",
@@ -591,12 +614,13 @@ async def main(options: argparse.Namespace) -> None:
     with postgres(root) as pg_server:
         for engine in options.engines.split(","):
             for count in sizes(options.sizes):
-                rows += await measure_records(engine, count, root, pg_server, options.seconds)
-            for count in sizes(options.indexed_sizes):
+                stall = options.only == "stall"
+                rows += await measure_records(engine, count, root, pg_server, options.seconds, stall)
+            for count in sizes(options.indexed_sizes) if options.only is None else ():
                 found, built = await measure_indexed(engine, count, root, pg_server, options.seconds)
                 indexed += found
                 builds += built
-        for replicas in (1, 3) if options.echo else ():
+        for replicas in (1, 3) if options.echo and options.only is None else ():
             echo.append(await measure_echo(pg_server, root, replicas, options.seconds))
     write(rows, echo, Path(options.output), options, indexed, builds)
     shutil.rmtree(root, ignore_errors=True)
@@ -613,5 +637,11 @@ if __name__ == "__main__":
     parser.add_argument("--indexed-sizes", default="1000,100000,1000000", help="collection sizes of the indexed rows")
     parser.add_argument("--no-echo", dest="echo", action="store_false", help="skip the replica echo rows")
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--output", default=str(ROOT / "bench" / "STORE.md"))
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--output", default=None, help="the table to write (default bench/STORE.md)")
+    parser.add_argument("--only", choices=("stall",), help="only the rows of a ping while scanning listings run")
+    arguments = parser.parse_args()
+    if arguments.output is None:
+        if arguments.only is not None:
+            parser.error("--only needs --output: a partial run must not replace bench/STORE.md")
+        arguments.output = str(ROOT / "bench" / "STORE.md")
+    asyncio.run(main(arguments))

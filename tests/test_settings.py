@@ -105,6 +105,20 @@ def test_a_fair_store_setting_out_of_range_is_refused_naming_its_variable(variab
     assert variable in message
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "65", "abc"])
+def test_a_scan_concurrency_out_of_range_is_refused_at_startup_naming_it(value: str) -> None:
+    """At least one scan slot (docs/store.md, "Scan slots"): none would refuse every scanning listing."""
+    message = refusal({"AQL_MCP_STORE__SCAN_CONCURRENCY": value}, DEV)
+    assert "store.scan_concurrency" in message
+    assert "AQL_MCP_STORE__SCAN_CONCURRENCY" in message
+
+
+def test_a_scan_concurrency_of_zero_in_the_file_is_refused_saying_what_it_must_be(tmp_path: Path) -> None:
+    message = refusal(config_file=write_config(tmp_path, "server:\n  dev: true\nstore:\n  scan_concurrency: 0\n"))
+    assert "store.scan_concurrency" in message
+    assert "greater than or equal to 1" in message
+
+
 def test_bad_port_in_the_file_is_refused_naming_the_setting_and_its_variable(tmp_path: Path) -> None:
     config = write_config(tmp_path, "server:\n  dev: true\n  port: abc\n")
     message = refusal(config_file=config)

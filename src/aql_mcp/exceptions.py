@@ -30,6 +30,7 @@ construction gives it the `Retry-After` header and `data.retryAfter`.
         │   ├── RateLimited             429  -32003
         │   └── RetryLater              503  -32006   (also an UpstreamUnavailable)
         │       ├── StoreError                (a store engine failed; its detail stays in the log)
+        │       │   └── (TurnTimedOut, store/fair_share.py: no scan turn within the listing's time)
         │       ├── SessionLimitReached       (the session table is full)
         │       ├── ConnectionLimitReached    (data.limit "connections" or "connections_per_source";
         │       │                              refused before reading anything)

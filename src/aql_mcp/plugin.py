@@ -41,9 +41,11 @@ shows them in use. The built-in plugins import from here too (docs/architecture.
   of such a task for the listen streams that asked for it).
 - A plugin's own tables (docs/store.md, "A plugin's own tables"): `Tables` declares them with a
   `Migration` list per engine and a facet factory per engine, given to `PluginOperations.tables`;
-  the factories build the facet on `SqliteEngine` (`read`, `write`) or `PostgresEngine` (`run`,
-  `fetch`, `fetchrow`, `fetchval`, `execute`, `replica`): each is the engine's surface as a
-  Protocol, so importing it loads neither engine (a SQLite deployment never loads asyncpg).
+  the factories build the facet on `SqliteEngine` (`read`, `scan`, `write`) or `PostgresEngine`
+  (`run`, `scan`, `fetch`, `fetchrow`, `fetchval`, `execute`, `replica`): each is the engine's
+  surface as a Protocol, so importing it loads neither engine (a SQLite deployment never loads
+  asyncpg). `scan` runs a query no index answers apart from the other calls, and raises
+  `TurnTimedOut` when no scan slot came in the time it was given (docs/store.md, "Scan slots").
   `SchemaTooNew` is what opening a store refuses with when its tables need a newer release.
 - The core's store (`Store`), for a plugin that reads the core's own facets: who a principal key
   stands for (`principals`, a `PrincipalDirectory` of `Identity`) and the tokens the console signed
@@ -183,6 +185,7 @@ from aql_mcp.scope import PRINCIPAL_KEY, request_id_of
 from aql_mcp.settings import LimitSettings, Settings
 from aql_mcp.store.audit import AuditQuery
 from aql_mcp.store.base import Store
+from aql_mcp.store.fair_share import TurnTimedOut
 from aql_mcp.store.migration import Migration, SchemaTooNew
 from aql_mcp.store.plugin_tables import PostgresEngine, SqliteEngine, Tables
 from aql_mcp.store.principals import Identity, PrincipalDirectory
@@ -285,6 +288,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "TrustLevel",
+    "TurnTimedOut",
     "TypeDef",
     "UnsupportedMediaType",
     "WireError",

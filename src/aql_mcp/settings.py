@@ -102,6 +102,9 @@ class StoreSettings(Section):
     listing_scan_rows: int = Field(default=50_000, ge=1)
     # How long a filtered, searched or sorted listing may run before it is stopped (docs/store.md).
     listing_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # How many listings no declared index answers (scans) may run at once per replica, on SQLite scan
+    # threads or a PostgreSQL pool of their own, apart from every other call (docs/store.md, "Scan slots").
+    scan_concurrency: int = Field(default=4, ge=1, le=64)
     # How long a replica's lease on a task or an execution it runs lasts without renewal (renewed
     # three times within it); once it ran out, another replica takes the work over (docs/executions.md).
     lease_seconds: float = Field(default=15.0, ge=1, le=300)

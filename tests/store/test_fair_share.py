@@ -11,7 +11,7 @@ import anyio.to_thread
 import pytest
 
 from aql_mcp.store.base import Store
-from aql_mcp.store.fair_share import FairShare, tenant_share
+from aql_mcp.store.fair_share import FairShare, TurnTimedOut, tenant_share
 from tests.support.engines import Backend
 
 pytestmark = pytest.mark.anyio
@@ -87,6 +87,29 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_takes_no_turn() -> None:
         release.set()
     assert order == ["a0", "b1"]
     assert turns.held("a") == turns.held("b") == 0
+
+
+async def test_a_bounded_wait_that_runs_out_raises_holding_nothing_and_leaves_the_queue() -> None:
+    """The scan turns' wait (docs/store.md, "Scan slots"): past `wait`, `TurnTimedOut`, and the
+    turn freed later goes to the next waiter, not to the one that gave up."""
+    turns, order, release = FairShare(capacity=1, share=1), [], anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(hold, turns, "a", "a0", order, release)
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(TurnTimedOut) as expired:
+            async with turns.turn("b", wait=0.05):
+                order.append("never")
+        assert expired.value.seconds == 0.05
+        assert turns.queued == 0
+        group.start_soon(hold, turns, "c", "c0", order, release)
+        await anyio.wait_all_tasks_blocked()
+        assert turns.queued == 1
+        release.set()
+    assert order == ["a0", "c0"]
+    assert turns.held("b") == turns.queued == 0
+    # A free turn is taken at once, whatever the wait.
+    async with turns.turn("b", wait=0):
+        assert turns.held("b") == 1
 
 
 # On each engine ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ def open_store(settings: Settings) -> Store:
             lock_timeout=store.lock_timeout_seconds,
             wal_limit_bytes=store.sqlite_wal_limit_bytes,
             tenant_share=store.tenant_share,
+            scans=store.scan_concurrency,
         )
     from aql_mcp.store.postgres.store import PostgresStore
 
@@ -53,6 +54,7 @@ def postgres_options(store: StoreSettings) -> PostgresOptions:
         command_timeout=store.command_timeout_seconds,
         lock_timeout=store.lock_timeout_seconds,
         tenant_share=store.tenant_share,
+        scan_size=store.scan_concurrency,
         ssl_mode=store.ssl_mode,
         ssl_root_cert=store.ssl_root_cert,
     )

@@ -12,6 +12,10 @@ pooled PostgreSQL connection) while another tenant's 3-record read waited behind
 
 Work that belongs to no tenant (sessions, tasks, the executions bookkeeping) queues as one tenant
 of its own, `SHARED`. Everything here runs on the event loop, so no lock is needed.
+
+A turn may be waited for at most some seconds (`turn(tenant, wait=...)`): the engines' scan turns
+(`store.scan_concurrency`) are, so a listing that cannot start in its time fails like one that ran
+too long (docs/store.md, "Scan slots").
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from aql_mcp.exceptions import StoreError
+
 SHARED = ""
 # The part of an engine's connections one tenant may hold when none is configured (`store.tenant_share`).
 TENANT_SHARE = 0.5
@@ -30,6 +36,15 @@ TENANT_SHARE = 0.5
 def tenant_share(capacity: int, fraction: float) -> int:
     """How many of `capacity` turns one tenant may hold: `fraction` of them, at least one."""
     return max(1, min(capacity, math.floor(capacity * fraction)))
+
+
+class TurnTimedOut(StoreError):
+    """No turn came within the wait given to `FairShare.turn`; the caller holds none and left the
+    queue. A 503 (retry later) unless the caller answers otherwise, as the records plugin does."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
 
 
 class FairShare:
@@ -44,9 +59,17 @@ class FairShare:
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
 
     @asynccontextmanager
-    async def turn(self, tenant: str = SHARED) -> AsyncIterator[None]:
-        """Hold one turn for `tenant` while the block runs; wait for it if none is free to this tenant."""
-        await self._acquire(tenant)
+    async def turn(self, tenant: str = SHARED, *, wait: float | None = None) -> AsyncIterator[None]:
+        """Hold one turn for `tenant` while the block runs; wait for it if none is free to this tenant,
+        at most `wait` seconds when given (then `TurnTimedOut`)."""
+        if wait is None:
+            await self._acquire(tenant)
+        else:
+            try:
+                async with asyncio.timeout(wait):
+                    await self._acquire(tenant)
+            except TimeoutError:
+                raise TurnTimedOut(wait) from None
         try:
             yield
         finally:
@@ -54,6 +77,11 @@ class FairShare:
 
     def held(self, tenant: str) -> int:
         return self._held[tenant]
+
+    @property
+    def queued(self) -> int:
+        """How many calls wait for a turn."""
+        return sum(len(queue) for queue in self._waiting.values())
 
     async def _acquire(self, tenant: str) -> None:
         if tenant not in self._waiting and self._is_free_to(tenant):

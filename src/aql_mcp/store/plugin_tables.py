@@ -2,7 +2,7 @@
 
 A plugin declares `Tables`: a name (its version counter in `plugin_schema`), its migrations once per
 engine, and a factory per engine that builds its facet (the object its handlers call) on the
-engine's public surface (`SqliteEngine.read`/`write`, `PostgresEngine.run`/`fetch`/...). It hands
+engine's public surface (`SqliteEngine.read`/`scan`/`write`, `PostgresEngine.run`/`scan`/`fetch`/...). It hands
 the declaration to the store before the store opens (`PluginOperations.tables`); the engine applies
 the migrations when it opens, in the same transaction and under the same lock as the core's, with
 the core's compatibility rule (store/migration.py). docs/store.md, "A plugin's own tables".
@@ -37,6 +37,12 @@ class SqliteEngine(Protocol):
     the engine's surface, so that what plugins see does not import the engines."""
 
     async def read(self, work: Callable[[sqlite3.Connection], T], *, tenant: str = ...) -> T: ...
+    async def scan(self, work: Callable[[sqlite3.Connection], T], *, tenant: str = ..., wait: float) -> T:
+        """`read` for a query no index answers (a scan), on scan threads of its own, at most
+        `store.scan_concurrency` at once: `TurnTimedOut` if none is free within `wait` seconds
+        (docs/store.md, "Scan slots")."""
+        ...
+
     async def write(self, work: Callable[[sqlite3.Connection], T], *, lock_timeout: float | None = ...) -> T: ...
     async def maintain(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work` on a connection of its own, in autocommit, on a thread of its own: neither the
@@ -58,6 +64,11 @@ class PostgresEngine(Protocol):
         lock_timeout: float | None = ...,
         tenant: str = ...,
     ) -> T: ...
+    async def scan(self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, tenant: str = ..., wait: float) -> T:
+        """`run` for a query no index answers (a scan), on a pool of its own of `store.scan_concurrency`
+        connections: `TurnTimedOut` if none is free within `wait` seconds (docs/store.md, "Scan slots")."""
+        ...
+
     async def fetch(self, query: str, *args: Any, tenant: str = ...) -> list[Any]: ...
     async def fetchrow(self, query: str, *args: Any, tenant: str = ...) -> Any: ...
     async def fetchval(self, query: str, *args: Any, tenant: str = ...) -> Any: ...

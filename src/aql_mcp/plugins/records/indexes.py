@@ -103,3 +103,10 @@ def unserved_fields(listing: Listing) -> list[str]:
     if listing.sort is not None and sort_index(listing) is None:
         fields.append(".".join(listing.sort))
     return list(dict.fromkeys(fields))
+
+
+def scans(listing: Listing) -> bool:
+    """Whether the listing tests records no index answers: a filter or sort field no index serves
+    (the listing's warning), or search terms (never indexed). It runs in the engine's scan slots,
+    apart from every other call (`store.scan_concurrency`; docs/store.md, "Scan slots")."""
+    return not listing.is_plain and (bool(listing.terms) or bool(unserved_fields(listing)))

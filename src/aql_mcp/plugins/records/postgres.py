@@ -1,9 +1,11 @@
 """`RecordStore` on PostgreSQL: each write one transaction with its rows locked, listings compiled
 to JSONB SQL. Quotas are a conditional UPDATE of the tenant's usage row, so concurrent writers on
-any replica cannot pass them together."""
+any replica cannot pass them together. A listing no index answers runs on the engine's scan pool
+(`store.scan_concurrency`), never on the connections the other calls need."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -11,9 +13,9 @@ from typing import Any
 import asyncpg
 import orjson
 
-from aql_mcp.plugin import PostgresEngine
+from aql_mcp.plugin import PostgresEngine, TurnTimedOut
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.indexes import from_json, in_order
+from aql_mcp.plugins.records.indexes import from_json, in_order, scans
 from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
 from aql_mcp.plugins.records.postgres_indexes import OF_COLLECTION, PostgresIndexes, declare
@@ -209,6 +211,8 @@ class PostgresRecordStore(PostgresIndexes):
     async def list_records(self, tenant: str, collection: str, listing: Listing) -> RecordPage:
         page = page_query(listing, DIALECT, COLUMNS, (tenant, collection))
         beyond = beyond_query(listing, DIALECT, (tenant, collection))
+        # The listing's time counts from here: a wait for a scan slot spends it too.
+        deadline = time.monotonic() + self.listing_seconds
 
         async def read(db: asyncpg.Connection) -> RecordPage:
             found = await db.fetchval(
@@ -217,8 +221,11 @@ class PostgresRecordStore(PostgresIndexes):
             count = int(found or 0)
             check_scan(listing, count, self.scan_rows)
             if not listing.is_plain:
-                # Bounded, so scans cannot hold the pool's connections for long (docs/store.md).
-                await db.execute(f"SET LOCAL statement_timeout = {max(1, round(self.listing_seconds * 1000))}")
+                # Bounded, so scans cannot hold a connection for long (docs/store.md): what is left of its time.
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ListingTimedOut(self.listing_seconds)
+                await db.execute(f"SET LOCAL statement_timeout = {max(1, round(left * 1000))}")
             try:
                 rows = await db.fetch(page.sql, *page.params)
                 behind = bool(await db.fetchval(beyond.sql, *beyond.params)) if beyond else False
@@ -227,7 +234,12 @@ class PostgresRecordStore(PostgresIndexes):
             total = count if listing.is_plain else None
             return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
 
-        return await self._engine.run(read, tenant=tenant)
+        if not scans(listing):
+            return await self._engine.run(read, tenant=tenant)
+        try:
+            return await self._engine.scan(read, tenant=tenant, wait=self.listing_seconds)
+        except TurnTimedOut:
+            raise ListingTimedOut(self.listing_seconds) from None
 
     async def update_record(
         self,

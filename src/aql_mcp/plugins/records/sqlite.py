@@ -1,5 +1,6 @@
 """`RecordStore` on SQLite: writes on the writer thread in one IMMEDIATE transaction each, listings
-compiled to JSON1 SQL and run on a reader thread."""
+compiled to JSON1 SQL and run on a reader thread, or on a scan thread when no index answers them
+(`store.scan_concurrency`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from aql_mcp.plugin import SqliteEngine
+from aql_mcp.plugin import SqliteEngine, TurnTimedOut
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.indexes import from_json, in_order
+from aql_mcp.plugins.records.indexes import from_json, in_order, scans
 from aql_mcp.plugins.records.listing import Index, Key, Listing
 from aql_mcp.plugins.records.sqlite_dialect import SqliteDialect
 from aql_mcp.plugins.records.sqlite_indexes import OF_COLLECTION, SqliteIndexes, declare
@@ -215,6 +216,8 @@ class SqliteRecordStore(SqliteIndexes):
     async def list_records(self, tenant: str, collection: str, listing: Listing) -> RecordPage:
         page = page_query(listing, DIALECT, COLUMNS, (tenant, collection))
         beyond = beyond_query(listing, DIALECT, (tenant, collection))
+        # The listing's time counts from here: a wait for a scan slot spends it too.
+        deadline = None if listing.is_plain else time.monotonic() + self.listing_seconds
 
         def read(db: sqlite3.Connection) -> RecordPage:
             found = db.execute(
@@ -222,13 +225,18 @@ class SqliteRecordStore(SqliteIndexes):
             ).fetchone()
             count = int(found[0]) if found else 0
             check_scan(listing, count, self.scan_rows)
-            with _clock(db, None if listing.is_plain else self.listing_seconds):
+            with _clock(db, deadline, self.listing_seconds):
                 rows = db.execute(page.sql, page.params).fetchall()
                 behind = bool(db.execute(beyond.sql, beyond.params).fetchone()[0]) if beyond else False
             keyed = [(_record(row), Key(row[7], row[8], row[9], row[6])) for row in rows]
             return window_page(keyed, listing, behind=behind, total=count if listing.is_plain else None)
 
-        return await self._engine.read(read, tenant=tenant)
+        if not scans(listing):
+            return await self._engine.read(read, tenant=tenant)
+        try:
+            return await self._engine.scan(read, tenant=tenant, wait=self.listing_seconds)
+        except TurnTimedOut:
+            raise ListingTimedOut(self.listing_seconds) from None
 
     async def update_record(
         self,
@@ -339,19 +347,23 @@ def _collection(row: tuple[Any, ...]) -> StoredCollection:
 
 
 class _clock:
-    """A listing's time limit on its reader connection: past `seconds`, SQLite stops the statement
-    (a progress handler), and the listing fails with `ListingTimedOut`; None: no limit."""
+    """A listing's time limit on its connection: past `deadline` (monotonic), SQLite stops the
+    statement (a progress handler), and the listing fails with `ListingTimedOut` of its `seconds`;
+    None: no limit. A deadline already past fails before any statement runs."""
 
-    def __init__(self, db: sqlite3.Connection, seconds: float | None) -> None:
-        self._db, self._seconds = db, seconds
+    def __init__(self, db: sqlite3.Connection, deadline: float | None, seconds: float) -> None:
+        self._db, self._deadline, self._seconds = db, deadline, seconds
 
     def __enter__(self) -> None:
-        if self._seconds is not None:
-            deadline = time.monotonic() + self._seconds
-            self._db.set_progress_handler(lambda: time.monotonic() > deadline, CLOCK_STEPS)
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if time.monotonic() > deadline:
+            raise ListingTimedOut(self._seconds)
+        self._db.set_progress_handler(lambda: time.monotonic() > deadline, CLOCK_STEPS)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, trace: object) -> None:
-        if self._seconds is None:
+        if self._deadline is None:
             return
         self._db.set_progress_handler(None, 0)
         if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":

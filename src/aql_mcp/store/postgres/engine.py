@@ -18,6 +18,11 @@ names its tenant, and one tenant holds at most its share of the `store.pool_max_
 while others wait, a freed one going to the tenant holding fewest. asyncpg's own queue is first come
 first served, so the turn is taken before the pool is asked. The bus's NOTIFY after a commit takes
 a connection outside the turns: it holds it for one round trip.
+
+Listings that scan (no declared index answers them) take a second, smaller pool of
+`store.scan_concurrency` connections (`scan`), with turns of their own: they can never hold the
+connections every other call needs, and at most that many of the database's backends scan for this
+replica at once (docs/store.md, "Scan slots"). The pool opens its connections when scans come.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class PostgresOptions:
     command_timeout: float = 30.0
     lock_timeout: float = 2.0
     tenant_share: float = TENANT_SHARE
+    scan_size: int = 4
     ssl_mode: str = "prefer"
     ssl_root_cert: Path | None = None
 
@@ -95,22 +101,17 @@ class PostgresEngine:
         # heartbeat), and what a plugin marks the rows it works on with.
         self.replica = secrets.token_hex(6)
         self._pool: asyncpg.Pool | None = None
+        self._scan_pool: asyncpg.Pool | None = None
         self._turns = FairShare(options.max_size, tenant_share(options.max_size, options.tenant_share))
+        self.scan_turns = FairShare(options.scan_size, tenant_share(options.scan_size, options.tenant_share))
 
     async def open(self, plugins: Sequence[PluginSchema] = (), *, migrate_schema: bool = True) -> None:
         """Connect and migrate: the core's schema, then the tables `plugins` declared. Without
         `migrate_schema`, connect only: a tool run by a role that may not migrate (`aql-mcp audit`)."""
         options = self.options
         try:
-            self._pool = await asyncpg.create_pool(
-                options.url,
-                min_size=min(options.min_size, options.max_size),
-                max_size=options.max_size,
-                statement_cache_size=options.statement_cache_size,
-                command_timeout=options.command_timeout,
-                reset=_keep,
-                **options.connect_arguments(),
-            )
+            self._pool = await self._create_pool(min(options.min_size, options.max_size), options.max_size)
+            self._scan_pool = await self._create_pool(0, options.scan_size)
             if migrate_schema:
                 async with self._pool.acquire() as connection:
                     await migrate(connection, plugins)
@@ -126,10 +127,23 @@ class PostgresEngine:
             await self.close()
             raise ConfigError("store.url (AQL_MCP_STORE__URL): not a valid postgresql:// URL") from None
 
+    async def _create_pool(self, min_size: int, max_size: int) -> asyncpg.Pool:
+        options = self.options
+        return await asyncpg.create_pool(
+            options.url,
+            min_size=min_size,
+            max_size=max_size,
+            statement_cache_size=options.statement_cache_size,
+            command_timeout=options.command_timeout,
+            reset=_keep,
+            **options.connect_arguments(),
+        )
+
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        pools, self._pool, self._scan_pool = (self._pool, self._scan_pool), None, None
+        for pool in pools:
+            if pool is not None:
+                await pool.close()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -148,9 +162,30 @@ class PostgresEngine:
         returns, rolled back if it raises. A lock is waited for at most `lock_timeout` (default:
         `store.lock_timeout_seconds`). A domain error (`RecordStoreError`) passes unchanged; an
         engine failure is 503."""
+        async with self._turns.turn(tenant):
+            return await self._transaction(self.pool, work, lock_timeout)
+
+    async def scan(
+        self,
+        work: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        tenant: str = SHARED,
+        wait: float,
+    ) -> T:
+        """`work` as `run` does it, on the scan pool in `tenant`'s fair turn among its connections (a
+        listing no index answers): the main pool stays free for every other call. A turn not given
+        within `wait` seconds raises `TurnTimedOut`, nothing begun."""
+        async with self.scan_turns.turn(tenant, wait=wait):
+            if self._scan_pool is None:
+                raise UpstreamUnavailable("Service unavailable: the store is not open")
+            return await self._transaction(self._scan_pool, work, None)
+
+    async def _transaction(
+        self, pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitable[T]], lock_timeout: float | None
+    ) -> T:
         begin = _begin(self.options.lock_timeout if lock_timeout is None else lock_timeout)
         try:
-            async with self._turns.turn(tenant), self.pool.acquire() as connection:
+            async with pool.acquire() as connection:
                 await connection.execute(begin)
                 try:
                     result = await work(connection)

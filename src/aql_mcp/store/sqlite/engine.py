@@ -7,7 +7,9 @@ read-check-write inside `write()` is atomic against every other writer, other pr
 Readers see the last committed state (WAL). A reader whose caller is cancelled (the tool timeout, a
 client's cancellation) is interrupted, so its statement stops too. The readers are shared fairly
 between tenants (`store/fair_share.py`): a read names its tenant, and one tenant holds at most its
-share of them while others wait.
+share of them while others wait. Listings that scan (no declared index answers them) run apart, on
+`store.scan_concurrency` scan threads with connections of their own (`scan`), so the reads every
+other call makes never wait behind them (docs/store.md, "Scan slots").
 
 When the file cannot be written (docs/store.md, "When the store cannot write"), the failure stays
 on the calls that write, each answered `StoreError` (503) with nothing written:
@@ -67,14 +69,18 @@ class SqliteEngine:
         lock_timeout: float = 2.0,
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
         share: float = TENANT_SHARE,
+        scans: int = 4,
     ) -> None:
         self.path = path
         self._readers_wanted = readers
         self._turns = FairShare(readers, tenant_share(readers, share))
+        self._scans_wanted = scans
+        self.scan_turns = FairShare(scans, tenant_share(scans, share))
         self._lock_timeout = lock_timeout
         self._wal_limit = wal_limit_bytes
         self._writer: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
+        self._scanners: ThreadPoolExecutor | None = None
         self._writer_db: sqlite3.Connection | None = None
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -92,12 +98,16 @@ class SqliteEngine:
         self._readers = ThreadPoolExecutor(
             self._readers_wanted, thread_name_prefix="sqlite-reader", initializer=self._open_reader
         )
+        # Threads start (and open their connection) on first use: a replica that never scans has none.
+        self._scanners = ThreadPoolExecutor(
+            self._scans_wanted, thread_name_prefix="sqlite-scanner", initializer=self._open_reader
+        )
 
     async def close(self) -> None:
-        for pool in (self._readers, self._writer):
+        for pool in (self._scanners, self._readers, self._writer):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-        self._readers = self._writer = None
+        self._scanners = self._readers = self._writer = None
         self._writer_db = None
         with self._guard:
             for db in self._connections:
@@ -122,6 +132,15 @@ class SqliteEngine:
             if self._readers is None:
                 raise UpstreamUnavailable("Service unavailable: the store is not open")
             return await self._interruptible(self._readers, work)
+
+    async def scan(self, work: Callable[[sqlite3.Connection], T], *, tenant: str = SHARED, wait: float) -> T:
+        """`work` on a scan thread, in `tenant`'s fair turn among the `store.scan_concurrency` scan
+        turns (a listing no index answers): the readers stay free for every other call. A turn not
+        given within `wait` seconds raises `TurnTimedOut`; interrupted if the caller is cancelled."""
+        async with self.scan_turns.turn(tenant, wait=wait):
+            if self._scanners is None:
+                raise UpstreamUnavailable("Service unavailable: the store is not open")
+            return await self._interruptible(self._scanners, work)
 
     async def maintain(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work` on a connection of its own, in autocommit, on a thread of its own (plugin_tables.py):

@@ -48,9 +48,15 @@ class SqliteStore:
         lock_timeout: float = 2.0,
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
         tenant_share: float = TENANT_SHARE,
+        scans: int = 4,
     ) -> None:
         self.engine = SqliteEngine(
-            path, readers=readers, lock_timeout=lock_timeout, wal_limit_bytes=wal_limit_bytes, share=tenant_share
+            path,
+            readers=readers,
+            lock_timeout=lock_timeout,
+            wal_limit_bytes=wal_limit_bytes,
+            share=tenant_share,
+            scans=scans,
         )
         self.confirmations = SqliteConfirmationStore(self.engine)
         self.revocations = SqliteRevocationStore(self.engine)
