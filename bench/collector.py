@@ -37,7 +37,7 @@ class Collector:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 try:
                     request = ExportTraceServiceRequest.FromString(body)
-                except Exception:  # noqa: BLE001 - anything unparsable is counted and refused
+                except Exception:  # anything unparsable is counted and refused
                     collector.count(refused=1)
                     self.send_response(400)
                     self.send_header("content-length", "0")

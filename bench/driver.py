@@ -32,7 +32,7 @@ from load import LoadOptions, load_phase, wrk_argv
 from procfs import cpu_model
 from profiling import profile_service
 from report import write_report
-from stacks import write_profile
+from stacks import Profiled, write_profile
 from targets import TARGETS, Server, Target, loaded_modules, snapshot_source, start, stop
 
 PACKAGES = (
@@ -78,7 +78,10 @@ def parser() -> argparse.ArgumentParser:
 
     profile_cmd = commands.add_parser("profile", help="py-spy the service under load")
     profile_cmd.add_argument("--out", type=Path, required=True)
-    profile_cmd.add_argument("--target", default="aql-mcp-modern", help="aql-mcp (2025-11-25) or aql-mcp-modern")
+    profile_cmd.add_argument("--targets", default="aql-mcp-modern,aql-mcp", help="the service targets to profile")
+    profile_cmd.add_argument(
+        "--flames", type=Path, default=Path(__file__).parent / "profiles", help="where the SVGs go"
+    )
     profile_cmd.add_argument("--conc", type=int, default=64)
     profile_cmd.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     profile_cmd.add_argument("--py-spy", default="py-spy")
@@ -222,12 +225,18 @@ def profile(args: argparse.Namespace) -> None:
     place_driver(args)
     source = args.source.resolve() if args.source else snapshot_source(args.out)
     options = load_options(args)
-    raw, row = profile_service(
-        args.out, target=args.target, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
-    )
+    profiles: list[Profiled] = []
+    args.flames.mkdir(parents=True, exist_ok=True)
+    for target in args.targets.split(","):
+        raw, svg, row = profile_service(
+            args.out, target=target, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
+        )
+        shutil.copyfile(svg, args.flames / svg.name)
+        profiles.append(Profiled(target, raw, row))
     found = versions(source, py_spy=args.py_spy)
-    (args.out / "profile.json").write_text(json.dumps({"row": row, "versions": found}, indent=2))
-    write_profile(raw, row, args.output, versions=found, source=source)
+    saved = {"profiles": [{"target": p.target, "raw": str(p.raw), "row": p.row} for p in profiles], "versions": found}
+    (args.out / "profile.json").write_text(json.dumps(saved, indent=2))
+    write_profile(profiles, args.output, versions=found, source=source)
 
 
 def versions(source: Path, *, py_spy: str | None = None) -> dict[str, str]:

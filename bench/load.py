@@ -145,7 +145,7 @@ def measure_once(server: Server, argv: list[str], options: LoadOptions, *, quiet
         "others_on_server_cpu": _others(busy_before, busy_after, options.server_cpu, server_cpu, elapsed),
         "others_on_load_cpu": _others(busy_before, busy_after, options.load_cpu, wrk_cpu, elapsed),
         "quiet_wait_s": waited,
-        "spans_per_call": spans / calls if calls and server.target.authenticated else None,
+        "spans_per_call": spans / calls if calls and server.target.traced else None,
         "bad_samples": stderr.splitlines()[:3],
     }
     if server.process.poll() is not None:

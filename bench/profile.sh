@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Profile aql-mcp under c=64 load with py-spy and write bench/PROFILE.md (per-layer time).
+# Profile aql-mcp under c=64 load with py-spy (both eras, traced as in `make bench`): bench/PROFILE.md
+# (where each microsecond of a call goes) and the flame graphs in bench/profiles/.
 #
 #   bench/profile.sh                   # 20 s at 200 Hz, c=64
 #   DURATION=30 RATE=100 bench/profile.sh
+#   TARGETS=aql-mcp-modern-untraced bench/profile.sh   # any aql-mcp target of bench/targets.py
 #   SOURCE=bench/results/latest/src bench/profile.sh   # the code a `make bench` run served
 #
 # py-spy goes into its own venv under .tools/ (gitignored) the first time, from the hashed lock
@@ -24,7 +26,7 @@ if [ ! -x "$SPY_VENV/bin/py-spy" ]; then
 fi
 
 "$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \
-  --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
+  --targets "${TARGETS:-aql-mcp-modern,aql-mcp}" --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
   --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} \
   --output "${PROFILE:-bench/PROFILE.md}"
 echo "profile: raw stacks in $OUT/profile.raw.txt; summary in ${PROFILE:-bench/PROFILE.md}"

@@ -13,62 +13,71 @@ from pathlib import Path
 from typing import Any
 
 from load import LoadOptions, check_server, measure_once, open_sessions, run_wrk, wait_quiet, wrk_argv
-from targets import TARGETS, start, stop
+from targets import TARGETS, Server, start, stop
 
 ATTACH_SECONDS = 1.0
 
 
 def profile_service(
     out: Path, *, target: str, conc: int, rate: int, py_spy: str, options: LoadOptions, source: Path
-) -> tuple[Path, dict[str, Any]]:
-    """Record `options.duration` seconds of `target` at `conc`; the raw stacks and the wrk row."""
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Record `options.duration` seconds of `target` at `conc`: the raw stacks (PROFILE.md's tables),
+    then as long again as a flame graph (an SVG py-spy draws); both paths and the wrk row of the first."""
     service = next(t for t in TARGETS if t.name == target)
-    raw = out / f"profile-{target}.raw.txt"
+    raw, svg = out / f"profile-{target}.raw.txt", out / f"{target}.svg"
     server = start(service, cpu=options.server_cpu, run_dir=out, label=f"profile-{target}", source=source)
     try:
         check_server(server)
-        sessions = open_sessions(server, conc, out / f"sessions-profile-c{conc}.txt")
-        headers, cpu = server.headers, options.load_cpu
-        run_wrk(
-            wrk_argv(service, headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=cpu), options.warmup
+        sessions = open_sessions(server, conc, out / f"sessions-profile-{target}-c{conc}.txt")
+        argv = wrk_argv(
+            service, server.headers, conc=conc, duration=options.duration, sessions=sessions, cpu=options.load_cpu
         )
+        warm = wrk_argv(
+            service, server.headers, conc=conc, duration=options.warmup, sessions=sessions, cpu=options.load_cpu
+        )
+        run_wrk(warm, options.warmup)
         waited = wait_quiet(server.pid, options)
-        spy = subprocess.Popen(  # noqa: S603
-            [  # noqa: S607
-                "taskset",
-                "-c",
-                str(cpu),
-                py_spy,
-                "record",
-                "--pid",
-                str(server.pid),
-                "--rate",
-                str(rate),
-                "--duration",
-                str(options.duration + 2),
-                "--format",
-                "raw",
-                "--output",
-                str(raw),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(out / "py-spy.log").open("wb"),
-        )
-        try:
-            time.sleep(ATTACH_SECONDS)
-            row = measure_once(
-                server,
-                wrk_argv(service, headers, conc=conc, duration=options.duration, sessions=sessions, cpu=cpu),
-                options,
-                quiet=False,
-            )
-            spy.wait(timeout=options.duration + 60)
-        finally:
-            if spy.poll() is None:
-                spy.kill()
-                spy.wait(timeout=10)
+        row = _recorded(out, server, argv, options, py_spy=py_spy, rate=rate, output=raw, form="raw")
+        _recorded(out, server, argv, options, py_spy=py_spy, rate=rate, output=svg, form="flamegraph")
     finally:
         stop(server)
-    if spy.returncode != 0 or not raw.exists():
+    return raw, svg, {**row, "conc": conc, "rate": rate, "duration": options.duration, "quiet_wait_s": waited}
+
+
+def _recorded(
+    out: Path, server: Server, argv: list[str], options: LoadOptions, *, py_spy: str, rate: int, output: Path, form: str
+) -> dict[str, Any]:
+    """One wrk run with py-spy recording the server into `output` (`form`: raw or flamegraph)."""
+    spy = subprocess.Popen(  # noqa: S603
+        [  # noqa: S607
+            "taskset",
+            "-c",
+            str(options.load_cpu),
+            py_spy,
+            "record",
+            "--pid",
+            str(server.pid),
+            "--rate",
+            str(rate),
+            "--duration",
+            str(options.duration + 2),
+            "--format",
+            form,
+            "--output",
+            str(output),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(out / "py-spy.log").open("ab"),
+    )
+    try:
+        time.sleep(ATTACH_SECONDS)
+        row = measure_once(server, argv, options, quiet=False)
+        spy.wait(timeout=options.duration + 60)
+    finally:
+        if spy.poll() is None:
+            spy.kill()
+            spy.wait(timeout=10)
+    if spy.returncode != 0 or not output.exists():
         raise RuntimeError(f"py-spy failed ({spy.returncode}); see {out / 'py-spy.log'}")
-    return raw, {**row, "conc": conc, "rate": rate, "duration": options.duration, "quiet_wait_s": waited}
+    return row

@@ -63,6 +63,66 @@ LIBRARY_LAYERS = {
     "prometheus_client": "metrics (observability/metrics.py, prometheus_client)",
     "opentelemetry": "tracing (observability/tracing.py, opentelemetry)",
 }
+# Issue 25's view of a call, in the order of its path: each sample goes to the category of the frame
+# nearest the leaf that has one (an `aql_mcp` file by prefix, else a library), so a library is charged
+# to the category of the code that called it only when it has none of its own.
+CATEGORY_FILES = (
+    ("observability/logging.py", "log"),
+    ("middleware/access.py", "log"),
+    ("middleware/request_id.py", "log"),
+    ("observability/metrics.py", "metrics"),
+    ("observability/mcp_metrics.py", "metrics"),
+    ("observability/tracing.py", "trace"),
+    ("observability/mcp_request.py", "trace"),
+    ("middleware/tracing.py", "trace"),
+    ("observability/telemetry.py", "log"),
+    ("audit/", "audit"),
+    ("auth/", "auth"),
+    ("middleware/auth.py", "auth"),
+    ("middleware/", "limits"),
+    ("bucket.py", "limits"),
+    ("timeouts.py", "limits"),
+    ("server/", "uvicorn"),
+    ("jsonrpc/messages.py", "parse"),
+    ("jsonrpc/nesting.py", "parse"),
+    ("endpoint/media.py", "parse"),
+    ("endpoint/modern/rounds.py", "parse"),
+    ("endpoint/modern/mirrored.py", "parse"),
+    ("protocol/lifecycle.py", "parse"),
+    ("protocol/param_headers.py", "parse"),
+    ("responses.py", "encode"),
+    ("endpoint/modern/reply.py", "encode"),
+    ("endpoint/legacy/exchange.py", "encode"),
+    ("endpoint/sse.py", "encode"),
+    ("protocol/results.py", "encode"),
+    ("protocol/result_limit.py", "encode"),
+    ("testing/echo.py", "handler"),
+    ("", "dispatch"),
+)
+CATEGORY_LIBRARIES = {
+    "uvicorn": "uvicorn",
+    "httptools": "uvicorn",
+    "uvloop": "uvicorn",
+    "starlette": "uvicorn",
+    "structlog": "log",
+    "logging": "log",
+    "jwt": "auth",
+    "cryptography": "auth",
+    "prometheus_client": "metrics",
+    "opentelemetry": "trace",
+    "google": "trace",
+    "requests": "trace",
+    "urllib3": "trace",
+    "orjson": "encode",
+    "anyio": "dispatch",
+    "jsonschema": "dispatch",
+    "referencing": "dispatch",
+    "sqlite3": "dispatch",
+}
+CATEGORIES = ("uvicorn", "parse", "auth", "limits", "dispatch", "handler", "encode", "log", "metrics", "trace", "audit")
+# A thread's stack that ends in one of these is waiting, not working: py-spy still reports an idle pool
+# thread blocked on its queue (a lock wait it does not see as idle), which is not the server's CPU.
+WAITING_LEAVES = {"_worker", "wait", "get", "_wait_for_tstate_lock", "select", "acquire", "_worker_loop", "sleep"}
 # The roots of every stack: never where time is spent.
 ROOT_FILES = ("aql_mcp/main.py", "aql_mcp/app.py")
 PASS_THROUGH = set(sys.stdlib_module_names) | {"<string>", "<frozen"}
@@ -157,6 +217,48 @@ def owner_of(stack: list[Frame]) -> str:
     return "event loop"
 
 
+def category_of(stack: list[Frame], sources: SourceLines) -> str:
+    """Issue 25's category of a sample (CATEGORY_FILES); stacks with no frame of ours are uvicorn's loop."""
+    for index, frame in enumerate(reversed(stack)):
+        if is_aql(frame):
+            if index == 0 and sources.c_library_called(frame):
+                return "encode"
+            path = frame.file.removeprefix("aql_mcp/")
+            return next(category for prefix, category in CATEGORY_FILES if path.startswith(prefix))
+        if frame.top in CATEGORY_LIBRARIES:
+            return CATEGORY_LIBRARIES[frame.top]
+    return "uvicorn"
+
+
+def working(stacks: list[tuple[list[Frame], int]]) -> list[tuple[list[Frame], int]]:
+    """The samples of work: a helper thread parked on its queue or condition is left out."""
+    kept = []
+    for frames, count in stacks:
+        parked = len(frames) > 1 and frames[0].function.startswith("Thread._bootstrap")
+        if parked and frames[-1].function.rsplit(".", 1)[-1] in WAITING_LEAVES:
+            continue
+        kept.append((frames, count))
+    return kept
+
+
+def per_call(stacks: list[tuple[list[Frame], int]], sources: SourceLines, cpu_us: float) -> list[str]:
+    """Each category's share of the samples, as microseconds of the measured CPU per call."""
+    counts: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    for frames, count in stacks:
+        category = category_of(frames, sources)
+        counts[category] += count
+        if frames and frames[0].function.startswith("Thread._bootstrap"):
+            threads[category] += count
+    total = sum(counts.values()) or 1
+    lines = ["| part of the call | µs per call | % | of which in other threads |", "|---|---:|---:|---:|"]
+    for category in CATEGORIES:
+        share = counts[category] / total
+        other = f"{threads[category] / total * cpu_us:.0f} µs" if threads[category] else ""
+        lines.append(f"| {category} | {share * cpu_us:.0f} | {100 * share:.1f} | {other} |")
+    return [*lines, f"| **all** | **{cpu_us:.0f}** | 100 | |"]
+
+
 def tally(stacks: list[tuple[list[Frame], int]], sources: SourceLines) -> dict[str, Counter[str]]:
     tables: dict[str, Counter[str]] = {
         "layer": Counter(),
@@ -205,59 +307,56 @@ def table(counter: Counter[str], total: int, header: str, *, limit: int | None =
     return lines
 
 
-def render(raw: Path, row: dict[str, Any], versions: dict[str, str], source: Path) -> list[str]:
-    stacks = parse(raw)
-    total = sum(count for _, count in stacks)
+@dataclass(frozen=True)
+class Profiled:
+    """One target's profile: its raw stacks and the wrk row measured while they were recorded."""
+
+    target: str
+    raw: Path
+    row: dict[str, Any]
+
+
+def render(profiles: list[Profiled], versions: dict[str, str], source: Path) -> list[str]:
     sources = SourceLines(source)
-    tables = tally(stacks, sources)
-    top_layers = [layer for layer, _ in tables["layer"].most_common(8)]
-    expected = row["rate"] * row["duration"]
-    return [
+    first = profiles[0].row
+    lines = [
         "# Where aql-mcp's time goes under load",
         "",
         f"Generated by `bench/profile.sh`: {versions.get('py-spy', 'py-spy')} sampling the service at "
-        f"{row['rate']} Hz for {row['duration']} s of wrk at c={row['conc']} (`tools/call echo`, stateful, the "
-        "`bench/service.yaml` configuration of `make bench`), server on CPU 0, wrk and py-spy on CPU 1. "
-        f"Raw stacks: `{raw}` (gitignored).",
+        f"{first['rate']} Hz for {first['duration']} s of wrk at c={first['conc']} per target (`tools/call echo`, the "
+        "`bench/service.yaml` configuration of `make bench`: production mode, every middleware, info logs, traces "
+        "exported at the default sampler to the stand-in collector), server on CPU 0, wrk and py-spy on CPU 1. "
+        "py-spy runs `--nonblocking`: it reads the stacks without stopping the process, so a sample is never "
+        "delayed to the end of a system call (a stopping sampler charges each `getpid`, `send` and `write` far "
+        "more than it costs). Then, for as long again, py-spy draws the flame graph kept in `bench/profiles/` "
+        "(open the SVG in a browser). Raw stacks stay in the run's results folder (gitignored).",
         "",
-        f"During the profile: {row['calls_per_s']:.0f} calls/s, "
-        f"p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
-        f"{row['server_cpu_us_per_call']:.0f} µs of server CPU per call, {row['bad']} bad responses; the server used "
-        f"{row['server_cpu_share']:.0%} of its CPU and other processes {row['others_on_server_cpu']:.0%}. py-spy "
-        "pauses the process for each sample, so throughput here is below `make bench`'s.",
-        f"{total} samples with the server on CPU (idle samples are not recorded): "
-        f"{total / expected:.0%} of the {expected} a fully busy process would give.",
+        "## Per call, by part of the path",
         "",
-        "## By layer",
+        "Each sample goes to the part of the frame nearest the leaf that has one (bench/stacks.py, "
+        "`CATEGORY_FILES`), and the parts' shares of the samples are turned into microseconds of the server CPU "
+        "per call measured during the same run. `uvicorn` includes the event loop, httptools, Starlette and the "
+        "connection limits (server/); `trace` includes the exporter's thread, which encodes and sends the spans.",
         "",
-        "Each sample is charged to the frame nearest the leaf that belongs to a layer: an `aql_mcp` file, or a",
-        "library (structlog → logging, jsonschema/referencing → protocol/tools, jwt → auth, ...). Standard-library",
-        "frames are charged to their caller; orjson (C) shows as the `aql_mcp` line that calls it.",
-        "",
-        *table(tables["layer"], total, "layer"),
-        "",
-        "## By the `aql_mcp` file nearest the leaf (libraries charged to the file that called them)",
-        "",
-        "Samples with no `aql_mcp` frame are grouped by the library nearest the leaf.",
-        "",
-        *table(tables["owner"], total, "file or library"),
-        "",
-        "## Inclusive: samples with the file anywhere on the stack",
-        "",
-        "The middleware nest, so each includes everything inside it; the drop from one to the next is that",
-        "layer's own cost plus anything it does after the inner app returns.",
-        "",
-        *table(tables["inclusive"], total, "aql_mcp file"),
-        "",
-        "## Hottest leaf functions (self time)",
-        "",
-        *table(tables["leaf"], total, "function (file)", limit=25),
-        "",
-        "## Where in each of the biggest layers",
-        "",
-        "The leaf line (what was running) and, when it is not in `aql_mcp`, the `aql_mcp` line that led there.",
-        "",
-        *detail(stacks, sources, total, top_layers),
+    ]
+    for profile in profiles:
+        row = profile.row
+        stacks = working(parse(profile.raw))
+        lines += [
+            f"### {profile.target}",
+            "",
+            f"{row['calls_per_s']:.0f} calls/s, p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
+            f"{row['server_cpu_us_per_call']:.0f} µs of server CPU per call, {row['bad']} bad responses; "
+            f"spans per call: {row.get('spans_per_call') or 0:.2f}; other processes used "
+            f"{row['others_on_server_cpu']:.0%} of the server CPU.",
+            "",
+            *per_call(stacks, sources, row["server_cpu_us_per_call"]),
+            "",
+        ]
+    for profile in profiles:
+        lines += _detail(profile, sources)
+    return [
+        *lines,
         "## Versions",
         "",
         "| component | version |",
@@ -267,19 +366,44 @@ def render(raw: Path, row: dict[str, Any], versions: dict[str, str], source: Pat
     ]
 
 
-def write_profile(raw: Path, row: dict[str, Any], output: Path, *, versions: dict[str, str], source: Path) -> None:
+def _detail(profile: Profiled, sources: SourceLines) -> list[str]:
+    stacks = working(parse(profile.raw))
+    total = sum(count for _, count in stacks) or 1
+    tables = tally(stacks, sources)
+    top_layers = [layer for layer, _ in tables["layer"].most_common(8)]
+    return [
+        f"## {profile.target} in detail",
+        "",
+        "By layer: each sample is charged to the frame nearest the leaf that belongs to a layer (an `aql_mcp` file,",
+        "or a library: structlog → logging, jwt → auth, ...); standard-library frames go to their caller.",
+        "",
+        *table(tables["layer"], total, "layer"),
+        "",
+        "Hottest leaf functions (self time):",
+        "",
+        *table(tables["leaf"], total, "function (file)", limit=15),
+        "",
+        "Where in each of the biggest layers: the leaf line and, when it is not in `aql_mcp`, the `aql_mcp` line",
+        "that led there.",
+        "",
+        *detail(stacks, sources, total, top_layers),
+    ]
+
+
+def write_profile(profiles: list[Profiled], output: Path, *, versions: dict[str, str], source: Path) -> None:
     notes = ""
     if output.exists() and NOTES_MARKER in output.read_text():
         notes = output.read_text().split(NOTES_MARKER, 1)[1]
-    output.write_text("\n".join([*render(raw, row, versions, source), NOTES_MARKER]) + (notes or "\n"))
+    output.write_text("\n".join([*render(profiles, versions, source), NOTES_MARKER]) + (notes or "\n"))
 
 
 def main(argv: list[str]) -> None:
-    """Rewrite PROFILE.md from a profile run's directory (raw stacks, run row, source snapshot)."""
+    """Rewrite PROFILE.md from a profile run's directory (profile.json, raw stacks, source snapshot)."""
     run = Path(argv[0])
     output = Path(argv[2]) if len(argv) > 2 and argv[1] == "--output" else Path(__file__).parent / "PROFILE.md"
     saved = json.loads((run / "profile.json").read_text())
-    write_profile(run / "profile.raw.txt", saved["row"], output, versions=saved["versions"], source=run / "src")
+    profiles = [Profiled(p["target"], Path(p["raw"]), p["row"]) for p in saved["profiles"]]
+    write_profile(profiles, output, versions=saved["versions"], source=run / "src")
 
 
 if __name__ == "__main__":

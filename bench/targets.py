@@ -47,6 +47,8 @@ class Target:
     # Loaded with stateless MCP 2026-07-28 requests (no handshake, no session) instead of 2025-11-25 ones.
     modern: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    # aql-mcp exports its traces (every span: the default sampler) to the stand-in collector.
+    traced: bool = False
 
     @property
     def url(self) -> str:
@@ -77,18 +79,18 @@ def _service(port: int) -> tuple[str, ...]:
     return (str(BIN / "aql-mcp"), "serve", "--config", str(SERVICE_CONFIG), "--port", str(port))
 
 
+MODERN_ON = (("AQL_MCP_MCP__MODERN_ERA", "true"),)
+
 TARGETS = (
-    Target("aql-mcp", 18201, True, _service(18201), authenticated=True),
+    Target("aql-mcp", 18201, True, _service(18201), authenticated=True, traced=True),
     # The same service and configuration with the modern era on, loaded with 2026-07-28 requests.
     Target(
-        "aql-mcp-modern",
-        18205,
-        False,
-        _service(18205),
-        authenticated=True,
-        modern=True,
-        env=(("AQL_MCP_MCP__MODERN_ERA", "true"),),
+        "aql-mcp-modern", 18205, False, _service(18205), authenticated=True, modern=True, env=MODERN_ON, traced=True
     ),
+    # Both again without a trace exporter (`tracing.otlp_endpoint` unset, the shipped default): what the
+    # spans cost is the difference.
+    Target("aql-mcp-untraced", 18207, True, _service(18207), authenticated=True),
+    Target("aql-mcp-modern-untraced", 18208, False, _service(18208), authenticated=True, modern=True, env=MODERN_ON),
     Target("sdk-stateless-json", 18202, False, _uvicorn("sdk_echo:stateless_json", 18202)),
     # The same SDK server: a 2026-07-28 `MCP-Protocol-Version` takes the SDK's own modern path.
     Target("sdk-modern-json", 18206, False, _uvicorn("sdk_echo:stateless_json", 18206), modern=True),
@@ -161,6 +163,7 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     headers = {}
     if target.authenticated:
         env.update(idp().env(target.url))
+    if target.traced:
         # Traces on, as in production: every span exported to the stand-in collector (bench/collector.py).
         env.update(collector().env())
         headers = {"Authorization": f"Bearer {idp().token(target.url)}"}

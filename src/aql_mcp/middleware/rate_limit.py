@@ -35,11 +35,11 @@ from aql_mcp.bucket import REQUEST_BUDGET, RequestBudget, TokenBucket
 from aql_mcp.exceptions import RateLimited
 from aql_mcp.protocol.versions import Era, era_of
 from aql_mcp.responses import send_error
-from aql_mcp.scope import principal_of, request_id_of
+from aql_mcp.scope import header, principal_of, request_id_of
 
 METHOD_HEADER = b"mcp-method"
 VERSION_HEADER = b"mcp-protocol-version"
-LISTEN = b"subscriptions/listen"
+LISTEN = "subscriptions/listen"
 # The bucket table is swept when it reaches this many keys (and again each time it doubles).
 SWEEP_AT = 10_000
 
@@ -169,6 +169,6 @@ def _spent(budget: str, limit: int, remaining: int) -> dict[str, Any]:
 
 def _is_listen(scope: Scope) -> bool:
     """A modern `subscriptions/listen` request, by its headers (the body is not read here)."""
-    fields = {key: value for key, value in scope["headers"] if key in (METHOD_HEADER, VERSION_HEADER)}
-    version = fields.get(VERSION_HEADER, b"").strip().decode("latin-1")
-    return fields.get(METHOD_HEADER, b"").strip() == LISTEN and era_of(version) is Era.MODERN
+    if (header(scope, METHOD_HEADER) or "").strip() != LISTEN:
+        return False
+    return era_of((header(scope, VERSION_HEADER) or "").strip()) is Era.MODERN
