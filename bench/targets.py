@@ -163,10 +163,10 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
     headers = {}
     if target.authenticated:
         env.update(idp().env(target.url))
+        headers = {"Authorization": f"Bearer {idp().token(target.url)}"}
     if target.traced:
         # Traces on, as in production: every span exported to the stand-in collector (bench/collector.py).
         env.update(collector().env())
-        headers = {"Authorization": f"Bearer {idp().token(target.url)}"}
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
