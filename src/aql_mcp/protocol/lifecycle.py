@@ -13,7 +13,7 @@ import orjson
 
 from aql_mcp import __version__
 from aql_mcp.exceptions import InvalidParams
-from aql_mcp.jsonrpc.nesting import exceeds_depth
+from aql_mcp.jsonrpc.nesting import exceeds_depth, may_exceed_depth
 from aql_mcp.protocol.skill import EXTENSION as SKILLS_EXTENSION
 from aql_mcp.protocol.versions import (
     DEFAULT_HEADER_VERSION,
@@ -106,13 +106,18 @@ def client_info(
 def check_bounds(field: str, value: Any, limits: HandshakeLimits) -> None:
     if not isinstance(value, dict):
         raise InvalidParams(f"Invalid params: {field} must be an object", data={"field": field, "reason": "type"})
-    if exceeds_depth(value, limits.max_depth):
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        encoded = None  # orjson writes nothing deeper than 254 levels: far too deep
+    # The walk only when the encoding has more brackets than levels allowed (rarely: a client's
+    # info and capabilities are a few small objects); it runs once per modern request.
+    if encoded is None or (may_exceed_depth(encoded, limits.max_depth) and exceeds_depth(value, limits.max_depth)):
         raise InvalidParams(
             f"Invalid params: {field} nests deeper than {limits.max_depth} levels",
             data={"field": field, "reason": "depth", "limit": limits.max_depth, "unit": "levels"},
         )
-    # Measured only once the depth is known to be small: orjson writes nothing deeper than 254 levels.
-    size = len(orjson.dumps(value))
+    size = len(encoded)
     if size > limits.max_bytes:
         raise InvalidParams(
             f"Invalid params: {field} is larger than {limits.max_bytes} bytes",

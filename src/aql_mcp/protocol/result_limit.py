@@ -11,15 +11,16 @@ from typing import Any
 
 import orjson
 
-# JSON can take up to 6 bytes per character (\\u00XX escapes); below this the size is not measured.
-WORST_CASE_BYTES_PER_CHAR = 6
 NOTICE = "[Result truncated: it exceeded the {limit}-byte result limit of this service.]"
 
 
 def limit_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
-    if _chars(result) * WORST_CASE_BYTES_PER_CHAR < limit:
-        return result
-    size = len(orjson.dumps(result))
+    # Measured by encoding it (orjson, C): cheaper than walking a result in Python, and a result
+    # large enough for that to cost is encoded once more for the answer either way.
+    try:
+        size = len(orjson.dumps(result))
+    except TypeError:
+        return result  # not JSON: the answer's encoder refuses it as it always has
     if size <= limit:
         return result
     return _truncate(result, limit)
@@ -60,13 +61,3 @@ def _fit(text: str, budget: int) -> str:
         else:
             high = middle - 1
     return text[:low]
-
-
-def _chars(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(len(k) + _chars(v) + 4 for k, v in value.items())
-    if isinstance(value, list):
-        return sum(_chars(v) + 1 for v in value)
-    return 16
