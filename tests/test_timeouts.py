@@ -51,42 +51,31 @@ def test_no_deadline_never_expires() -> None:
     assert asyncio.run(run()) is False
 
 
-def test_another_cancellation_inside_a_deadline_stays_a_cancellation() -> None:
+async def _cancelled_from_outside(seconds: float) -> bool:
+    """A task inside a deadline of `seconds`, cancelled by someone else before the loop's timer looks:
+    whether it ended cancelled (not with a TimeoutError)."""
+
     async def worker(entered: asyncio.Event) -> None:
-        async with deadline_after(3600):
+        async with deadline_after(seconds):
             entered.set()
             await _forever()
 
-    async def run() -> bool:
-        entered = asyncio.Event()
-        task = asyncio.create_task(worker(entered))
-        await entered.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return task.cancelled()
+    entered = asyncio.Event()
+    task = asyncio.create_task(worker(entered))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return task.cancelled()
 
-    assert asyncio.run(run())
+
+def test_another_cancellation_inside_a_deadline_stays_a_cancellation() -> None:
+    assert asyncio.run(_cancelled_from_outside(3600))
 
 
 def test_a_deadline_that_passes_while_an_outer_cancellation_is_pending_leaves_it_pending() -> None:
     """As asyncio.timeout: the TimeoutError is only ours when no one else cancelled the task too."""
-
-    async def worker(entered: asyncio.Event) -> None:
-        async with deadline_after(0):
-            entered.set()
-            await _forever()
-
-    async def run() -> bool:
-        entered = asyncio.Event()
-        task = asyncio.create_task(worker(entered))
-        await entered.wait()
-        task.cancel()  # before the loop's timer expires the deadline too
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return task.cancelled()
-
-    assert asyncio.run(run())
+    assert asyncio.run(_cancelled_from_outside(0))
 
 
 def test_many_deadlines_expire_each_their_own_task_only() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -15,10 +14,11 @@ import orjson
 
 from aql_mcp.plugin import PostgresEngine, TurnTimedOut
 from aql_mcp.plugins.records.compiler import beyond_query, page_query
-from aql_mcp.plugins.records.indexes import from_json, in_order, scans
-from aql_mcp.plugins.records.listing import Index, Key, Listing
+from aql_mcp.plugins.records.indexes import in_order, scans
+from aql_mcp.plugins.records.listing import Index, Listing
 from aql_mcp.plugins.records.postgres_dialect import PostgresDialect
 from aql_mcp.plugins.records.postgres_indexes import OF_COLLECTION, PostgresIndexes, declare
+from aql_mcp.plugins.records.postgres_rows import collection_of, key_of, record_of
 from aql_mcp.plugins.records.postgres_usage import add_usage, take_quota
 from aql_mcp.plugins.records.store import (
     LISTING_SECONDS,
@@ -96,7 +96,7 @@ class PostgresRecordStore(PostgresIndexes):
             name,
             tenant=tenant,
         )
-        return _collection(row) if row else None
+        return collection_of(row) if row else None
 
     async def list_collections(
         self, tenant: str, *, size: int, forward: bool = True, cursor: str | None = None
@@ -111,7 +111,7 @@ class PostgresRecordStore(PostgresIndexes):
         args = (tenant, size + 1, cursor) if cursor is not None else (tenant, size + 1)
 
         async def read(db: asyncpg.Connection) -> CollectionPage:
-            rows = [_collection(row) for row in await db.fetch(query, *args)]
+            rows = [collection_of(row) for row in await db.fetch(query, *args)]
             back = cursor is not None and bool(
                 await db.fetchval(
                     f"SELECT EXISTS (SELECT 1 FROM record_collections WHERE tenant = $1 AND name {behind} $2)",  # noqa: S608
@@ -206,7 +206,7 @@ class PostgresRecordStore(PostgresIndexes):
             record_id,
             tenant=tenant,
         )
-        return _record(row) if row else None
+        return record_of(row) if row else None
 
     async def list_records(self, tenant: str, collection: str, listing: Listing) -> RecordPage:
         page = page_query(listing, DIALECT, COLUMNS, (tenant, collection))
@@ -232,7 +232,7 @@ class PostgresRecordStore(PostgresIndexes):
             except asyncpg.QueryCanceledError:
                 raise ListingTimedOut(self.listing_seconds) from None
             total = count if listing.is_plain else None
-            return window_page([(_record(row), _key(row)) for row in rows], listing, behind=behind, total=total)
+            return window_page([(record_of(row), key_of(row)) for row in rows], listing, behind=behind, total=total)
 
         if not scans(listing):
             return await self._engine.run(read, tenant=tenant)
@@ -262,7 +262,7 @@ class PostgresRecordStore(PostgresIndexes):
             )
             if row is None:
                 raise Missing(record_id)
-            current = _record(row)
+            current = record_of(row)
             if if_match is not None and if_match != current.etag:
                 raise VersionMismatch(current.etag)
             data = change(current.data)
@@ -350,34 +350,6 @@ async def insert_records(
         ],
     )
     return len(records)
-
-
-def _record(row: Any) -> StoredRecord:
-    return StoredRecord(
-        row["collection"],
-        row["id"],
-        orjson.loads(row["data"]),
-        row["etag"],
-        row["created_at"],
-        row["updated_at"],
-        int(row["pos"]),
-    )
-
-
-def _key(row: Any) -> Key:
-    number = row["k_number"]
-    if isinstance(number, Decimal):
-        # An integer as int while orjson can write it into a cursor (64 bits); any other number as the
-        # float it was stored from (orjson writes no integer wider than that, so nothing is lost).
-        integral = number == number.to_integral_value() and -(2**63) <= number < 2**64
-        number = int(number) if integral else float(number)
-    return Key(int(row["k_rank"]), number, row["k_text"], int(row["pos"]))
-
-
-def _collection(row: Any) -> StoredCollection:
-    fields = tuple(orjson.loads(row[2])) if row[2] is not None else None
-    indexes = from_json(orjson.loads(row[5]) if row[5] else None)
-    return StoredCollection(row[0], row[1], fields, row[3], int(row[4]), indexes)
 
 
 async def _claim_key(db: asyncpg.Connection, tenant: str, idempotency: Idempotency, now: str) -> StoredRecord | None:
