@@ -311,7 +311,10 @@ async def measure_operations(
     settings = Settings(store=StoreSettings.model_validate({"path": state, "url": env.get("AQL_MCP_STORE__URL", "")}))
     floor = open_store(settings)
     # The records facet as the plugin binds it (the store has no `records` of its own since plugins own their tables).
-    engine_side = SimpleNamespace(records=floor.tables(RECORDS))
+    records = floor.tables(RECORDS)
+    # The scan budget the service gets from SERVER_ENV (the floor's store is built without settings).
+    records.scan_rows = int(SERVER_ENV["AQL_MCP_STORE__LISTING_SCAN_ROWS"])
+    engine_side = SimpleNamespace(records=records)
     await floor.open()
     try:
         for name, (through_service, on_engine) in measured.items():
