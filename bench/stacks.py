@@ -119,6 +119,9 @@ CATEGORY_LIBRARIES = {
     "referencing": "dispatch",
     "sqlite3": "dispatch",
 }
+# Helper threads by the function they run: py-spy shortens the paths of namespace packages (an OTLP
+# exporter's frames show as `common/_internal/...`), so a thread is known by its loop instead.
+THREAD_CATEGORIES = {"BatchProcessor.worker": "trace", "BatchSpanProcessor.worker": "trace"}
 CATEGORIES = ("uvicorn", "parse", "auth", "limits", "dispatch", "handler", "encode", "log", "metrics", "trace", "audit")
 # A thread's stack that ends in one of these is waiting, not working: py-spy still reports an idle pool
 # thread blocked on its queue (a lock wait it does not see as idle), which is not the server's CPU.
@@ -219,6 +222,9 @@ def owner_of(stack: list[Frame]) -> str:
 
 def category_of(stack: list[Frame], sources: SourceLines) -> str:
     """Issue 25's category of a sample (CATEGORY_FILES); stacks with no frame of ours are uvicorn's loop."""
+    for frame in stack:
+        if frame.function in THREAD_CATEGORIES:
+            return THREAD_CATEGORIES[frame.function]
     for index, frame in enumerate(reversed(stack)):
         if is_aql(frame):
             if index == 0 and sources.c_library_called(frame):
