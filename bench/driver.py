@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> None:
     source = args.source.resolve() if args.source else snapshot_source(out)
     (out / "versions.json").write_text(json.dumps(versions(source), indent=2))
     (out / "commands.json").write_text(json.dumps(commands(targets, options), indent=2))
-    settings = {**asdict(options), "reps": args.reps, "sessions": args.sessions, "nice": args.nice}
+    settings = {**asdict(options), "reps": args.reps, "sessions": args.sessions, "nice": args.nice, "conc": args.conc}
     settings["targets"] = [t.name for t in targets]
     (out / "options.json").write_text(json.dumps(settings))
     concurrencies = [int(c) for c in args.conc.split(",")]

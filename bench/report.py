@@ -329,6 +329,7 @@ def invocation(options: dict[str, Any]) -> str:
         "NICE": (options.get("nice", 0), 0),
         "REPS": (options["reps"], 1),
         "DURATION": (options["duration"], 10),
+        "CONC": (options.get("conc", "1,16,64"), "1,16,64"),
     }
     changed = [f"{name}={value}" for name, (value, default) in settings.items() if value != default]
     targets = options.get("targets", list(ORDER))
