@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from aql_mcp.timeouts import TICK_SECONDS, deadline_after, deadline_at
+from tests.support.wait import turn
 
 
 async def _forever() -> None:
@@ -46,7 +47,7 @@ def test_work_that_ends_in_time_is_untouched_when_its_deadline_passes_later() ->
 def test_no_deadline_never_expires() -> None:
     async def run() -> bool:
         async with deadline_at(None) as deadline:
-            await asyncio.sleep(0)
+            await turn()
         return deadline.expired
 
     assert asyncio.run(run()) is False
@@ -90,7 +91,7 @@ def test_many_deadlines_expire_each_their_own_task_only() -> None:
 
     async def quick() -> str:
         async with deadline_after(3600):
-            await asyncio.sleep(0)
+            await turn()
         return "finished"
 
     async def run() -> list[str]:

@@ -1,75 +1,104 @@
-"""Deadlines for the work of every call, checked by one timer per event loop instead of one each.
+"""Deadlines checked by one timer per event loop instead of one timer each.
 
-Every call runs under two deadlines: the pace of its request body (middleware/limits.py) and its
-tool's time limit (protocol/tools.py), both measured in seconds. `asyncio.timeout` arms a timer on
-the loop for each and disarms it when the work ends, which on uvloop allocates and frees a libuv
-timer every time: two per call, a few microseconds each, for deadlines that almost never pass
-(bench/PROFILE.md). `deadline_at` behaves like `asyncio.timeout_at` (the task is cancelled when
-the deadline passes, and the cancellation comes out as `TimeoutError`), but entering and leaving
-it only adds and removes the deadline from a set that one timer per loop looks at every
-`TICK_SECONDS`: a deadline fires up to that much late, which is nothing next to limits of seconds.
+Every call runs under deadlines: the pace of its request body (middleware/limits.py), its tool's
+time limit (protocol/tools.py), and its connection's (server/deadline.py), all measured in seconds.
+`asyncio.timeout` or `call_later` arms a timer on the loop for each and disarms it when the work
+ends, which on uvloop allocates and frees a libuv timer every time: several per call, a few
+microseconds each, for deadlines that almost never pass (bench/PROFILE.md). Here a deadline goes
+into the bucket of `TICK_SECONDS` its time falls in (`Wheel`), and one timer per loop runs out the
+buckets whose time has come: arming and disarming is a dictionary step, and a deadline fires up to
+`TICK_SECONDS` late, which is nothing next to limits of seconds.
+
+`deadline_at` behaves like `asyncio.timeout_at`: the task is cancelled when the deadline passes, and
+the cancellation comes out as `TimeoutError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import weakref
 from types import TracebackType
+from typing import Protocol
 
-# How often the loop's timer looks at the deadlines, and so how late one may fire.
+# The width of a bucket, and so how late a deadline may fire.
 TICK_SECONDS = 0.05
 
 
-class _Watch:
-    """The deadlines of one event loop, and the timer that runs while there are any."""
+class Expiring(Protocol):
+    """What a wheel holds: something to call when its bucket comes up."""
 
-    __slots__ = ("_running", "deadlines", "loop")
+    def run_out(self) -> None: ...
+
+
+class Wheel:
+    """The armed deadlines of one event loop, by the bucket their time falls in."""
+
+    __slots__ = ("_buckets", "_running", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self._buckets: dict[int, dict[Expiring, None]] = {}
         self._running = False
-        self.deadlines: dict[Deadline, None] = {}
 
-    def add(self, deadline: Deadline) -> None:
-        self.deadlines[deadline] = None
+    def add(self, item: Expiring, seconds: float) -> int:
+        """Run `item` out in `seconds` (up to TICK_SECONDS later); the slot `remove` takes."""
+        slot = math.ceil((self.loop.time() + seconds) / TICK_SECONDS)
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            bucket = self._buckets[slot] = {}
+        bucket[item] = None
         if not self._running:
             self._running = True
             self.loop.call_later(TICK_SECONDS, self._tick)
+        return slot
+
+    def remove(self, item: Expiring, slot: int) -> None:
+        bucket = self._buckets.get(slot)
+        if bucket is not None:
+            bucket.pop(item, None)
+            if not bucket:
+                del self._buckets[slot]
 
     def _tick(self) -> None:
-        now = self.loop.time()
-        for deadline in [d for d in self.deadlines if d.when is not None and d.when <= now]:
-            deadline.expire()
-        if self.deadlines:
-            self.loop.call_later(TICK_SECONDS, self._tick)
-        else:
-            self._running = False
+        now = math.floor(self.loop.time() / TICK_SECONDS)
+        try:
+            for slot in sorted(slot for slot in self._buckets if slot <= now):
+                for item in self._buckets.pop(slot, {}):
+                    item.run_out()
+        finally:
+            # Re-armed whatever a callback did: the other deadlines still run out.
+            if self._buckets:
+                self.loop.call_later(TICK_SECONDS, self._tick)
+            else:
+                self._running = False
 
 
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watch] = weakref.WeakKeyDictionary()
-# The last loop's watch, found without a weak reference per lookup (a process serves on one loop).
-_last: list[_Watch] = []
+_wheels: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Wheel] = weakref.WeakKeyDictionary()
+# The last loop's wheel, found without a weak reference per lookup (a process serves on one loop).
+_last: list[Wheel] = []
 
 
-def _watch_of(loop: asyncio.AbstractEventLoop) -> _Watch:
+def wheel_of(loop: asyncio.AbstractEventLoop) -> Wheel:
     if _last and _last[0].loop is loop:
         return _last[0]
-    watch = _watches.get(loop)
-    if watch is None:
-        watch = _watches[loop] = _Watch(loop)
-    _last[:] = [watch]
-    return watch
+    wheel = _wheels.get(loop)
+    if wheel is None:
+        wheel = _wheels[loop] = Wheel(loop)
+    _last[:] = [wheel]
+    return wheel
 
 
 class Deadline:
     """`async with deadline_at(when)`: see the module docstring. `when` None never expires."""
 
-    __slots__ = ("_cancelling", "_expired", "_task", "_watch", "when")
+    __slots__ = ("_cancelling", "_expired", "_slot", "_task", "_wheel", "when")
 
     def __init__(self, when: float | None) -> None:
         self.when = when
         self._task: asyncio.Task[object] | None = None
-        self._watch: _Watch | None = None
+        self._wheel: Wheel | None = None
+        self._slot = 0
         self._cancelling = 0
         self._expired = False
 
@@ -80,16 +109,16 @@ class Deadline:
         self._task = task
         self._cancelling = task.cancelling()
         if self.when is not None:
-            self._watch = _watch_of(asyncio.get_running_loop())
-            self._watch.add(self)
+            self._wheel = wheel_of(task.get_loop())
+            self._slot = self._wheel.add(self, self.when - self._wheel.loop.time())
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> bool | None:
-        if self._watch is not None:
-            self._watch.deadlines.pop(self, None)
-            self._watch = None
+        if self._wheel is not None:
+            self._wheel.remove(self, self._slot)
+            self._wheel = None
         # Ours alone (as asyncio.timeout decides): the cancellation becomes a TimeoutError.
         if (
             self._expired
@@ -100,10 +129,9 @@ class Deadline:
             raise TimeoutError from exc
         return None
 
-    def expire(self) -> None:
-        if self._watch is not None:
-            self._watch.deadlines.pop(self, None)
-            self._watch = None
+    def run_out(self) -> None:
+        """The wheel's call: the deadline passed while the work still ran."""
+        self._wheel = None
         if self._task is not None and not self._task.done():
             self._expired = True
             self._task.cancel()
