@@ -184,11 +184,7 @@ def info_line(logger: Any, event: str, **fields: Any) -> None:
     if not lines.info:
         return
     fields["event"] = event
-    for key, value in _context.get().items():
-        if key not in fields:
-            fields[key] = value
-    fields["level"] = "info"
-    fields["timestamp"] = lines.fields.timestamp()
+    lines.fields(None, "info", fields)
     try:
         # Without OPT_NON_STR_KEYS, which takes orjson off its fast path: these lines' keys are names.
         line = orjson.dumps(fields, default=repr, option=orjson.OPT_APPEND_NEWLINE)
