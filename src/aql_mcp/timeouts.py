@@ -16,13 +16,17 @@ the cancellation comes out as `TimeoutError`.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import weakref
 from types import TracebackType
 from typing import Protocol
 
-# The width of a bucket, and so how late a deadline may fire.
-TICK_SECONDS = 0.05
+# The width of a bucket, and so how late a deadline may fire: short enough for the limits of tens of
+# milliseconds tests set, and only a hundred turns of the loop a second while any deadline is armed.
+TICK_SECONDS = 0.01
+# How early the loop's timer may run (uvloop's clock has millisecond steps).
+JITTER_SECONDS = 0.002
 
 
 class Expiring(Protocol):
@@ -34,11 +38,13 @@ class Expiring(Protocol):
 class Wheel:
     """The armed deadlines of one event loop, by the bucket their time falls in."""
 
-    __slots__ = ("_buckets", "_running", "loop")
+    __slots__ = ("_buckets", "_running", "_slots", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._buckets: dict[int, dict[Expiring, None]] = {}
+        # The slots that have had a bucket, soonest first: a tick looks at the due ones only.
+        self._slots: list[int] = []
         self._running = False
 
     def add(self, item: Expiring, seconds: float) -> int:
@@ -47,29 +53,34 @@ class Wheel:
         bucket = self._buckets.get(slot)
         if bucket is None:
             bucket = self._buckets[slot] = {}
+            heapq.heappush(self._slots, slot)
         bucket[item] = None
         if not self._running:
             self._running = True
-            self.loop.call_later(TICK_SECONDS, self._tick)
+            self._next_tick()
         return slot
+
+    def _next_tick(self) -> None:
+        # On the buckets' boundaries: a deadline runs out less than one bucket after its time.
+        self.loop.call_at((math.floor(self.loop.time() / TICK_SECONDS) + 1) * TICK_SECONDS, self._tick)
 
     def remove(self, item: Expiring, slot: int) -> None:
         bucket = self._buckets.get(slot)
         if bucket is not None:
+            # An emptied bucket stays until its slot comes up: its slot is in the heap once.
             bucket.pop(item, None)
-            if not bucket:
-                del self._buckets[slot]
 
     def _tick(self) -> None:
-        now = math.floor(self.loop.time() / TICK_SECONDS)
+        # A timer may run a little early: a bucket whose end is that close counts as come.
+        now = math.floor((self.loop.time() + JITTER_SECONDS) / TICK_SECONDS)
         try:
-            for slot in sorted(slot for slot in self._buckets if slot <= now):
-                for item in self._buckets.pop(slot, {}):
+            while self._slots and self._slots[0] <= now:
+                for item in self._buckets.pop(heapq.heappop(self._slots), {}):
                     item.run_out()
         finally:
             # Re-armed whatever a callback did: the other deadlines still run out.
-            if self._buckets:
-                self.loop.call_later(TICK_SECONDS, self._tick)
+            if self._slots:
+                self._next_tick()
             else:
                 self._running = False
 
