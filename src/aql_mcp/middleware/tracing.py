@@ -10,9 +10,8 @@ from aql_mcp.observability.logging import bind_log_context
 from aql_mcp.observability.tracing import (
     CARRIER_KEYS,
     Tracing,
-    current_span_id,
-    current_trace_id,
     peer_attributes,
+    span_ids,
     trace_id_of,
 )
 from aql_mcp.scope import header
@@ -39,7 +38,8 @@ class TracingMiddleware:
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
         peer = peer_attributes(scope)
         with self.tracing.server_span(f"{scope['method']} {scope['path']}", carrier, attributes, peer) as span:
-            bind_log_context(trace_id=current_trace_id(), span_id=current_span_id())
+            trace_id, span_id = span_ids(span)
+            bind_log_context(trace_id=trace_id, span_id=span_id)
 
             async def send_with_status(message: Message) -> None:
                 if message["type"] == "http.response.start" and span is not None:

@@ -11,7 +11,7 @@ the span's `trace_id` and `span_id`.
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, Protocol
@@ -22,7 +22,7 @@ from aql_mcp.auth.principal import Principal
 from aql_mcp.exceptions import InputRequired, InternalError, WireError
 from aql_mcp.observability.logging import end_log_context, extend_log_context
 from aql_mcp.observability.mcp_metrics import McpMetrics
-from aql_mcp.observability.tracing import Tracing, carrier_of, current_span_id, current_trace_id, set_error, trace_id_of
+from aql_mcp.observability.tracing import NO_SPAN, Tracing, carrier_of, set_error, span_ids, trace_id_of
 
 RESOURCE_METHODS = ("resources/read", "resources/subscribe", "resources/unsubscribe")
 TOOL_CALL = "tools/call"
@@ -32,7 +32,6 @@ MAX_URI = 512
 # Session ids are cut to this prefix, as on log lines: enough to tell sessions apart and match a
 # trace to its log lines, without handing a tracing backend the whole id the session is reached by.
 SESSION_PREFIX = 8
-NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 
 class Context(Protocol):
@@ -119,7 +118,8 @@ class McpRequest:
         self.span = self._span_scope.__enter__()
         self._current = _CURRENT_REQUEST.set(self)
         if self.span is not None:
-            self._log_token = extend_log_context(trace_id=current_trace_id(), span_id=current_span_id())
+            trace_id, span_id = span_ids(self.span)
+            self._log_token = extend_log_context(trace_id=trace_id, span_id=span_id)
         elif trace_id := trace_id_of(carrier_of(self._meta).get("traceparent")):
             self._log_token = extend_log_context(trace_id=trace_id)
         self._started = time.perf_counter()

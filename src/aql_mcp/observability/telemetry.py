@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
@@ -25,7 +25,7 @@ from aql_mcp.observability.logging import info_line
 from aql_mcp.observability.mcp_metrics import McpMetrics
 from aql_mcp.observability.mcp_request import Context, McpRequest, current_request
 from aql_mcp.observability.metrics import OUTCOMES, Metrics
-from aql_mcp.observability.tracing import Tracing, set_outcome
+from aql_mcp.observability.tracing import NO_SPAN, Tracing, set_outcome
 
 log = structlog.get_logger("aql_mcp.calls")
 
@@ -46,8 +46,6 @@ MAX_LOGGED_CODES = 10
 
 # The tools/call running in this task, so an MCP-AQL operation inside it can name itself there.
 _CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("aql_mcp_current_call", default=None)
-# Reusable: entering it does nothing, so one serves every call when tracing is off.
-NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 
 class CallRecord:

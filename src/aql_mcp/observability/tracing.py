@@ -12,9 +12,10 @@ incoming trace id still reaches the logs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -25,7 +26,7 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler, TraceIdRatioBased
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -33,6 +34,8 @@ TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 # The W3C keys a carrier may hold: HTTP headers, or `params._meta` unprefixed (SEP-414).
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+# The span scope where tracing is off: reusable, entering it does nothing, so one serves every request.
+NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 
 class HttpTrace:
@@ -63,6 +66,71 @@ def peer_attributes(scope: Mapping[str, Any]) -> dict[str, str]:
 _HTTP_TRACE: ContextVar[HttpTrace | None] = ContextVar("aql_mcp_http_trace", default=None)
 
 
+class CurrentSpan:
+    """A span started on entry and current until exit, then ended: the SDK's `start_as_current_span`
+    without its two generator context managers, which cost about as much as the span's attributes
+    (bench/PROFILE.md). As there, only an `Exception` is recorded on the span, and sets its ERROR
+    status, unless `start` says `record_exception: False` (the MCP request span sets its own).
+
+    `parent`: a context made current before the span starts (the MCP span's carrier, with its
+    baggage); `http`: the headers' context and the peer's attributes, kept for the MCP request
+    spans this HTTP request carries (`_HTTP_TRACE`)."""
+
+    __slots__ = (
+        "_http",
+        "_http_token",
+        "_name",
+        "_parent",
+        "_parent_token",
+        "_span",
+        "_span_token",
+        "_start",
+        "_tracer",
+    )
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        name: str,
+        start: dict[str, Any],
+        *,
+        parent: Context | None = None,
+        http: tuple[Context | None, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._start = start
+        self._parent = parent
+        self._http = http
+        self._parent_token: Token[Context] | None = None
+        self._span_token: Token[Context] | None = None
+        self._http_token: Token[HttpTrace | None] | None = None
+        self._span: Span = trace.INVALID_SPAN
+
+    def __enter__(self) -> Span:
+        self._parent_token = otel_context.attach(self._parent) if self._parent is not None else None
+        self._span = span = self._tracer.start_span(self._name, **self._start)
+        self._span_token = otel_context.attach(trace.set_span_in_context(span))
+        if self._http is not None:
+            self._http_token = _HTTP_TRACE.set(HttpTrace(span, *self._http))
+        return span
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._http_token is not None:
+            _HTTP_TRACE.reset(self._http_token)
+        span = self._span
+        if self._span_token is not None:
+            otel_context.detach(self._span_token)
+        if isinstance(exc, Exception) and self._start.get("record_exception", True) and span.is_recording():
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, description=f"{type(exc).__name__}: {exc}"))
+        span.end()
+        if self._parent_token is not None:
+            otel_context.detach(self._parent_token)
+
+
 def carrier_of(source: Any) -> dict[str, str]:
     """The W3C trace context and baggage entries of a mapping (`_meta` or headers), strings only."""
     if not isinstance(source, Mapping):
@@ -90,7 +158,10 @@ class Tracing:
     ) -> None:
         self.enabled = exporter is not None or otlp_endpoint is not None
         resource = Resource.create({"service.name": service, "service.version": version})
-        self.provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(sample_ratio)))
+        # At 1, the OpenTelemetry default (ParentBased(AlwaysOn)): the same decisions as a ratio of
+        # 1, without comparing every new trace id to the bound.
+        root: Sampler = ALWAYS_ON if sample_ratio >= 1 else TraceIdRatioBased(sample_ratio)
+        self.provider = TracerProvider(resource=resource, sampler=ParentBased(root))
         if exporter is not None:
             self.provider.add_span_processor(SimpleSpanProcessor(exporter))
         elif otlp_endpoint is not None:
@@ -99,33 +170,23 @@ class Tracing:
             self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
         self.tracer = self.provider.get_tracer("aql_mcp")
 
-    @contextmanager
     def server_span(
         self, name: str, carrier: Mapping[str, str], attributes: dict[str, Any], peer: Mapping[str, str]
-    ) -> Iterator[Span | None]:
+    ) -> AbstractContextManager[Span | None]:
         """The HTTP request's span, parented by the carrier's traceparent; current while it runs.
         `peer` (`peer_attributes`) goes on it and on each MCP request span it carries."""
         if not self.enabled:
-            yield None
-            return
+            return NO_SPAN
         headers_context = PROPAGATOR.extract(carrier=dict(carrier)) if "traceparent" in carrier else None
-        with self.tracer.start_as_current_span(
-            name, context=headers_context, kind=SpanKind.SERVER, attributes={**attributes, **peer}
-        ) as span:
-            token = _HTTP_TRACE.set(HttpTrace(span, headers_context, peer))
-            try:
-                yield span
-            finally:
-                _HTTP_TRACE.reset(token)
+        start = {"context": headers_context, "kind": SpanKind.SERVER, "attributes": {**attributes, **peer}}
+        return CurrentSpan(self.tracer, name, start, http=(headers_context, peer))
 
-    @contextmanager
-    def request_span(self, name: str, attributes: dict[str, Any], meta: Any) -> Iterator[Span | None]:
+    def request_span(self, name: str, attributes: dict[str, Any], meta: Any) -> AbstractContextManager[Span | None]:
         """The SERVER span of one MCP request (module docstring: its parent and its link); current while
         it runs. Its status is the caller's to set: an exception is not always a failure (a modern
         `input_required` answer, a cancellation)."""
         if not self.enabled:
-            yield None
-            return
+            return NO_SPAN
         http = _HTTP_TRACE.get()
         carrier = carrier_of(meta)
         parent: Context | None = None
@@ -136,29 +197,14 @@ class Tracing:
         links = [Link(http.span.get_span_context())] if http is not None else None
         if http is not None:
             attributes = {**http.peer, **attributes}
-        token = otel_context.attach(parent) if parent is not None else None
-        try:
-            with self.tracer.start_as_current_span(
-                name,
-                kind=SpanKind.SERVER,
-                attributes=attributes,
-                links=links,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as span:
-                yield span
-        finally:
-            if token is not None:
-                otel_context.detach(token)
+        start = {"kind": SpanKind.SERVER, "attributes": attributes, "links": links, "record_exception": False}
+        return CurrentSpan(self.tracer, name, start, parent=parent)
 
-    @contextmanager
-    def span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span | None]:
+    def span(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Span | None]:
         """An INTERNAL child of the current span (an MCP-AQL operation inside its tools/call)."""
         if not self.enabled:
-            yield None
-            return
-        with self.tracer.start_as_current_span(name, attributes=attributes) as span:
-            yield span
+            return NO_SPAN
+        return CurrentSpan(self.tracer, name, {"attributes": attributes})
 
     def shutdown(self) -> None:
         self.provider.shutdown()
@@ -181,11 +227,9 @@ def set_error(span: Span | None, error_type: str | None, description: str | None
     span.set_status(Status(StatusCode.ERROR, description))
 
 
-def current_trace_id() -> str | None:
-    context = trace.get_current_span().get_span_context()
-    return f"{context.trace_id:032x}" if context.is_valid else None
-
-
-def current_span_id() -> str | None:
-    context = trace.get_current_span().get_span_context()
-    return f"{context.span_id:016x}" if context.is_valid else None
+def span_ids(span: Span | None) -> tuple[str | None, str | None]:
+    """The trace and span ids of `span` as the logs write them (hex); None for no span or an invalid one."""
+    context = span.get_span_context() if span is not None else None
+    if context is None or not context.is_valid:
+        return None, None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
