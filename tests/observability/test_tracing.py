@@ -43,13 +43,15 @@ def test_the_request_span_links_the_http_span_and_keeps_its_peer() -> None:
     tracer = tracing(exporter)
     with (
         tracer.server_span("POST /mcp", traceparent(True), {}, {"client.address": "10.0.0.1"}) as http,
-        tracer.request_span("tools/call", {"mcp.method.name": "tools/call"}, {}) as mcp,
+        tracer.request_span("tools/call", {}, lambda: {"mcp.method.name": "tools/call"}) as mcp,
     ):
         assert trace.get_current_span() is mcp
-        assert http is not None and mcp is not None
+        assert http is not None
+        assert mcp is not None
     request, server = exporter.get_finished_spans()
     # No traceparent in `_meta`: the headers' context is the parent, and the HTTP span a link.
-    assert request.parent is not None and f"{request.parent.span_id:016x}" == PARENT
+    assert request.parent is not None
+    assert f"{request.parent.span_id:016x}" == PARENT
     assert [link.context.span_id for link in request.links] == [server.context.span_id]
     assert request.attributes == {"client.address": "10.0.0.1", "mcp.method.name": "tools/call"}
 
@@ -57,7 +59,7 @@ def test_the_request_span_links_the_http_span_and_keeps_its_peer() -> None:
 def test_the_meta_carrier_is_current_with_its_baggage_while_the_request_span_runs() -> None:
     exporter = InMemorySpanExporter()
     meta = {**traceparent(True), "baggage": "tenant=acme"}
-    with tracing(exporter).request_span("tools/call", {}, meta):
+    with tracing(exporter).request_span("tools/call", meta, dict):
         assert baggage.get_baggage("tenant") == "acme"
         assert f"{trace.get_current_span().get_span_context().trace_id:032x}" == TRACE
     assert baggage.get_baggage("tenant") is None
@@ -87,7 +89,7 @@ def test_a_cancellation_is_not_an_error_of_the_http_span() -> None:
 
 def test_the_request_span_leaves_its_status_to_its_caller() -> None:
     exporter = InMemorySpanExporter()
-    with pytest.raises(ValueError), tracing(exporter).request_span("tools/call", {}, {}):
+    with pytest.raises(ValueError, match="input required"), tracing(exporter).request_span("tools/call", {}, dict):
         raise ValueError("input required")
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.UNSET
@@ -97,10 +99,11 @@ def test_the_request_span_leaves_its_status_to_its_caller() -> None:
 def test_an_operation_span_is_a_child_of_the_current_one() -> None:
     exporter = InMemorySpanExporter()
     tracer = tracing(exporter)
-    with tracer.request_span("tools/call", {}, {}) as parent, tracer.span("aql list_records", {"a": 1}):
+    with tracer.request_span("tools/call", {}, dict) as parent, tracer.span("aql list_records", {"a": 1}):
         pass
     child, request = exporter.get_finished_spans()
-    assert parent is not None and child.parent is not None
+    assert parent is not None
+    assert child.parent is not None
     assert child.parent.span_id == request.context.span_id
     assert child.kind is SpanKind.INTERNAL
 
@@ -134,6 +137,58 @@ def test_span_ids_are_the_hex_the_logs_write() -> None:
 
 def test_without_an_exporter_no_span_is_built() -> None:
     off = Tracing(service="test", version="1")
-    with off.server_span("POST /mcp", {}, {}, {}) as http, off.request_span("tools/call", {}, {}) as mcp:
-        assert http is None and mcp is None
+    with off.server_span("POST /mcp", {}, {}, {}) as http, off.request_span("tools/call", {}, dict) as mcp:
+        assert http is None
+        assert mcp is None
         assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_under_an_http_trace_not_sampled_no_request_or_operation_span_is_built() -> None:
+    """`ParentBased`: the MCP request's span would follow the HTTP request's decision, and an
+    operation's the MCP request's, so neither is built (nor its attributes); the headers' context,
+    with its baggage, is still current while the request runs."""
+    exporter = InMemorySpanExporter()
+    tracer = tracing(exporter)
+    asked: list[str] = []
+
+    def attributes() -> dict[str, str]:
+        asked.append("attributes")
+        return {}
+
+    carrier = {**traceparent(False), "baggage": "tenant=acme"}
+    with tracer.server_span("POST /mcp", carrier, {}, {}) as http:
+        assert http is not None
+        assert not http.is_recording()
+        with tracer.request_span("tools/call", {}, attributes) as mcp:
+            assert mcp is None
+            assert baggage.get_baggage("tenant") == "acme"
+            assert trace.get_current_span() is http
+            with tracer.span("aql list_records", {}) as operation:
+                assert operation is None
+        assert baggage.get_baggage("tenant") is None
+    assert asked == []
+    assert exporter.get_finished_spans() == ()
+
+
+def test_a_sampled_meta_context_is_followed_under_an_http_trace_not_sampled() -> None:
+    exporter = InMemorySpanExporter()
+    tracer = tracing(exporter)
+    meta = {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}
+    with (
+        tracer.server_span("POST /mcp", traceparent(False), {}, {}),
+        tracer.request_span("tools/call", meta, dict) as mcp,
+    ):
+        assert mcp is not None
+        assert mcp.is_recording()
+    (span,) = exporter.get_finished_spans()
+    assert f"{span.context.trace_id:032x}" == "a" * 32
+
+
+def test_a_root_trace_not_sampled_builds_no_request_span() -> None:
+    exporter = InMemorySpanExporter()
+    tracer = tracing(exporter, sample_ratio=0.0)
+    with tracer.server_span("POST /mcp", {}, {}, {}) as http, tracer.request_span("tools/call", {}, dict) as mcp:
+        assert http is not None
+        assert span_ids(http)[0] is not None
+        assert mcp is None
+    assert exporter.get_finished_spans() == ()

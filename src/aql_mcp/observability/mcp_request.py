@@ -111,8 +111,7 @@ class McpRequest:
         self._started = 0.0
         self._span_scope: AbstractContextManager[Any] = NO_SPAN
         if tracing.enabled:
-            attributes = request_attributes(method, ctx, params)
-            self._span_scope = tracing.request_span(method, attributes, self._meta)
+            self._span_scope = tracing.request_span(method, self._meta, lambda: request_attributes(method, ctx, params))
 
     def __enter__(self) -> McpRequest:
         self.span = self._span_scope.__enter__()

@@ -6,13 +6,16 @@ context the client put in `params._meta` (`traceparent`, `tracestate`, `baggage`
 headers' context, else the HTTP span; it links to the HTTP span, because one MCP request may travel
 over several HTTP requests and one HTTP request may carry several MCP messages. Without an exporter
 nothing is recorded and no span is built, so tracing that is not configured costs nothing; the
-incoming trace id still reaches the logs.
+incoming trace id still reaches the logs. A request whose trace the sampler does not keep builds
+only its HTTP span, which takes the decision (not recording, so never exported): the MCP request
+and operation spans under it would follow that decision (`ParentBased`), so they are not built,
+and its log lines carry the HTTP span's ids.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from types import TracebackType
@@ -40,14 +43,16 @@ NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 class HttpTrace:
     """The HTTP request an MCP request arrived on: its span (the MCP span's link), the context its
-    headers carried (the MCP span's parent when `_meta` names none) and its peer's attributes."""
+    headers carried (the MCP span's parent when `_meta` names none), its peer's attributes, and
+    whether the sampler kept its trace."""
 
-    __slots__ = ("headers_context", "peer", "span")
+    __slots__ = ("headers_context", "peer", "sampled", "span")
 
     def __init__(self, span: Span, headers_context: Context | None, peer: Mapping[str, str]) -> None:
         self.span = span
         self.headers_context = headers_context
         self.peer = peer
+        self.sampled = span.get_span_context().trace_flags.sampled
 
 
 def peer_attributes(scope: Mapping[str, Any]) -> dict[str, str]:
@@ -131,6 +136,25 @@ class CurrentSpan:
             otel_context.detach(self._parent_token)
 
 
+class CurrentContext:
+    """`context` current until exit, with no span: an MCP request whose trace is not sampled."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: Context) -> None:
+        self._context = context
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._context)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            otel_context.detach(self._token)
+
+
 def carrier_of(source: Any) -> dict[str, str]:
     """The W3C trace context and baggage entries of a mapping (`_meta` or headers), strings only."""
     if not isinstance(source, Mapping):
@@ -181,10 +205,12 @@ class Tracing:
         start = {"context": headers_context, "kind": SpanKind.SERVER, "attributes": {**attributes, **peer}}
         return CurrentSpan(self.tracer, name, start, http=(headers_context, peer))
 
-    def request_span(self, name: str, attributes: dict[str, Any], meta: Any) -> AbstractContextManager[Span | None]:
+    def request_span(
+        self, name: str, meta: Any, attributes: Callable[[], dict[str, Any]]
+    ) -> AbstractContextManager[Span | None]:
         """The SERVER span of one MCP request (module docstring: its parent and its link); current while
         it runs. Its status is the caller's to set: an exception is not always a failure (a modern
-        `input_required` answer, a cancellation)."""
+        `input_required` answer, a cancellation). `attributes` are asked for only when it is built."""
         if not self.enabled:
             return NO_SPAN
         http = _HTTP_TRACE.get()
@@ -194,16 +220,23 @@ class Tracing:
             parent = PROPAGATOR.extract(carrier=carrier)
         elif http is not None:
             parent = http.headers_context
+            if not http.sampled:
+                # Its parent is the HTTP request's, not sampled: neither would it be. The headers'
+                # context (their baggage) is still current while it runs, as with a span, and the
+                # HTTP span stays the current one.
+                return NO_SPAN if parent is None else CurrentContext(trace.set_span_in_context(http.span, parent))
         links = [Link(http.span.get_span_context())] if http is not None else None
-        if http is not None:
-            attributes = {**http.peer, **attributes}
-        start = {"kind": SpanKind.SERVER, "attributes": attributes, "links": links, "record_exception": False}
+        kept = {**http.peer, **attributes()} if http is not None else attributes()
+        start = {"kind": SpanKind.SERVER, "attributes": kept, "links": links, "record_exception": False}
         return CurrentSpan(self.tracer, name, start, parent=parent)
 
     def span(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Span | None]:
         """An INTERNAL child of the current span (an MCP-AQL operation inside its tools/call)."""
         if not self.enabled:
             return NO_SPAN
+        parent = trace.get_current_span().get_span_context()
+        if parent.is_valid and not parent.trace_flags.sampled:
+            return NO_SPAN  # a child of a span not sampled is not sampled either
         return CurrentSpan(self.tracer, name, {"attributes": attributes})
 
     def shutdown(self) -> None:
