@@ -85,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
     profile_cmd.add_argument("--conc", type=int, default=64)
     profile_cmd.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     profile_cmd.add_argument("--py-spy", default="py-spy")
+    profile_cmd.add_argument(
+        "--gil", action="store_true", help="only samples of the thread holding the GIL (py-spy --gil)"
+    )
     profile_cmd.add_argument("--source", type=Path, help="serve this copy of aql_mcp (e.g. a run's src/)")
     profile_cmd.add_argument("--output", type=Path, default=Path(__file__).parent / "PROFILE.md")
     _add_load_options(profile_cmd, duration=20)
@@ -229,7 +232,14 @@ def profile(args: argparse.Namespace) -> None:
     args.flames.mkdir(parents=True, exist_ok=True)
     for target in args.targets.split(","):
         raw, svg, row = profile_service(
-            args.out, target=target, conc=args.conc, rate=args.rate, py_spy=args.py_spy, options=options, source=source
+            args.out,
+            target=target,
+            conc=args.conc,
+            rate=args.rate,
+            py_spy=args.py_spy,
+            options=options,
+            source=source,
+            gil=args.gil,
         )
         shutil.copyfile(svg, args.flames / svg.name)
         profiles.append(Profiled(target, raw, row))

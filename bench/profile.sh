@@ -6,6 +6,7 @@
 #   DURATION=30 RATE=100 bench/profile.sh
 #   TARGETS=aql-mcp-modern-untraced bench/profile.sh   # any aql-mcp target of bench/targets.py
 #   SOURCE=bench/results/latest/src bench/profile.sh   # the code a `make bench` run served
+#   GIL=1 PROFILE=/tmp/gil.md FLAMES=/tmp/gil bench/profile.sh   # only the thread holding the GIL (py-spy --gil)
 #
 # py-spy goes into its own venv under .tools/ (gitignored) the first time, from the hashed lock
 # requirements/profile.txt; it needs root (ptrace).
@@ -27,6 +28,6 @@ fi
 
 "$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \
   --targets "${TARGETS:-aql-mcp-modern,aql-mcp}" --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
-  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} \
-  --output "${PROFILE:-bench/PROFILE.md}"
+  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} ${GIL:+--gil} \
+  --output "${PROFILE:-bench/PROFILE.md}" --flames "${FLAMES:-bench/profiles}"
 echo "profile: raw stacks in $OUT/profile.raw.txt; summary in ${PROFILE:-bench/PROFILE.md}"

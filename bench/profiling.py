@@ -19,10 +19,19 @@ ATTACH_SECONDS = 1.0
 
 
 def profile_service(
-    out: Path, *, target: str, conc: int, rate: int, py_spy: str, options: LoadOptions, source: Path
+    out: Path,
+    *,
+    target: str,
+    conc: int,
+    rate: int,
+    py_spy: str,
+    options: LoadOptions,
+    source: Path,
+    gil: bool = False,
 ) -> tuple[Path, Path, dict[str, Any]]:
     """Record `options.duration` seconds of `target` at `conc`: the raw stacks (PROFILE.md's tables),
-    then as long again as a flame graph (an SVG py-spy draws); both paths and the wrk row of the first."""
+    then as long again as a flame graph (an SVG py-spy draws); both paths and the wrk row of the first.
+    `gil`: keep only the samples of the thread holding the GIL (py-spy `--gil`)."""
     service = next(t for t in TARGETS if t.name == target)
     raw, svg = out / f"profile-{target}.raw.txt", out / f"{target}.svg"
     server = start(service, cpu=options.server_cpu, run_dir=out, label=f"profile-{target}", source=source)
@@ -37,17 +46,31 @@ def profile_service(
         )
         run_wrk(warm, options.warmup)
         waited = wait_quiet(server.pid, options)
-        row = _recorded(out, server, argv, options, py_spy=py_spy, rate=rate, output=raw, form="raw")
-        _recorded(out, server, argv, options, py_spy=py_spy, rate=rate, output=svg, form="flamegraph")
+        spy = (py_spy, rate, gil)
+        row = _recorded(out, server, argv, options, spy=spy, output=raw, form="raw")
+        _recorded(out, server, argv, options, spy=spy, output=svg, form="flamegraph")
     finally:
         stop(server)
-    return raw, svg, {**row, "conc": conc, "rate": rate, "duration": options.duration, "quiet_wait_s": waited}
+    return (
+        raw,
+        svg,
+        {**row, "conc": conc, "rate": rate, "gil": gil, "duration": options.duration, "quiet_wait_s": waited},
+    )
 
 
 def _recorded(
-    out: Path, server: Server, argv: list[str], options: LoadOptions, *, py_spy: str, rate: int, output: Path, form: str
+    out: Path,
+    server: Server,
+    argv: list[str],
+    options: LoadOptions,
+    *,
+    spy: tuple[str, int, bool],
+    output: Path,
+    form: str,
 ) -> dict[str, Any]:
-    """One wrk run with py-spy recording the server into `output` (`form`: raw or flamegraph)."""
+    """One wrk run with py-spy (`spy`: its path, rate, and `--gil`) recording the server into
+    `output` (`form`: raw or flamegraph)."""
+    py_spy, rate, gil = spy
     spy = subprocess.Popen(  # noqa: S603
         [  # noqa: S607
             "taskset",
@@ -66,6 +89,7 @@ def _recorded(
             "--output",
             str(output),
             "--nonblocking",
+            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=(out / "py-spy.log").open("ab"),

@@ -313,6 +313,14 @@ def table(counter: Counter[str], total: int, header: str, *, limit: int | None =
     return lines
 
 
+GIL_NOTE = (
+    "Recorded with `GIL=1` (py-spy `--gil`): only the samples of the thread holding the GIL are kept. "
+    "Without it, a thread waiting for the GIL counts as running on the line after its last system call "
+    "(the event loop's log write while the exporter's thread encodes spans); with it, time spent in "
+    "system calls made without the GIL is not counted, and the parts' shares are of the rest."
+)
+
+
 @dataclass(frozen=True)
 class Profiled:
     """One target's profile: its raw stacks and the wrk row measured while they were recorded."""
@@ -336,6 +344,7 @@ def render(profiles: list[Profiled], versions: dict[str, str], source: Path) -> 
         "delayed to the end of a system call (a stopping sampler charges each `getpid`, `send` and `write` far "
         "more than it costs). Then, for as long again, py-spy draws the flame graph kept in `bench/profiles/` "
         "(open the SVG in a browser). Raw stacks stay in the run's results folder (gitignored).",
+        *(["", GIL_NOTE] if first.get("gil") else []),
         "",
         "## Per call, by part of the path",
         "",

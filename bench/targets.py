@@ -47,7 +47,8 @@ class Target:
     # Loaded with stateless MCP 2026-07-28 requests (no handshake, no session) instead of 2025-11-25 ones.
     modern: bool = False
     env: tuple[tuple[str, str], ...] = ()
-    # aql-mcp exports its traces (every span: the default sampler) to the stand-in collector.
+    # aql-mcp exports its traces to the stand-in collector (every span at the default sampler, unless
+    # `env` sets `tracing.sample_ratio`).
     traced: bool = False
 
     @property
@@ -80,6 +81,8 @@ def _service(port: int) -> tuple[str, ...]:
 
 
 MODERN_ON = (("AQL_MCP_MCP__MODERN_ERA", "true"),)
+# One trace in a hundred sampled (`tracing.sample_ratio`): what traces cost an operator who samples.
+SAMPLED = (("AQL_MCP_TRACING__SAMPLE_RATIO", "0.01"),)
 
 TARGETS = (
     Target("aql-mcp", 18201, True, _service(18201), authenticated=True, traced=True),
@@ -91,6 +94,18 @@ TARGETS = (
     # spans cost is the difference.
     Target("aql-mcp-untraced", 18207, True, _service(18207), authenticated=True),
     Target("aql-mcp-modern-untraced", 18208, False, _service(18208), authenticated=True, modern=True, env=MODERN_ON),
+    # Both again exporting one trace in a hundred.
+    Target("aql-mcp-sampled", 18209, True, _service(18209), authenticated=True, env=SAMPLED, traced=True),
+    Target(
+        "aql-mcp-modern-sampled",
+        18210,
+        False,
+        _service(18210),
+        authenticated=True,
+        modern=True,
+        env=MODERN_ON + SAMPLED,
+        traced=True,
+    ),
     Target("sdk-stateless-json", 18202, False, _uvicorn("sdk_echo:stateless_json", 18202)),
     # The same SDK server: a 2026-07-28 `MCP-Protocol-Version` takes the SDK's own modern path.
     Target("sdk-modern-json", 18206, False, _uvicorn("sdk_echo:stateless_json", 18206), modern=True),
