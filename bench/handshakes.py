@@ -19,6 +19,10 @@ from procfs import busy_seconds, cpu_seconds, rss_kib
 from targets import Server
 
 WARMUP_HANDSHAKES = 20
+# A traced server holds the spans it has not exported yet: up to a batch (512) before its exporter
+# sends them, and the memory they took stays with the process. Enough handshakes first (four spans
+# each) that this queue has been at its fullest before RSS is read, so the sessions' growth is theirs.
+TRACED_WARMUP_HANDSHAKES = 300
 SETTLE_SECONDS = 1.0
 
 
@@ -27,7 +31,7 @@ def session_phase(server: Server, *, count: int, deadline: float, options: LoadO
     waited = wait_quiet(server.pid, options)
     client = McpClient(server.target.url, headers=server.headers)
     try:
-        for _ in range(WARMUP_HANDSHAKES):
+        for _ in range(TRACED_WARMUP_HANDSHAKES if server.target.traced else WARMUP_HANDSHAKES):
             client.handshake()
         rss_before, cpu_before, busy_before = rss_kib(server.pid), cpu_seconds(server.pid), busy_seconds()
         started = time.monotonic()
