@@ -73,9 +73,9 @@ _HTTP_TRACE: ContextVar[HttpTrace | None] = ContextVar("aql_mcp_http_trace", def
 
 class CurrentSpan:
     """A span started on entry and current until exit, then ended: the SDK's `start_as_current_span`
-    without its two generator context managers, which cost about as much as the span's attributes
-    (bench/PROFILE.md). As there, only an `Exception` is recorded on the span, and sets its ERROR
-    status, unless `start` says `record_exception: False` (the MCP request span sets its own).
+    without its two generator context managers, a few microseconds per span on every request. As
+    there, only an `Exception` is recorded on the span, and sets its ERROR status, unless `start`
+    says `record_exception: False` (the MCP request span sets its own).
 
     `parent`: a context made current before the span starts (the MCP span's carrier, with its
     baggage); `http`: the headers' context and the peer's attributes, kept for the MCP request
