@@ -7,6 +7,7 @@
 #   TARGETS=aql-mcp-modern-untraced bench/profile.sh   # any aql-mcp target of bench/targets.py
 #   SOURCE=bench/results/latest/src bench/profile.sh   # the code a `make bench` run served
 #   GIL=1 PROFILE=/tmp/gil.md FLAMES=/tmp/gil bench/profile.sh   # only the thread holding the GIL (py-spy --gil)
+# Relative PROFILE, FLAMES and OUT paths are from the repository's root.
 #
 # py-spy goes into its own venv under .tools/ (gitignored) the first time, from the hashed lock
 # requirements/profile.txt; it needs root (ptrace).
@@ -28,6 +29,6 @@ fi
 
 "$PYTHON" bench/driver.py profile --out "$OUT" --py-spy "$SPY_VENV/bin/py-spy" \
   --targets "${TARGETS:-aql-mcp-modern,aql-mcp}" --conc "${CONC:-64}" --rate "${RATE:-200}" --duration "${DURATION:-20}" --warmup "${WARMUP:-3}" \
-  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} ${GIL:+--gil} \
+  --server-cpu "${SERVER_CPU:-0}" --load-cpu "${LOAD_CPU:-1}" --nice "${NICE:-0}" ${SOURCE:+--source "$SOURCE"} $([ "${GIL:-0}" = 1 ] && echo --gil) \
   --output "${PROFILE:-bench/PROFILE.md}" --flames "${FLAMES:-bench/profiles}"
 echo "profile: raw stacks in $OUT/profile.raw.txt; summary in ${PROFILE:-bench/PROFILE.md}"

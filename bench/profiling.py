@@ -1,8 +1,9 @@
 """Sampling the service under load: py-spy records the server's stacks during one wrk run.
 
 The service runs as in `run` (bench/service.yaml, pinned to the server CPU); py-spy and wrk run
-on the load CPU. py-spy pauses the process for each sample (its default, for exact stacks), so
-throughput during the profile is a little below the benchmark's.
+on the load CPU. py-spy reads the stacks without pausing the process (`--nonblocking`); reading
+them still takes some of the load CPU, so throughput during the profile is a little below the
+benchmark's.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _recorded(
     """One wrk run with py-spy (`spy`: its path, rate, and `--gil`) recording the server into
     `output` (`form`: raw or flamegraph)."""
     py_spy, rate, gil = spy
-    spy = subprocess.Popen(  # noqa: S603
+    process = subprocess.Popen(  # noqa: S603
         [  # noqa: S607
             "taskset",
             "-c",
@@ -97,11 +98,11 @@ def _recorded(
     try:
         time.sleep(ATTACH_SECONDS)
         row = measure_once(server, argv, options, quiet=False)
-        spy.wait(timeout=options.duration + 60)
+        process.wait(timeout=options.duration + 60)
     finally:
-        if spy.poll() is None:
-            spy.kill()
-            spy.wait(timeout=10)
-    if spy.returncode != 0 or not output.exists():
-        raise RuntimeError(f"py-spy failed ({spy.returncode}); see {out / 'py-spy.log'}")
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    if process.returncode != 0 or not output.exists():
+        raise RuntimeError(f"py-spy failed ({process.returncode}); see {out / 'py-spy.log'}")
     return row

@@ -132,6 +132,8 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
     measured); a ratio goal is met only when every repetition meets it."""
     measured = {r["target"] for r in rows}
     stacks = [stack for stack in STACKS if stack[1] in measured or stack[2] in measured]
+    if not stacks:
+        return ["No aql-mcp target was measured in this run: no goal to check."]
     lines = [
         f"| measure at c=64 | {' | '.join(f'{title} | met' for title, _, _ in stacks)} | goal |",
         f"|---|{'---|---|' * len(stacks)}---|",
@@ -308,7 +310,7 @@ def noise(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[str]:
 
 
 def service_log(rows: list[dict[str, Any]]) -> list[str]:
-    services = (SERVICE, MODERN_SERVICE, *UNTRACED.values())
+    services = {target for _, *targets in STACKS for target in targets}
     lines = []
     for row in sorted(rows, key=lambda r: _rank(r["target"])):
         log = row.get("log")

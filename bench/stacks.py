@@ -343,6 +343,7 @@ def render(profiles: list[Profiled], versions: dict[str, str], source: Path) -> 
         "py-spy runs `--nonblocking`: it reads the stacks without stopping the process, so a sample is never "
         "delayed to the end of a system call (a stopping sampler charges each `getpid`, `send` and `write` far "
         "more than it costs). Then, for as long again, py-spy draws the flame graph kept in `bench/profiles/` "
+        "(or where `FLAMES` says) "
         "(open the SVG in a browser). Raw stacks stay in the run's results folder (gitignored).",
         *(["", GIL_NOTE] if first.get("gil") else []),
         "",

@@ -180,7 +180,8 @@ def _start_once(target: Target, *, cpu: int, run_dir: Path, label: str, source: 
         env.update(idp().env(target.url))
         headers = {"Authorization": f"Bearer {idp().token(target.url)}"}
     if target.traced:
-        # Traces on, as in production: every span exported to the stand-in collector (bench/collector.py).
+        # Traces on, as in production: spans exported to the stand-in collector (bench/collector.py),
+        # every one at the default sampler, one trace in a hundred for the sampled targets.
         env.update(collector().env())
     log_path = run_dir / "logs" / f"{target.name}-{label}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,8 @@ import asyncio
 
 import pytest
 from opentelemetry import baggage, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -192,3 +194,67 @@ def test_a_root_trace_not_sampled_builds_no_request_span() -> None:
         assert span_ids(http)[0] is not None
         assert mcp is None
     assert exporter.get_finished_spans() == ()
+
+
+class RefusingProcessor(SpanProcessor):
+    """A span processor whose `on_start` fails, as a broken plugin's might."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        raise RuntimeError("processor down")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+def test_a_span_that_cannot_start_leaves_no_context_behind() -> None:
+    tracer = tracing(InMemorySpanExporter())
+    tracer.provider.add_span_processor(RefusingProcessor())
+    meta = {**traceparent(True), "baggage": "tenant=acme"}
+    with pytest.raises(RuntimeError, match="processor down"), tracer.request_span("tools/call", meta, dict):
+        pass
+    assert baggage.get_baggage("tenant") is None
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_the_meta_context_is_gone_after_a_request_that_raised() -> None:
+    exporter = InMemorySpanExporter()
+    meta = {**traceparent(True), "baggage": "tenant=acme"}
+    with pytest.raises(ValueError, match="refused"), tracing(exporter).request_span("tools/call", meta, dict):
+        raise ValueError("refused")
+    assert baggage.get_baggage("tenant") is None
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    (span,) = exporter.get_finished_spans()
+    assert span.end_time is not None
+
+
+def test_an_operation_span_records_its_exception() -> None:
+    exporter = InMemorySpanExporter()
+    with pytest.raises(RuntimeError, match="store down"), tracing(exporter).span("aql list_records", {}):
+        raise RuntimeError("store down")
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [event.name for event in span.events] == ["exception"]
+
+
+def test_a_meta_context_not_sampled_is_followed_under_a_sampled_http_trace() -> None:
+    exporter = InMemorySpanExporter()
+    tracer = tracing(exporter)
+    meta = {"traceparent": f"00-{'a' * 32}-{'b' * 16}-00"}
+    with tracer.server_span("POST /mcp", {}, {}, {}), tracer.request_span("tools/call", meta, dict) as mcp:
+        assert mcp is not None
+        assert not mcp.is_recording()
+        with tracer.span("aql list_records", {}) as operation:
+            assert operation is None
+    assert [span.name for span in exporter.get_finished_spans()] == ["POST /mcp"]
+
+
+def test_under_a_traceparent_header_that_does_not_parse_the_request_span_is_a_child_of_the_http_span() -> None:
+    exporter = InMemorySpanExporter()
+    tracer = tracing(exporter)
+    carrier = {"traceparent": "not a traceparent", "baggage": "tenant=acme"}
+    with tracer.server_span("POST /mcp", carrier, {}, {}), tracer.request_span("tools/call", {}, dict):
+        assert baggage.get_baggage("tenant") == "acme"
+    request, server = exporter.get_finished_spans()
+    assert request.context.trace_id == server.context.trace_id
+    assert request.parent is not None
+    assert request.parent.span_id == server.context.span_id

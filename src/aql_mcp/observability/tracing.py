@@ -49,6 +49,10 @@ class HttpTrace:
     __slots__ = ("headers_context", "peer", "sampled", "span")
 
     def __init__(self, span: Span, headers_context: Context | None, peer: Mapping[str, str]) -> None:
+        if headers_context is not None and not trace.get_current_span(headers_context).get_span_context().is_valid:
+            # A `traceparent` header that does not parse: its baggage is kept, and the MCP span is a
+            # child of the HTTP span, in its trace (not the root of a trace of its own).
+            headers_context = trace.set_span_in_context(span, headers_context)
         self.span = span
         self.headers_context = headers_context
         self.peer = peer
@@ -114,7 +118,12 @@ class CurrentSpan:
 
     def __enter__(self) -> Span:
         self._parent_token = otel_context.attach(self._parent) if self._parent is not None else None
-        self._span = span = self._tracer.start_span(self._name, **self._start)
+        try:
+            self._span = span = self._tracer.start_span(self._name, **self._start)
+        except BaseException:
+            # No `__exit__` follows a failed `__enter__`: the parent must not stay current.
+            self._detach_parent()
+            raise
         self._span_token = otel_context.attach(trace.set_span_in_context(span))
         if self._http is not None:
             self._http_token = _HTTP_TRACE.set(HttpTrace(span, *self._http))
@@ -123,17 +132,25 @@ class CurrentSpan:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._http_token is not None:
-            _HTTP_TRACE.reset(self._http_token)
         span = self._span
-        if self._span_token is not None:
-            otel_context.detach(self._span_token)
-        if isinstance(exc, Exception) and self._start.get("record_exception", True) and span.is_recording():
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, description=f"{type(exc).__name__}: {exc}"))
-        span.end()
+        try:
+            if self._http_token is not None:
+                _HTTP_TRACE.reset(self._http_token)
+            if self._span_token is not None:
+                otel_context.detach(self._span_token)
+            if isinstance(exc, Exception) and self._start.get("record_exception", True) and span.is_recording():
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, description=f"{type(exc).__name__}: {exc}"))
+        finally:
+            try:
+                span.end()
+            finally:
+                self._detach_parent()
+
+    def _detach_parent(self) -> None:
         if self._parent_token is not None:
             otel_context.detach(self._parent_token)
+            self._parent_token = None
 
 
 class CurrentContext:
