@@ -47,7 +47,9 @@ def profile_service(
         )
         run_wrk(warm, options.warmup)
         waited = wait_quiet(server.pid, options)
-        spy = (py_spy, rate, gil)
+        # What both recordings share: which process, how often, and how (never stopping it).
+        spy = [py_spy, "record", "--pid", str(server.pid), "--rate", str(rate), "--nonblocking"]
+        spy += ["--gil"] if gil else []
         row = _recorded(out, server, argv, options, spy=spy, output=raw, form="raw")
         _recorded(out, server, argv, options, spy=spy, output=svg, form="flamegraph")
     finally:
@@ -65,32 +67,24 @@ def _recorded(
     argv: list[str],
     options: LoadOptions,
     *,
-    spy: tuple[str, int, bool],
+    spy: list[str],
     output: Path,
     form: str,
 ) -> dict[str, Any]:
-    """One wrk run with py-spy (`spy`: its path, rate, and `--gil`) recording the server into
-    `output` (`form`: raw or flamegraph)."""
-    py_spy, rate, gil = spy
+    """One wrk run with py-spy (`spy`: its command line up to what differs per recording) recording
+    the server into `output` (`form`: raw or flamegraph)."""
     process = subprocess.Popen(  # noqa: S603
         [  # noqa: S607
             "taskset",
             "-c",
             str(options.load_cpu),
-            py_spy,
-            "record",
-            "--pid",
-            str(server.pid),
-            "--rate",
-            str(rate),
+            *spy,
             "--duration",
             str(options.duration + 2),
             "--format",
             form,
             "--output",
             str(output),
-            "--nonblocking",
-            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=(out / "py-spy.log").open("ab"),
